@@ -1,0 +1,59 @@
+//! `multiarch.openshift.io/v1alpha1` `ClusterPodPlacementConfig` (served, not stored).
+//!
+//! Its fields are a subset of `v1beta1` with the same names and meaning, so the API server
+//! converts between the two by changing `apiVersion` only. A `v1alpha1` client does not
+//! see `plugins`, `fallbackArchitecture` or `placement`, and a full update (PUT) through
+//! `v1alpha1` drops them, as it does with MTO. Use `v1beta1`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::LogVerbosity;
+
+/// The cluster-wide configuration of multiarch pod placement (early version).
+// `printcolumn(type_ = ..)` repeated per column is kube-derive's syntax, not a mistake.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[kube(
+    group = "multiarch.openshift.io",
+    version = "v1alpha1",
+    kind = "ClusterPodPlacementConfig",
+    plural = "clusterpodplacementconfigs",
+    singular = "clusterpodplacementconfig",
+    status = "ClusterPodPlacementConfigStatus",
+    derive = "PartialEq",
+    doc = "ClusterPodPlacementConfig configures architecture-aware placement of pods for the whole cluster (v1alpha1: use v1beta1). It is a singleton: the only accepted name is 'cluster'.",
+    validation = Rule::new("self.metadata.name == 'cluster'").message(
+        "ClusterPodPlacementConfig is a singleton: name it 'cluster'"
+    ),
+    printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status"),
+    printcolumn(name = "Progressing", type_ = "string", json_path = ".status.conditions[?(@.type==\"Progressing\")].status"),
+    printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status"),
+    printcolumn(name = "Since", type_ = "date", json_path = ".status.conditions[?(@.type==\"Progressing\")].lastTransitionTime"),
+    printcolumn(name = "Status", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].reason"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPodPlacementConfigSpec {
+    /// How much the multiarch components log: Normal, Debug, Trace or TraceAll.
+    #[serde(default)]
+    pub log_verbosity: LogVerbosity,
+
+    /// Selects the namespaces whose pods multiarch handles (copied into the mutating
+    /// webhook's namespaceSelector). Unset means every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::atomic_label_selector")]
+    pub namespace_selector: Option<LabelSelector>,
+}
+
+/// The observed state of the multiarch components.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPodPlacementConfigStatus {
+    /// Available, Progressing, Degraded, Deprovisioning and one condition per component
+    /// that is not rolled out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}

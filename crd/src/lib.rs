@@ -1,0 +1,34 @@
+//! API types of multiarch, kept compatible with the Multiarch Tuning Operator (MTO):
+//! group `multiarch.openshift.io`, the cluster singleton `ClusterPodPlacementConfig`
+//! (`v1beta1` storage, `v1alpha1` served), the namespaced `PodPlacementConfig` and the
+//! node-reported `ENoExecEvent`.
+//!
+//! This crate holds types and their schemas only: no I/O. Validation that MTO did in
+//! webhooks and that a single object can express is written as CEL
+//! (`x-kubernetes-validations`), so the API server enforces it without a webhook.
+
+pub mod architecture;
+pub mod cluster_pod_placement_config;
+pub mod enoexec_event;
+pub mod log_verbosity;
+pub mod names;
+pub mod placement;
+pub mod plugins;
+pub mod pod_placement_config;
+pub mod render;
+mod schema;
+
+pub use architecture::Architecture;
+pub use cluster_pod_placement_config::v1beta1::{
+    ClusterPodPlacementConfig, ClusterPodPlacementConfigSpec, ClusterPodPlacementConfigStatus,
+};
+pub use enoexec_event::{ENoExecEvent, ENoExecEventSpec, ENoExecEventStatus};
+pub use log_verbosity::LogVerbosity;
+pub use placement::{Placement, PlacementMode, ScorePlugin, ScorePluginWeight};
+pub use plugins::{
+    ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, NodeAffinityScoring, PlatformWeight,
+};
+pub use pod_placement_config::{PodPlacementConfig, PodPlacementConfigSpec};
+
+/// The API group of every multiarch kind (MTO's group, so existing objects keep working).
+pub const GROUP: &str = "multiarch.openshift.io";

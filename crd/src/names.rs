@@ -1,0 +1,19 @@
+//! User-facing names that are contracts: changing one breaks installed clusters.
+
+/// The only accepted name of the `ClusterPodPlacementConfig` singleton.
+pub const SINGLETON_NAME: &str = "cluster";
+
+/// The scheduler name pods carry in `spec.schedulerName` when routed to multiarch.
+pub const DEFAULT_SCHEDULER_NAME: &str = "multiarch-scheduler";
+
+/// The scheduling gate added in gate mode (MTO's name).
+pub const SCHEDULING_GATE: &str = "multiarch.openshift.io/scheduling-gate";
+
+/// Annotation that carries `fallbackArchitecture` through a `v1alpha1` read (MTO's name).
+pub const FALLBACK_ARCHITECTURE_ANNOTATION: &str = "multiarch.openshift.io/fallback-architecture";
+
+/// Label key of a node's CPU architecture, set by the kubelet.
+pub const NODE_ARCH_LABEL: &str = "kubernetes.io/arch";
+
+/// Label key of a node's operating system, set by the kubelet.
+pub const NODE_OS_LABEL: &str = "kubernetes.io/os";

@@ -1,0 +1,125 @@
+//! `spec.placement`: how pods reach an architecture-compatible node (new in multiarch).
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::names::DEFAULT_SCHEDULER_NAME;
+
+/// How multiarch places pods.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// `Scheduler` (default): the webhook routes pods to the multiarch scheduler, which
+    /// reads image architectures itself. `SchedulingGate`: MTO's compatibility path; pods
+    /// are gated, given a `kubernetes.io/arch` node affinity and left to the default
+    /// scheduler.
+    #[serde(default)]
+    pub mode: PlacementMode,
+
+    /// The scheduler name pods are routed to and that the multiarch scheduler answers to.
+    #[serde(default = "default_scheduler_name")]
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = Rule::new(
+        "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')"
+    ).message(
+        "schedulerName must be a lowercase DNS label: letters, digits and '-', starting and ending with a letter or digit"
+    ))]
+    pub scheduler_name: String,
+
+    /// Percentage of feasible nodes after which the scheduler stops looking for more in a
+    /// cycle. 0 means adaptive, as kube-scheduler does (50% on small clusters down to 5% on
+    /// large ones); 100 always considers every node.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message(
+        Message::Expression(
+            "'percentageOfNodesToScore ' + string(self) + ' is out of range: use 0 (adaptive) to 100'".into()
+        )
+    ))]
+    pub percentage_of_nodes_to_score: i32,
+
+    /// Weights of the score plugins; plugins not listed keep their default weight.
+    /// Weight 0 turns a plugin's score off (its filter still applies).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new(
+        "self.all(p, self.filter(q, q.name == p.name).size() == 1)"
+    ).message(
+        "each plugin may appear only once in scoring: merge the duplicate entries into one"
+    ).reason(Reason::FieldValueDuplicate))]
+    pub scoring: Vec<ScorePluginWeight>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement {
+            mode: PlacementMode::default(),
+            scheduler_name: default_scheduler_name(),
+            percentage_of_nodes_to_score: 0,
+            scoring: Vec::new(),
+        }
+    }
+}
+
+fn default_scheduler_name() -> String {
+    DEFAULT_SCHEDULER_NAME.to_owned()
+}
+
+/// The placement path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PlacementMode {
+    /// Pods are routed to the multiarch scheduler.
+    #[default]
+    Scheduler,
+    /// Pods are gated and get a node affinity for the default scheduler (MTO's behaviour).
+    SchedulingGate,
+}
+
+/// The weight of one score plugin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScorePluginWeight {
+    /// The score plugin.
+    pub name: ScorePlugin,
+
+    /// Its weight, from 0 (score off) to 100.
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message(
+        Message::Expression(
+            "'weight ' + string(self) + ' is out of range: use a value from 0 (off) to 100'".into()
+        )
+    ))]
+    pub weight: i32,
+}
+
+/// The score plugins whose weight can be tuned, with kube-scheduler's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ScorePlugin {
+    /// Prefers architectures by the `nodeAffinityScoring` weights (default weight 3).
+    ImageArchitecture,
+    /// Prefers nodes with more free resources (LeastAllocated; default weight 1).
+    NodeResourcesFit,
+    /// Prefers nodes whose cpu and memory use stay balanced (default weight 1).
+    NodeResourcesBalancedAllocation,
+    /// Prefers nodes with fewer `PreferNoSchedule` taints the pod does not tolerate
+    /// (default weight 3).
+    TaintToleration,
+    /// Prefers nodes that match the pod's preferred node affinity (default weight 2).
+    NodeAffinity,
+    /// Prefers placements that lower topology-spread skew (default weight 2).
+    PodTopologySpread,
+    /// Prefers nodes that match the pod's preferred pod (anti-)affinity (default weight 2).
+    InterPodAffinity,
+}
+
+impl ScorePlugin {
+    /// kube-scheduler's default weight, and 3 for `ImageArchitecture`.
+    pub fn default_weight(self) -> i32 {
+        match self {
+            ScorePlugin::ImageArchitecture | ScorePlugin::TaintToleration => 3,
+            ScorePlugin::NodeAffinity
+            | ScorePlugin::PodTopologySpread
+            | ScorePlugin::InterPodAffinity => 2,
+            ScorePlugin::NodeResourcesFit | ScorePlugin::NodeResourcesBalancedAllocation => 1,
+        }
+    }
+}

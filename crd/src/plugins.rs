@@ -1,0 +1,97 @@
+//! The `plugins` section shared by `ClusterPodPlacementConfig` and `PodPlacementConfig`.
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Architecture;
+
+/// Optional features. A plugin is on when it is present and `enabled: true`;
+/// `plugins: {}` is valid and turns everything off.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPlugins {
+    /// Prefer some architectures over others when a pod's images run on several. The
+    /// scheduler adds these weights to its `ImageArchitecture` score; in gate mode they are
+    /// written into the pod as preferred `kubernetes.io/arch` node affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity_scoring: Option<NodeAffinityScoring>,
+
+    /// Detect `exec format error` on nodes with an eBPF probe and report it on the pod
+    /// (runs the `enoexec-daemon` DaemonSet and its handler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_format_error_monitor: Option<ExecFormatErrorMonitor>,
+}
+
+impl ClusterPlugins {
+    /// The architecture preferences, when the plugin is present and enabled.
+    pub fn enabled_node_affinity_scoring(&self) -> Option<&NodeAffinityScoring> {
+        self.node_affinity_scoring.as_ref().filter(|p| p.enabled)
+    }
+
+    /// Whether the exec-format-error monitor is present and enabled.
+    pub fn exec_format_error_monitor_enabled(&self) -> bool {
+        self.exec_format_error_monitor
+            .as_ref()
+            .is_some_and(|p| p.enabled)
+    }
+}
+
+/// The plugins a namespaced `PodPlacementConfig` may set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalPlugins {
+    /// Architecture preferences for the pods this config selects. They are applied before
+    /// the cluster-wide ones; see `priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity_scoring: Option<NodeAffinityScoring>,
+}
+
+impl LocalPlugins {
+    /// The architecture preferences, when the plugin is present and enabled.
+    pub fn enabled_node_affinity_scoring(&self) -> Option<&NodeAffinityScoring> {
+        self.node_affinity_scoring.as_ref().filter(|p| p.enabled)
+    }
+}
+
+/// Weighted architecture preferences.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAffinityScoring {
+    /// Whether the preferences are applied.
+    pub enabled: bool,
+
+    /// One entry per preferred architecture; a higher weight is a stronger preference.
+    /// Each architecture may appear once.
+    #[schemars(length(min = 1, max = 8))]
+    #[x_kube(validation = Rule::new(
+        "self.all(p, self.filter(q, q.architecture == p.architecture).size() == 1)"
+    ).message(
+        "each architecture may appear only once in platforms: merge the duplicate entries into one"
+    ).reason(Reason::FieldValueDuplicate))]
+    pub platforms: Vec<PlatformWeight>,
+}
+
+/// The weight of one architecture.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlatformWeight {
+    /// The CPU architecture: amd64, arm64, ppc64le or s390x.
+    pub architecture: Architecture,
+
+    /// The preference for this architecture, from 1 (weak) to 100 (strong).
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 100").message(
+        Message::Expression(
+            "'weight ' + string(self) + ' is out of range: use a value from 1 to 100'".into()
+        )
+    ))]
+    pub weight: i32,
+}
+
+/// The exec-format-error monitor switch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecFormatErrorMonitor {
+    /// Whether the monitor runs.
+    pub enabled: bool,
+}

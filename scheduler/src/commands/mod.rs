@@ -1,0 +1,11 @@
+//! One module per subcommand.
+
+mod crds;
+
+use crate::cli::Command;
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Crds(args) => crds::run(&args),
+    }
+}
