@@ -1,0 +1,238 @@
+//! The plugin contract: one trait per extension point and a `Status` whose code says what
+//! happens next (kube-scheduler's framework, reduced to what this scheduler runs).
+
+use std::{
+    any::{Any, TypeId},
+    collections::HashMap,
+    fmt,
+    sync::Arc,
+};
+
+use crate::{
+    images::PodImagePlatforms,
+    model::{
+        cluster::{ClusterEvent, ClusterState},
+        node::NodeInfo,
+        pod::PodInfo,
+    },
+};
+
+/// The highest score a plugin gives a node after normalization.
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// What the result of a plugin means for the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Code {
+    Success,
+    /// The node does not fit now; it might after a cluster change (or preemption).
+    Unschedulable,
+    /// The node can never fit this pod as it is (affinity, taints, architecture):
+    /// preemption cannot help.
+    UnschedulableAndUnresolvable,
+    /// The plugin could not decide (internal error); the pod is retried with backoff.
+    Error,
+    /// PreFilter/PreScore: this plugin has nothing to check for this pod.
+    Skip,
+}
+
+/// A reason users read in `FailedScheduling` messages, counted per node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    Static(&'static str),
+    /// Computed once per cycle (e.g. naming the image architectures) and shared by nodes.
+    Shared(Arc<str>),
+}
+
+impl Reason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Reason::Static(s) => s,
+            Reason::Shared(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&'static str> for Reason {
+    fn from(s: &'static str) -> Self {
+        Reason::Static(s)
+    }
+}
+
+impl From<String> for Reason {
+    fn from(s: String) -> Self {
+        Reason::Shared(s.into())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub code: Code,
+    pub reasons: Vec<Reason>,
+    /// The plugin that returned it (set by the framework).
+    pub plugin: &'static str,
+    /// Retry with backoff rather than waiting for a cluster event (image inspection failed:
+    /// the fix is in the registry, which sends no event).
+    pub retry_with_backoff: bool,
+}
+
+impl Status {
+    pub const fn success() -> Self {
+        Status {
+            code: Code::Success,
+            reasons: Vec::new(),
+            plugin: "",
+            retry_with_backoff: false,
+        }
+    }
+
+    pub const fn skip() -> Self {
+        Status {
+            code: Code::Skip,
+            reasons: Vec::new(),
+            plugin: "",
+            retry_with_backoff: false,
+        }
+    }
+
+    pub fn new(code: Code, reason: impl Into<Reason>) -> Self {
+        Status {
+            code,
+            reasons: vec![reason.into()],
+            plugin: "",
+            retry_with_backoff: false,
+        }
+    }
+
+    pub fn unschedulable(reason: impl Into<Reason>) -> Self {
+        Status::new(Code::Unschedulable, reason)
+    }
+
+    pub fn unresolvable(reason: impl Into<Reason>) -> Self {
+        Status::new(Code::UnschedulableAndUnresolvable, reason)
+    }
+
+    pub fn error(reason: impl Into<Reason>) -> Self {
+        Status::new(Code::Error, reason)
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.code == Code::Success
+    }
+
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self.code,
+            Code::Unschedulable | Code::UnschedulableAndUnresolvable
+        )
+    }
+
+    pub fn with_plugin(mut self, plugin: &'static str) -> Self {
+        self.plugin = plugin;
+        self
+    }
+
+    /// The reasons joined as kube-scheduler prints a single status.
+    pub fn message(&self) -> String {
+        self.reasons
+            .iter()
+            .map(Reason::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Per-pod, per-cycle data written in PreFilter/PreScore and read in Filter/Score.
+#[derive(Default)]
+pub struct CycleState {
+    values: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+}
+
+impl CycleState {
+    pub fn new() -> Self {
+        CycleState::default()
+    }
+
+    pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
+        self.values.insert(TypeId::of::<T>(), Box::new(value));
+    }
+
+    pub fn read<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.values
+            .get(&TypeId::of::<T>())
+            .and_then(|v| v.downcast_ref())
+    }
+}
+
+/// What a plugin may look at during one cycle. Everything is already in memory.
+pub struct CycleContext<'a> {
+    pub pod: &'a PodInfo,
+    pub cluster: &'a ClusterState,
+    /// The platforms of the pod's images, resolved before the cycle started.
+    pub images: &'a PodImagePlatforms,
+    /// Architecture preferences that apply to this pod (already merged from the
+    /// ClusterPodPlacementConfig and matching PodPlacementConfigs), `(arch, weight)`.
+    pub arch_preferences: &'a [(String, i32)],
+    /// `fallbackArchitecture`, used when the images cannot be inspected.
+    pub fallback_architecture: Option<&'a str>,
+}
+
+pub trait Plugin: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Cluster events after which a pod this plugin rejected may fit (queueing hints).
+    fn events(&self) -> &'static [ClusterEvent];
+}
+
+pub trait PreFilterPlugin: Plugin {
+    /// Runs once per cycle. `Skip` turns this plugin's filter off for the pod; a rejection
+    /// ends the cycle for every node.
+    fn pre_filter(&self, ctx: &CycleContext<'_>, state: &mut CycleState) -> Status;
+}
+
+pub trait FilterPlugin: Plugin {
+    /// Runs per node, in parallel; must not block.
+    fn filter(&self, ctx: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> Status;
+}
+
+pub trait ScorePlugin: Plugin {
+    /// Runs once per cycle over the feasible nodes. `Skip` turns scoring off for the pod.
+    fn pre_score(
+        &self,
+        _ctx: &CycleContext<'_>,
+        _state: &mut CycleState,
+        _nodes: &[&NodeInfo],
+    ) -> Status {
+        Status::success()
+    }
+
+    /// A raw score for one node.
+    fn score(&self, ctx: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> i64;
+
+    /// Brings the raw scores of all feasible nodes to 0..=100. The default assumes they
+    /// already are.
+    fn normalize(&self, _ctx: &CycleContext<'_>, _state: &CycleState, _scores: &mut [i64]) {}
+}
+
+/// kube-scheduler's `DefaultNormalizeScore`: scale to 0..=100 by the maximum, optionally
+/// reversed (fewer is better).
+pub fn default_normalize(scores: &mut [i64], reverse: bool) {
+    let max = scores.iter().copied().max().unwrap_or(0);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| *s = MAX_NODE_SCORE);
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        *s = MAX_NODE_SCORE * *s / max;
+        if reverse {
+            *s = MAX_NODE_SCORE - *s;
+        }
+    }
+}

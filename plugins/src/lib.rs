@@ -1,0 +1,11 @@
+//! Pure scheduling logic of multiarch: the cluster model, the plugins (kube-scheduler
+//! 1.36 semantics plus `ImageArchitecture`), the profile, and the one definition of which
+//! architectures a pod can run on. No I/O: everything here is tested directly.
+
+pub mod framework;
+pub mod images;
+pub mod model;
+pub mod plugins;
+pub mod preferences;
+pub mod profile;
+pub mod testing;

@@ -1,0 +1,317 @@
+//! A node and the aggregate of the pods on it (kube-scheduler's `NodeInfo`).
+
+use std::{collections::HashMap, sync::Arc};
+
+use k8s_openapi::api::core::v1 as core;
+use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL};
+
+use super::{
+    platform::Platform,
+    pod::{HostPort, PodInfo},
+    quantity::{InvalidQuantity, parse_scaled},
+    resources::{NonZero, Resources},
+    selectors::Labels,
+};
+
+/// Label a node may carry to state its architecture variant (e.g. `v7` on 32-bit arm);
+/// Kubernetes has no standard one. Without it, a node accepts builds of any variant.
+pub const NODE_VARIANT_LABEL: &str = "multiarch.openshift.io/arch-variant";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+}
+
+/// A node plus everything assigned to it. Pods are counted whoever scheduled them.
+#[derive(Clone, Debug, Default)]
+pub struct NodeInfo {
+    pub name: String,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub ready: bool,
+    pub platform: Platform,
+    pub allocatable: Resources,
+    pub allowed_pods: i64,
+
+    pub requested: Resources,
+    pub non_zero_requested: NonZero,
+    pub pods: Vec<Arc<PodInfo>>,
+    pub used_ports: Vec<HostPort>,
+    /// Pods per controller UID, for the default spread constraints.
+    pub controller_counts: HashMap<String, u32>,
+    pub pods_with_affinity: u32,
+    pub pods_with_required_anti_affinity: u32,
+}
+
+impl NodeInfo {
+    /// Reads the API object (without pods).
+    pub fn from_node(node: &core::Node) -> Result<Self, InvalidQuantity> {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let spec = node.spec.clone().unwrap_or_default();
+        let status = node.status.clone().unwrap_or_default();
+        let info = status.node_info.as_ref();
+        let os = labels
+            .get(NODE_OS_LABEL)
+            .cloned()
+            .or_else(|| info.map(|i| i.operating_system.clone()))
+            .unwrap_or_else(|| "linux".into());
+        let arch = labels
+            .get(NODE_ARCH_LABEL)
+            .cloned()
+            .or_else(|| info.map(|i| i.architecture.clone()))
+            .unwrap_or_default();
+        let platform = Platform::new(
+            &os,
+            &arch,
+            labels.get(NODE_VARIANT_LABEL).map(String::as_str),
+        );
+        let allocatable_map = status.allocatable.or(status.capacity).unwrap_or_default();
+        let allocatable = Resources::from_map(&allocatable_map)?;
+        let allowed_pods = allocatable_map
+            .get("pods")
+            .map(|q| parse_scaled(&q.0, 1))
+            .transpose()?
+            .unwrap_or(110);
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        Ok(NodeInfo {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            taints: spec
+                .taints
+                .iter()
+                .flatten()
+                .map(|t| Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: t.effect.clone(),
+                })
+                .collect(),
+            unschedulable: spec.unschedulable.unwrap_or(false),
+            ready,
+            platform,
+            allocatable,
+            allowed_pods,
+            labels,
+            ..NodeInfo::default()
+        })
+    }
+
+    /// Replaces the node's own fields, keeping the pods and their aggregate.
+    pub fn update_from(&mut self, fresh: NodeInfo) {
+        self.labels = fresh.labels;
+        self.taints = fresh.taints;
+        self.unschedulable = fresh.unschedulable;
+        self.ready = fresh.ready;
+        self.platform = fresh.platform;
+        self.allocatable = fresh.allocatable;
+        self.allowed_pods = fresh.allowed_pods;
+    }
+
+    pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
+        self.requested.add(&pod.requests);
+        self.non_zero_requested.add(pod.non_zero);
+        self.used_ports.extend(pod.host_ports.iter().cloned());
+        if let Some(owner) = &pod.controller_uid {
+            *self.controller_counts.entry(owner.clone()).or_default() += 1;
+        }
+        if pod.has_pod_affinity() {
+            self.pods_with_affinity += 1;
+        }
+        if !pod.anti_affinity.required.is_empty() {
+            self.pods_with_required_anti_affinity += 1;
+        }
+        self.pods.push(pod);
+    }
+
+    /// Removes the pod with this UID; returns it when it was there.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
+        let position = self.pods.iter().position(|p| p.uid == uid)?;
+        let pod = self.pods.swap_remove(position);
+        self.requested.subtract(&pod.requests);
+        self.non_zero_requested.subtract(pod.non_zero);
+        for port in &pod.host_ports {
+            if let Some(i) = self.used_ports.iter().position(|p| p == port) {
+                self.used_ports.swap_remove(i);
+            }
+        }
+        if let Some(owner) = &pod.controller_uid
+            && let Some(count) = self.controller_counts.get_mut(owner)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.controller_counts.remove(owner);
+            }
+        }
+        if pod.has_pod_affinity() {
+            self.pods_with_affinity -= 1;
+        }
+        if !pod.anti_affinity.required.is_empty() {
+            self.pods_with_required_anti_affinity -= 1;
+        }
+        Some(pod)
+    }
+}
+
+/// A compact builder for tests, simulate and benches (`st.MakeNode()` in kube-scheduler).
+#[derive(Clone, Debug, Default)]
+pub struct NodeBuilder {
+    node: core::Node,
+}
+
+impl NodeBuilder {
+    /// A ready Linux node with the hostname label.
+    pub fn new(name: &str, arch: &str) -> Self {
+        let mut node = core::Node::default();
+        node.metadata.name = Some(name.into());
+        node.metadata.labels = Some(
+            [
+                ("kubernetes.io/hostname".to_owned(), name.to_owned()),
+                (NODE_ARCH_LABEL.to_owned(), arch.to_owned()),
+                (NODE_OS_LABEL.to_owned(), "linux".to_owned()),
+            ]
+            .into(),
+        );
+        node.spec = Some(core::NodeSpec::default());
+        node.status = Some(core::NodeStatus {
+            conditions: Some(vec![core::NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        NodeBuilder { node }.capacity("4", "32Gi", 110)
+    }
+
+    pub fn capacity(mut self, cpu: &str, memory: &str, pods: i64) -> Self {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let map: std::collections::BTreeMap<String, Quantity> = [
+            ("cpu".to_owned(), Quantity(cpu.into())),
+            ("memory".to_owned(), Quantity(memory.into())),
+            ("pods".to_owned(), Quantity(pods.to_string())),
+            ("ephemeral-storage".to_owned(), Quantity("100Gi".into())),
+        ]
+        .into();
+        if let Some(status) = self.node.status.as_mut() {
+            status.capacity = Some(map.clone());
+            status.allocatable = Some(map);
+        }
+        self
+    }
+
+    pub fn extended(mut self, resource: &str, amount: &str) -> Self {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        if let Some(alloc) = self
+            .node
+            .status
+            .as_mut()
+            .and_then(|s| s.allocatable.as_mut())
+        {
+            alloc.insert(resource.into(), Quantity(amount.into()));
+        }
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.node
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
+        self
+    }
+
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        if let Some(spec) = self.node.spec.as_mut() {
+            spec.taints.get_or_insert_with(Vec::new).push(core::Taint {
+                key: key.into(),
+                value: (!value.is_empty()).then(|| value.into()),
+                effect: effect.into(),
+                time_added: None,
+            });
+        }
+        self
+    }
+
+    pub fn unschedulable(mut self) -> Self {
+        if let Some(spec) = self.node.spec.as_mut() {
+            spec.unschedulable = Some(true);
+        }
+        self
+    }
+
+    pub fn obj(self) -> core::Node {
+        self.node
+    }
+
+    /// The [`NodeInfo`]; builders only produce valid quantities.
+    pub fn info(self) -> NodeInfo {
+        match NodeInfo::from_node(&self.node) {
+            Ok(info) => info,
+            Err(e) => panic!("NodeBuilder produced an invalid node: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::pod::PodBuilder;
+
+    #[test]
+    fn reads_platform_capacity_and_taints() {
+        let node = NodeBuilder::new("n1", "arm64")
+            .capacity("8", "16Gi", 50)
+            .taint("dedicated", "gpu", "NoSchedule")
+            .info();
+        assert_eq!(node.platform, Platform::linux("arm64"));
+        assert_eq!(node.allocatable.milli_cpu, 8000);
+        assert_eq!(node.allowed_pods, 50);
+        assert_eq!(node.taints.len(), 1);
+        assert!(node.ready);
+    }
+
+    #[test]
+    fn falls_back_to_node_info_for_the_architecture() {
+        let mut node = NodeBuilder::new("n1", "x").obj();
+        node.metadata.labels = None;
+        if let Some(status) = node.status.as_mut() {
+            status.node_info = Some(core::NodeSystemInfo {
+                architecture: "s390x".into(),
+                operating_system: "linux".into(),
+                ..Default::default()
+            });
+        }
+        assert_eq!(
+            NodeInfo::from_node(&node).unwrap().platform,
+            Platform::linux("s390x")
+        );
+    }
+
+    #[test]
+    fn pods_add_and_remove_from_the_aggregate() {
+        let mut node = NodeBuilder::new("n1", "amd64").info();
+        let pod = Arc::new(
+            PodBuilder::new("ns", "p")
+                .owner("ReplicaSet", "rs1")
+                .container("a", "i", "500m", "1Gi")
+                .host_port(80, "TCP", "")
+                .info(),
+        );
+        node.add_pod(pod.clone());
+        assert_eq!(node.requested.milli_cpu, 500);
+        assert_eq!(node.used_ports.len(), 1);
+        assert_eq!(node.controller_counts.get("rs1"), Some(&1));
+        assert!(node.remove_pod(&pod.uid).is_some());
+        assert!(node.requested.is_zero());
+        assert!(node.used_ports.is_empty());
+        assert!(node.controller_counts.is_empty());
+        assert!(node.remove_pod(&pod.uid).is_none());
+    }
+}

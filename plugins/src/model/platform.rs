@@ -1,0 +1,260 @@
+//! Platforms (os/architecture/variant) of images and nodes, and the one definition of
+//! "these images can run on that node" used by the scheduler, the gate path, `simulate`
+//! and `audit`.
+
+use std::fmt;
+
+/// One platform an image has a build for, or a node is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    /// `v7` for arm/v7. `None` when the image does not say (any variant).
+    pub variant: Option<String>,
+}
+
+impl Platform {
+    /// Builds a platform with names normalized as the container runtimes do
+    /// (`x86_64` → `amd64`, `aarch64` → `arm64`, arm64's default variant `v8` dropped).
+    pub fn new(os: &str, architecture: &str, variant: Option<&str>) -> Self {
+        let os = os.to_ascii_lowercase();
+        let (architecture, variant) = normalize_architecture(architecture, variant);
+        Platform {
+            os,
+            architecture,
+            variant,
+        }
+    }
+
+    /// `linux/amd64`.
+    pub fn linux(architecture: &str) -> Self {
+        Platform::new("linux", architecture, None)
+    }
+
+    /// Whether a container built for `self` runs on a node of platform `node`.
+    pub fn runs_on(&self, node: &Platform) -> bool {
+        self.os == node.os
+            && self.architecture == node.architecture
+            && variant_runs_on(
+                &self.architecture,
+                self.variant.as_deref(),
+                node.variant.as_deref(),
+            )
+    }
+}
+
+fn normalize_architecture(architecture: &str, variant: Option<&str>) -> (String, Option<String>) {
+    let architecture = architecture.to_ascii_lowercase();
+    let variant = variant
+        .filter(|v| !v.is_empty())
+        .map(str::to_ascii_lowercase);
+    match architecture.as_str() {
+        "x86_64" | "x86-64" => ("amd64".into(), None),
+        "aarch64" | "arm64" => ("arm64".into(), variant.filter(|v| v != "v8")),
+        "armhf" | "armel" => ("arm".into(), variant),
+        "i386" | "i686" => ("386".into(), None),
+        _ => (architecture, variant),
+    }
+}
+
+/// 32-bit arm runs older variants (a v7 node runs v6 and v5 builds); elsewhere variants
+/// must be equal. A side that does not name its variant accepts any.
+fn variant_runs_on(architecture: &str, image: Option<&str>, node: Option<&str>) -> bool {
+    match (image, node) {
+        (None, _) | (_, None) => true,
+        (Some(image), Some(node)) if architecture == "arm" => {
+            match (arm_level(image), arm_level(node)) {
+                (Some(i), Some(n)) => i <= n,
+                _ => image == node,
+            }
+        }
+        (Some(image), Some(node)) => image == node,
+    }
+}
+
+fn arm_level(variant: &str) -> Option<u32> {
+    variant.strip_prefix('v').and_then(|n| n.parse().ok())
+}
+
+impl fmt::Display for Platform {
+    /// `amd64` for Linux without variant (the common case, as users write it), otherwise
+    /// `windows/amd64`, `arm/v7`, `linux/arm64/v9`... as precise as needed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.os != "linux" {
+            write!(f, "{}/", self.os)?;
+        }
+        f.write_str(&self.architecture)?;
+        if let Some(variant) = &self.variant {
+            write!(f, "/{variant}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The platforms of one container's image.
+#[derive(Clone, Copy, Debug)]
+pub struct ContainerPlatforms<'a> {
+    pub container: &'a str,
+    pub platforms: &'a [Platform],
+}
+
+/// The platforms every container of a pod can run on, sorted and deduplicated: a node is
+/// compatible with the pod when its platform is in this set (see [`Platform::runs_on`]).
+///
+/// For each os/architecture that every image has, the result keeps the most demanding
+/// variant (arm/v7 and arm/v6 images together need a v7 node).
+pub fn compatible_platforms(containers: &[ContainerPlatforms<'_>]) -> Vec<Platform> {
+    let Some((first, rest)) = containers.split_first() else {
+        return Vec::new();
+    };
+    let mut result: Vec<Platform> = Vec::new();
+    for candidate in first.platforms {
+        let mut required = candidate.clone();
+        let everywhere = rest.iter().all(|other| {
+            let matching: Vec<&Platform> = other
+                .platforms
+                .iter()
+                .filter(|p| p.os == required.os && p.architecture == required.architecture)
+                .collect();
+            if matching.is_empty() {
+                return false;
+            }
+            // The other image's least demanding build decides what it needs.
+            let least = matching.iter().min_by(|a, b| demand(a).cmp(&demand(b)));
+            if let Some(least) = least
+                && demand(least) > demand(&required)
+            {
+                required.variant.clone_from(&least.variant);
+            }
+            true
+        });
+        if everywhere {
+            result.push(required);
+        }
+    }
+    result.sort();
+    result.dedup();
+    // Keep, per os/architecture, only the least demanding entry that all images allow.
+    result.dedup_by(|later, earlier| {
+        later.os == earlier.os && later.architecture == earlier.architecture && {
+            if demand(later) < demand(earlier) {
+                std::mem::swap(later, earlier);
+            }
+            true
+        }
+    });
+    result
+}
+
+/// How much a build asks of a node's variant: none < v5 < v6 < v7 ...
+fn demand(platform: &Platform) -> (u8, u32) {
+    match &platform.variant {
+        None => (0, 0),
+        Some(v) => (1, arm_level(v).unwrap_or(u32::MAX)),
+    }
+}
+
+/// Whether a node of platform `node` can run the pod whose compatible set is `compatible`.
+pub fn node_is_compatible(compatible: &[Platform], node: &Platform) -> bool {
+    compatible.iter().any(|p| p.runs_on(node))
+}
+
+/// `amd64, arm64` for messages.
+pub fn describe(platforms: &[Platform]) -> String {
+    let mut names: Vec<String> = platforms.iter().map(ToString::to_string).collect();
+    names.dedup();
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(list: &[(&str, &str, Option<&str>)]) -> Vec<Platform> {
+        list.iter()
+            .map(|(o, a, v)| Platform::new(o, a, *v))
+            .collect()
+    }
+
+    fn compat(images: &[Vec<Platform>]) -> Vec<Platform> {
+        let containers: Vec<ContainerPlatforms<'_>> = images
+            .iter()
+            .map(|p| ContainerPlatforms {
+                container: "c",
+                platforms: p,
+            })
+            .collect();
+        compatible_platforms(&containers)
+    }
+
+    #[test]
+    fn names_are_normalized() {
+        assert_eq!(
+            Platform::new("Linux", "x86_64", None),
+            Platform::linux("amd64")
+        );
+        assert_eq!(
+            Platform::new("linux", "aarch64", Some("v8")),
+            Platform::linux("arm64")
+        );
+        assert_eq!(
+            Platform::new("linux", "arm64", Some("")),
+            Platform::linux("arm64")
+        );
+        assert_eq!(
+            Platform::new("linux", "arm64", Some("v9"))
+                .variant
+                .as_deref(),
+            Some("v9")
+        );
+    }
+
+    #[test]
+    fn intersection_of_images() {
+        let multi = set(&[
+            ("linux", "amd64", None),
+            ("linux", "arm64", None),
+            ("linux", "ppc64le", None),
+            ("linux", "s390x", None),
+        ]);
+        let two = set(&[("linux", "amd64", None), ("linux", "arm64", None)]);
+        let amd = set(&[("linux", "amd64", None)]);
+        let arm = set(&[("linux", "arm64", None)]);
+        assert_eq!(compat(&[multi.clone(), two.clone()]), two);
+        assert_eq!(compat(&[multi, two, amd.clone()]), amd);
+        assert_eq!(compat(&[amd, arm]), vec![]);
+        assert_eq!(compat(&[]), vec![]);
+    }
+
+    #[test]
+    fn os_is_part_of_the_platform() {
+        let windows = set(&[("windows", "amd64", None)]);
+        let linux = set(&[("linux", "amd64", None)]);
+        assert_eq!(compat(&[windows.clone(), linux]), vec![]);
+        assert!(!windows[0].runs_on(&Platform::linux("amd64")));
+        assert_eq!(windows[0].to_string(), "windows/amd64");
+    }
+
+    #[test]
+    fn arm_variants_run_on_newer_nodes() {
+        let v6 = Platform::new("linux", "arm", Some("v6"));
+        let v7 = Platform::new("linux", "arm", Some("v7"));
+        assert!(v6.runs_on(&v7));
+        assert!(!v7.runs_on(&v6));
+        assert!(
+            v7.runs_on(&Platform::linux("arm")),
+            "a node that does not say accepts any"
+        );
+        // An arm/v7 image and an arm/v6 image together need a v7 node.
+        let together = compat(&[vec![v7.clone()], vec![v6.clone()]]);
+        assert_eq!(together, vec![v7.clone()]);
+        // An image with v6 and v7 builds plus a v6-only image: v6 nodes are enough.
+        assert_eq!(compat(&[vec![v6.clone(), v7], vec![v6.clone()]]), vec![v6]);
+    }
+
+    #[test]
+    fn describe_lists_architectures() {
+        let list = set(&[("linux", "amd64", None), ("linux", "arm", Some("v7"))]);
+        assert_eq!(describe(&list), "amd64, arm/v7");
+    }
+}

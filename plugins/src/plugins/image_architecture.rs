@@ -1,0 +1,360 @@
+//! `ImageArchitecture`: a node must be a platform that every image of the pod has a build
+//! for; among those, preferred architectures score higher.
+
+use std::sync::Arc;
+
+use crate::{
+    framework::{
+        CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin, Reason,
+        ScorePlugin, Status,
+    },
+    images::ImagePlatforms,
+    model::{
+        cluster::ClusterEvent,
+        node::NodeInfo,
+        platform::{
+            ContainerPlatforms, Platform, compatible_platforms, describe, node_is_compatible,
+        },
+    },
+};
+
+pub const NAME: &str = "ImageArchitecture";
+
+pub struct ImageArchitecture;
+
+/// What PreFilter found, for Filter and for the messages users read.
+#[derive(Clone, Debug)]
+pub struct CompatiblePlatforms {
+    pub platforms: Vec<Platform>,
+    /// Set when `fallbackArchitecture` replaced images that could not be inspected.
+    pub fallback_used: bool,
+    reason: Reason,
+}
+
+impl CompatiblePlatforms {
+    /// `amd64, arm64`.
+    pub fn describe(&self) -> String {
+        describe(&self.platforms)
+    }
+}
+
+/// The platforms the pod can run on, or the status that explains why none.
+pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, Status> {
+    let failed: Vec<String> = ctx
+        .images
+        .containers
+        .iter()
+        .filter_map(|c| match &c.platforms {
+            ImagePlatforms::Failed(err) => Some(format!("image {}: {err}", c.image)),
+            ImagePlatforms::Known(_) => None,
+        })
+        .collect();
+    if !failed.is_empty() {
+        if let Some(fallback) = ctx.fallback_architecture {
+            let platforms = vec![Platform::linux(fallback)];
+            return Ok(CompatiblePlatforms {
+                reason: mismatch_reason(&platforms, true),
+                platforms,
+                fallback_used: true,
+            });
+        }
+        let mut status = Status::unschedulable(format!(
+            "cannot read the platforms of the pod's images ({}); retrying with backoff",
+            failed.join("; ")
+        ));
+        status.retry_with_backoff = true;
+        return Err(status);
+    }
+    let containers: Vec<ContainerPlatforms<'_>> = ctx
+        .images
+        .containers
+        .iter()
+        .filter_map(|c| match &c.platforms {
+            ImagePlatforms::Known(p) => Some(ContainerPlatforms {
+                container: &c.container,
+                platforms: p,
+            }),
+            ImagePlatforms::Failed(_) => None,
+        })
+        .collect();
+    if containers.is_empty() {
+        // A pod without images cannot exist; nothing to restrict.
+        return Ok(CompatiblePlatforms {
+            platforms: Vec::new(),
+            fallback_used: false,
+            reason: Reason::Static(""),
+        });
+    }
+    let platforms = compatible_platforms(&containers);
+    if platforms.is_empty() {
+        let per_container: Vec<String> = ctx
+            .images
+            .containers
+            .iter()
+            .filter_map(|c| match &c.platforms {
+                ImagePlatforms::Known(p) => Some(format!(
+                    "{} ({}) supports {}",
+                    c.container,
+                    c.image,
+                    describe_or_none(p)
+                )),
+                ImagePlatforms::Failed(_) => None,
+            })
+            .collect();
+        return Err(Status::unresolvable(format!(
+            "the pod's images have no architecture in common: {}",
+            per_container.join("; ")
+        )));
+    }
+    Ok(CompatiblePlatforms {
+        reason: mismatch_reason(&platforms, false),
+        platforms,
+        fallback_used: false,
+    })
+}
+
+fn describe_or_none(platforms: &Arc<[Platform]>) -> String {
+    if platforms.is_empty() {
+        "no platform".into()
+    } else {
+        describe(platforms)
+    }
+}
+
+fn mismatch_reason(platforms: &[Platform], fallback: bool) -> Reason {
+    let which = describe(platforms);
+    Reason::Shared(
+        if fallback {
+            format!("node(s) didn't match the pod's fallback architecture ({which}; image inspection failed)")
+        } else {
+            format!("node(s) didn't match the pod's image architectures (images support {which})")
+        }
+        .into(),
+    )
+}
+
+impl Plugin for ImageArchitecture {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn events(&self) -> &'static [ClusterEvent] {
+        &[
+            ClusterEvent::NodeAdded,
+            ClusterEvent::NodeChanged,
+            ClusterEvent::ImagePlatformsResolved,
+            ClusterEvent::ConfigChanged,
+        ]
+    }
+}
+
+impl PreFilterPlugin for ImageArchitecture {
+    fn pre_filter(&self, ctx: &CycleContext<'_>, state: &mut CycleState) -> Status {
+        match pod_compatibility(ctx) {
+            Ok(found) => {
+                let skip = found.platforms.is_empty();
+                state.write(found);
+                if skip {
+                    Status::skip()
+                } else {
+                    Status::success()
+                }
+            }
+            Err(status) => status,
+        }
+    }
+}
+
+impl FilterPlugin for ImageArchitecture {
+    fn filter(&self, _: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> Status {
+        let Some(found) = state.read::<CompatiblePlatforms>() else {
+            return Status::error("ImageArchitecture: PreFilter did not run");
+        };
+        if node_is_compatible(&found.platforms, &node.platform) {
+            Status::success()
+        } else {
+            Status::unresolvable(found.reason.clone())
+        }
+    }
+}
+
+impl ScorePlugin for ImageArchitecture {
+    fn pre_score(&self, ctx: &CycleContext<'_>, _: &mut CycleState, _: &[&NodeInfo]) -> Status {
+        if ctx.arch_preferences.is_empty() {
+            Status::skip()
+        } else {
+            Status::success()
+        }
+    }
+
+    /// The configured weight of the node's architecture (0 when not preferred).
+    fn score(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> i64 {
+        ctx.arch_preferences
+            .iter()
+            .find(|(arch, _)| *arch == node.platform.architecture)
+            .map_or(0, |(_, weight)| i64::from(*weight))
+    }
+
+    /// Scaled by the largest configured weight, so weight 100 is a full score whatever the
+    /// other weights are, and a config of one architecture at weight 10 scores it 100.
+    fn normalize(&self, ctx: &CycleContext<'_>, _: &CycleState, scores: &mut [i64]) {
+        let max = ctx
+            .arch_preferences
+            .iter()
+            .map(|(_, w)| i64::from(*w))
+            .max()
+            .unwrap_or(0);
+        if max <= 0 {
+            scores.iter_mut().for_each(|s| *s = 0);
+            return;
+        }
+        scores
+            .iter_mut()
+            .for_each(|s| *s = *s * MAX_NODE_SCORE / max);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        framework::Code,
+        images::{ContainerImagePlatforms, PodImagePlatforms},
+        model::{node::NodeBuilder, pod::PodBuilder},
+        testing::{Fixture, known},
+    };
+
+    fn fixture(images: Vec<(&str, ImagePlatforms)>) -> Fixture {
+        let mut fixture = Fixture::new(PodBuilder::new("ns", "p").info());
+        fixture.images = PodImagePlatforms {
+            containers: images
+                .into_iter()
+                .enumerate()
+                .map(|(i, (image, platforms))| ContainerImagePlatforms {
+                    container: format!("c{i}"),
+                    image: image.into(),
+                    platforms,
+                })
+                .collect(),
+        };
+        fixture
+    }
+
+    #[test]
+    fn filters_nodes_by_the_intersection_of_all_images() {
+        let f = fixture(vec![
+            ("multi", known(&["amd64", "arm64", "s390x"])),
+            ("sidecar", known(&["amd64", "arm64"])),
+        ]);
+        let ctx = f.ctx();
+        let mut state = CycleState::new();
+        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+        let arm = NodeBuilder::new("arm", "arm64").info();
+        let z = NodeBuilder::new("z", "s390x").info();
+        assert!(ImageArchitecture.filter(&ctx, &state, &arm).is_success());
+        let status = ImageArchitecture.filter(&ctx, &state, &z);
+        assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
+        assert_eq!(
+            status.message(),
+            "node(s) didn't match the pod's image architectures (images support amd64, arm64)"
+        );
+    }
+
+    #[test]
+    fn no_common_architecture_is_unresolvable_and_names_each_image() {
+        let f = fixture(vec![
+            ("quay.io/a:1", known(&["amd64"])),
+            ("quay.io/b:1", known(&["arm64"])),
+        ]);
+        let status = ImageArchitecture.pre_filter(&f.ctx(), &mut CycleState::new());
+        assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
+        assert_eq!(
+            status.message(),
+            "the pod's images have no architecture in common: c0 (quay.io/a:1) supports amd64; c1 (quay.io/b:1) supports arm64"
+        );
+    }
+
+    #[test]
+    fn inspection_failure_waits_with_backoff_unless_a_fallback_is_set() {
+        let mut f = fixture(vec![
+            ("ok", known(&["amd64", "arm64"])),
+            (
+                "quay.io/private:1",
+                ImagePlatforms::Failed("unauthorized at quay.io".into()),
+            ),
+        ]);
+        let status = ImageArchitecture.pre_filter(&f.ctx(), &mut CycleState::new());
+        assert_eq!(status.code, Code::Unschedulable);
+        assert!(status.retry_with_backoff);
+        assert_eq!(
+            status.message(),
+            "cannot read the platforms of the pod's images (image quay.io/private:1: unauthorized at quay.io); retrying with backoff"
+        );
+
+        f.fallback = Some("arm64".into());
+        let ctx = f.ctx();
+        let mut state = CycleState::new();
+        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+        assert!(state.read::<CompatiblePlatforms>().unwrap().fallback_used);
+        assert!(
+            ImageArchitecture
+                .filter(&ctx, &state, &NodeBuilder::new("a", "arm64").info())
+                .is_success()
+        );
+        assert!(
+            !ImageArchitecture
+                .filter(&ctx, &state, &NodeBuilder::new("b", "amd64").info())
+                .is_success()
+        );
+    }
+
+    #[test]
+    fn os_mismatch_filters_too() {
+        let f = fixture(vec![(
+            "windows-only",
+            ImagePlatforms::Known(vec![Platform::new("windows", "amd64", None)].into()),
+        )]);
+        let ctx = f.ctx();
+        let mut state = CycleState::new();
+        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+        let linux = NodeBuilder::new("l", "amd64").info();
+        let windows = NodeBuilder::new("w", "amd64")
+            .label("kubernetes.io/os", "windows")
+            .info();
+        assert!(!ImageArchitecture.filter(&ctx, &state, &linux).is_success());
+        assert!(
+            ImageArchitecture
+                .filter(&ctx, &state, &windows)
+                .is_success()
+        );
+    }
+
+    #[test]
+    fn scores_by_weight_normalized_to_the_largest() {
+        let mut f = fixture(vec![("multi", known(&["amd64", "arm64", "s390x"]))]);
+        f.preferences = vec![("arm64".into(), 50), ("amd64".into(), 25)];
+        let ctx = f.ctx();
+        let state = CycleState::new();
+        assert!(
+            ImageArchitecture
+                .pre_score(&ctx, &mut CycleState::new(), &[])
+                .is_success()
+        );
+        let nodes = ["arm64", "amd64", "s390x"].map(|a| NodeBuilder::new(a, a).info());
+        let mut scores: Vec<i64> = nodes
+            .iter()
+            .map(|n| ImageArchitecture.score(&ctx, &state, n))
+            .collect();
+        assert_eq!(scores, [50, 25, 0]);
+        ImageArchitecture.normalize(&ctx, &state, &mut scores);
+        assert_eq!(scores, [100, 50, 0]);
+
+        f.preferences.clear();
+        assert_eq!(
+            ImageArchitecture
+                .pre_score(&f.ctx(), &mut CycleState::new(), &[])
+                .code,
+            Code::Skip
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! One module per plugin, with kube-scheduler 1.36 semantics and reason strings.
+
+pub mod balanced_allocation;
+pub mod image_architecture;
+pub mod inter_pod_affinity;
+pub mod node_affinity;
+pub mod node_name;
+pub mod node_ports;
+pub mod node_resources_fit;
+pub mod node_unschedulable;
+pub mod pod_topology_spread;
+pub mod taint_toleration;
+pub mod volume_binding;

@@ -1,0 +1,177 @@
+//! `NodeAffinity`: `nodeSelector` and required node affinity filter; preferred terms score.
+
+use crate::{
+    framework::{
+        CycleContext, CycleState, FilterPlugin, Plugin, ScorePlugin, Status, default_normalize,
+    },
+    model::{cluster::ClusterEvent, node::NodeInfo, pod::PodInfo},
+};
+
+pub const NAME: &str = "NodeAffinity";
+pub const REASON: &str = "node(s) didn't match Pod's node affinity/selector";
+
+pub struct NodeAffinity;
+
+/// Whether the node satisfies the pod's `nodeSelector` and required node affinity (also
+/// used by topology spread's `nodeAffinityPolicy: Honor`).
+pub fn required_matches(pod: &PodInfo, node: &NodeInfo) -> bool {
+    pod.node_selector
+        .iter()
+        .all(|(k, v)| node.labels.get(k) == Some(v))
+        && pod
+            .required_node_affinity
+            .as_ref()
+            .is_none_or(|s| s.matches(&node.labels, &node.name))
+}
+
+impl Plugin for NodeAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn events(&self) -> &'static [ClusterEvent] {
+        &[ClusterEvent::NodeAdded, ClusterEvent::NodeChanged]
+    }
+}
+
+impl FilterPlugin for NodeAffinity {
+    fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
+        if required_matches(ctx.pod, node) {
+            Status::success()
+        } else {
+            Status::unresolvable(REASON)
+        }
+    }
+}
+
+impl ScorePlugin for NodeAffinity {
+    fn pre_score(&self, ctx: &CycleContext<'_>, _: &mut CycleState, _: &[&NodeInfo]) -> Status {
+        if ctx.pod.preferred_node_affinity.is_empty() {
+            Status::skip()
+        } else {
+            Status::success()
+        }
+    }
+
+    fn score(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> i64 {
+        ctx.pod
+            .preferred_node_affinity
+            .iter()
+            .filter(|(_, term)| term.matches(&node.labels, &node.name))
+            .map(|(weight, _)| i64::from(*weight))
+            .sum()
+    }
+
+    fn normalize(&self, _: &CycleContext<'_>, _: &CycleState, scores: &mut [i64]) {
+        default_normalize(scores, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1 as core;
+
+    use super::*;
+    use crate::{
+        model::{node::NodeBuilder, pod::PodBuilder},
+        testing::Fixture,
+    };
+
+    fn term(key: &str, op: &str, values: &[&str]) -> core::NodeSelectorTerm {
+        core::NodeSelectorTerm {
+            match_expressions: Some(vec![core::NodeSelectorRequirement {
+                key: key.into(),
+                operator: op.into(),
+                values: Some(values.iter().map(|v| (*v).to_owned()).collect()),
+            }]),
+            match_fields: None,
+        }
+    }
+
+    fn required(terms: Vec<core::NodeSelectorTerm>) -> core::Affinity {
+        core::Affinity {
+            node_affinity: Some(core::NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(core::NodeSelector {
+                    node_selector_terms: terms,
+                }),
+                preferred_during_scheduling_ignored_during_execution: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn node_selector_and_required_affinity_are_anded() {
+        let node = NodeBuilder::new("n", "amd64")
+            .label("zone", "a")
+            .label("disk", "ssd")
+            .info();
+        let cases = [
+            (PodBuilder::new("ns", "p"), true),
+            (PodBuilder::new("ns", "p").node_selector("zone", "a"), true),
+            (PodBuilder::new("ns", "p").node_selector("zone", "b"), false),
+            (
+                PodBuilder::new("ns", "p").affinity(required(vec![term("disk", "In", &["ssd"])])),
+                true,
+            ),
+            (
+                PodBuilder::new("ns", "p")
+                    .node_selector("zone", "a")
+                    .affinity(required(vec![term("disk", "NotIn", &["ssd"])])),
+                false,
+            ),
+            (
+                // Terms are ORed.
+                PodBuilder::new("ns", "p").affinity(required(vec![
+                    term("disk", "In", &["hdd"]),
+                    term("zone", "Exists", &[]),
+                ])),
+                true,
+            ),
+            (PodBuilder::new("ns", "p").affinity(required(vec![])), false),
+        ];
+        for (i, (pod, want)) in cases.into_iter().enumerate() {
+            let fixture = Fixture::new(pod.info());
+            let status = NodeAffinity.filter(&fixture.ctx(), &CycleState::new(), &node);
+            assert_eq!(status.is_success(), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn preferred_terms_add_their_weights() {
+        let affinity = core::Affinity {
+            node_affinity: Some(core::NodeAffinity {
+                required_during_scheduling_ignored_during_execution: None,
+                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                    core::PreferredSchedulingTerm {
+                        weight: 20,
+                        preference: term("zone", "In", &["a"]),
+                    },
+                    core::PreferredSchedulingTerm {
+                        weight: 60,
+                        preference: term("disk", "In", &["ssd"]),
+                    },
+                ]),
+            }),
+            ..Default::default()
+        };
+        let fixture = Fixture::new(PodBuilder::new("ns", "p").affinity(affinity).info());
+        let ctx = fixture.ctx();
+        let state = CycleState::new();
+        let nodes = [
+            NodeBuilder::new("both", "amd64")
+                .label("zone", "a")
+                .label("disk", "ssd")
+                .info(),
+            NodeBuilder::new("zone", "amd64").label("zone", "a").info(),
+            NodeBuilder::new("none", "amd64").info(),
+        ];
+        let mut scores: Vec<i64> = nodes
+            .iter()
+            .map(|n| NodeAffinity.score(&ctx, &state, n))
+            .collect();
+        assert_eq!(scores, [80, 20, 0]);
+        NodeAffinity.normalize(&ctx, &state, &mut scores);
+        assert_eq!(scores, [100, 25, 0]);
+    }
+}

@@ -1,0 +1,61 @@
+//! Fixtures for plugin tests, the scheduler's tests, simulate and the benches.
+
+use std::sync::Arc;
+
+use crate::{
+    framework::CycleContext,
+    images::{ImagePlatforms, PodImagePlatforms},
+    model::{cluster::ClusterState, platform::Platform, pod::PodInfo},
+};
+
+/// Linux platforms with these architectures.
+pub fn known(architectures: &[&str]) -> ImagePlatforms {
+    ImagePlatforms::Known(
+        architectures
+            .iter()
+            .map(|a| Platform::linux(a))
+            .collect::<Vec<_>>()
+            .into(),
+    )
+}
+
+/// Owns what a [`CycleContext`] borrows.
+pub struct Fixture {
+    pub pod: PodInfo,
+    pub cluster: ClusterState,
+    pub images: PodImagePlatforms,
+    pub preferences: Vec<(String, i32)>,
+    pub fallback: Option<String>,
+}
+
+impl Fixture {
+    pub fn new(pod: PodInfo) -> Self {
+        Fixture {
+            pod,
+            cluster: ClusterState::new(),
+            images: PodImagePlatforms::default(),
+            preferences: Vec::new(),
+            fallback: None,
+        }
+    }
+
+    pub fn with_cluster(mut self, cluster: ClusterState) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    pub fn ctx(&self) -> CycleContext<'_> {
+        CycleContext {
+            pod: &self.pod,
+            cluster: &self.cluster,
+            images: &self.images,
+            arch_preferences: &self.preferences,
+            fallback_architecture: self.fallback.as_deref(),
+        }
+    }
+}
+
+/// Shares a pod for `ClusterState::add_assigned_pod`.
+pub fn shared(pod: PodInfo) -> Arc<PodInfo> {
+    Arc::new(pod)
+}
