@@ -119,6 +119,15 @@ impl Profile {
         }
     }
 
+    /// The same profile without one plugin at any extension point (used by `simulate` to
+    /// measure what an architecture-blind scheduler would do).
+    pub fn without(mut self, plugin: &str) -> Self {
+        self.pre_filters.retain(|p| p.name() != plugin);
+        self.filters.retain(|p| p.name() != plugin);
+        self.scorers.retain(|s| s.plugin.name() != plugin);
+        self
+    }
+
     /// The cluster events after which a pod rejected by `plugin` may fit.
     pub fn events_of(&self, plugin: &str) -> &'static [ClusterEvent] {
         self.events
@@ -189,6 +198,30 @@ mod tests {
                 .all(|s| s.plugin.name() != "NodeResourcesBalancedAllocation")
         );
         assert_eq!(profile.percentage_of_nodes_to_score, 30);
+    }
+
+    #[test]
+    fn a_plugin_can_be_left_out() {
+        let blind = Profile::default().without("ImageArchitecture");
+        assert!(
+            blind
+                .pre_filters
+                .iter()
+                .all(|p| p.name() != "ImageArchitecture")
+        );
+        assert!(
+            blind
+                .filters
+                .iter()
+                .all(|p| p.name() != "ImageArchitecture")
+        );
+        assert!(
+            blind
+                .scorers
+                .iter()
+                .all(|s| s.plugin.name() != "ImageArchitecture")
+        );
+        assert_eq!(blind.filters.len(), Profile::default().filters.len() - 1);
     }
 
     #[test]

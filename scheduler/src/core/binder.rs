@@ -1,0 +1,43 @@
+//! Handing a placement to whoever writes it: the Kubernetes binder (pods/binding) in a
+//! cluster, or the in-memory binder of `simulate` and tests.
+
+use multiarch_plugins::model::pod::PodInfo;
+
+/// A decided placement. `uid` is the precondition: a recreated pod with the same name is
+/// never bound by mistake.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub node: String,
+}
+
+impl Binding {
+    pub fn of(pod: &PodInfo, node: &str) -> Self {
+        Binding {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            node: node.to_owned(),
+        }
+    }
+}
+
+pub trait Binder {
+    /// Starts binding; must not block the scheduling loop. The outcome comes back as a
+    /// pod update (bound) or through `SchedulerCore::binding_failed`.
+    fn bind(&mut self, binding: Binding);
+}
+
+/// Records bindings; the caller confirms them (as a watch would).
+#[derive(Debug, Default)]
+pub struct InMemoryBinder {
+    pub bindings: Vec<Binding>,
+}
+
+impl Binder for InMemoryBinder {
+    fn bind(&mut self, binding: Binding) {
+        self.bindings.push(binding);
+    }
+}

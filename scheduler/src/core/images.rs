@@ -1,0 +1,39 @@
+//! Where the core gets image platforms from, without waiting: the answer is known, failed,
+//! or still being worked on (then the pod waits in the queue and the cycle moves on).
+
+use std::{collections::HashMap, sync::Arc};
+
+use multiarch_plugins::model::{platform::Platform, pod::ContainerImage};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageLookup {
+    Known(Arc<[Platform]>),
+    Failed(Arc<str>),
+    Pending,
+}
+
+pub trait ImageSource {
+    /// Must not block: start an inspection if needed and answer `Pending`.
+    fn lookup(&self, namespace: &str, image: &ContainerImage) -> ImageLookup;
+}
+
+/// A fixed catalog (simulate, tests): images not in it fail with a clear message.
+#[derive(Clone, Debug, Default)]
+pub struct CatalogImages {
+    pub images: HashMap<String, Arc<[Platform]>>,
+}
+
+impl ImageSource for CatalogImages {
+    fn lookup(&self, _: &str, image: &ContainerImage) -> ImageLookup {
+        match self.images.get(&image.image) {
+            Some(platforms) => ImageLookup::Known(platforms.clone()),
+            None => ImageLookup::Failed(
+                format!(
+                    "image {} is not in the simulation's image catalog",
+                    image.image
+                )
+                .into(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The multiarch scheduler: the I/O-free core (queue, cycle, diagnosis) and the roles of
+//! the `multiarch` binary.
+
+pub mod core;
+pub mod simulate;

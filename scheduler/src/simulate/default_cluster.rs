@@ -1,0 +1,212 @@
+//! The embedded default of `multiarch simulate`: a mixed-architecture cluster and pods
+//! drawn from a catalog of real-world image platform sets.
+
+use std::collections::BTreeMap;
+
+use multiarch_crd::{
+    Architecture, ClusterPlugins, ClusterPodPlacementConfigSpec, NodeAffinityScoring,
+    PlatformWeight,
+};
+use rand::{Rng, SeedableRng, rngs::SmallRng, seq::SliceRandom};
+use serde::Deserialize;
+
+use super::scenario::{ContainerSpec, NodeGroup, PodGroup, Scenario, ScenarioError, TaintSpec};
+
+const CATALOG: &str = include_str!("catalog.yaml");
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Catalog {
+    images: BTreeMap<String, Vec<String>>,
+    workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Workload {
+    name: String,
+    weight: u32,
+    containers: Vec<ContainerSpec>,
+    #[serde(default)]
+    init_containers: Vec<ContainerSpec>,
+    #[serde(default)]
+    tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+}
+
+/// Node architectures and their share of the default cluster.
+const ARCH_MIX: [(&str, u32); 4] = [("amd64", 60), ("arm64", 30), ("ppc64le", 5), ("s390x", 5)];
+/// cpu, memory.
+const SIZES: [(&str, &str); 4] = [
+    ("4", "16Gi"),
+    ("8", "32Gi"),
+    ("16", "64Gi"),
+    ("32", "128Gi"),
+];
+const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+/// Replicas per generated Deployment (pods of one controller spread by default).
+const REPLICAS: usize = 10;
+
+/// The default scenario with `nodes` nodes and `pods` pods, reproducible from `seed`.
+pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, ScenarioError> {
+    let catalog: Catalog = serde_yaml_ng::from_str(CATALOG)?;
+    let mut rng = SmallRng::seed_from_u64(seed);
+
+    let mut archs: Vec<&str> = Vec::with_capacity(nodes);
+    for (arch, share) in ARCH_MIX {
+        let count = nodes * share as usize / 100;
+        archs.extend(std::iter::repeat_n(arch, count));
+    }
+    while archs.len() < nodes {
+        archs.push(ARCH_MIX[0].0);
+    }
+    archs.shuffle(&mut rng);
+    let node_groups = archs
+        .iter()
+        .enumerate()
+        .map(|(i, arch)| {
+            let (cpu, memory) = SIZES[rng.random_range(0..SIZES.len())];
+            let tainted = rng.random_range(0..100) < 5;
+            NodeGroup {
+                name: format!("{arch}-{i:05}"),
+                count: 1,
+                arch: (*arch).to_owned(),
+                os: None,
+                variant: None,
+                cpu: cpu.into(),
+                memory: memory.into(),
+                pods: 110,
+                labels: [(
+                    "topology.kubernetes.io/zone".to_owned(),
+                    ZONES[i % ZONES.len()].to_owned(),
+                )]
+                .into(),
+                taints: if tainted {
+                    vec![TaintSpec {
+                        key: "dedicated".into(),
+                        value: "infra".into(),
+                        effect: "NoSchedule".into(),
+                    }]
+                } else {
+                    Vec::new()
+                },
+                unschedulable: false,
+            }
+        })
+        .collect();
+
+    let total_weight: u32 = catalog.workloads.iter().map(|w| w.weight).sum();
+    let mut pod_groups: Vec<PodGroup> = Vec::new();
+    let mut remaining = pods;
+    let mut deployment = 0usize;
+    while remaining > 0 {
+        let mut pick = rng.random_range(0..total_weight.max(1));
+        let workload = catalog
+            .workloads
+            .iter()
+            .find(|w| {
+                if pick < w.weight {
+                    true
+                } else {
+                    pick -= w.weight;
+                    false
+                }
+            })
+            .unwrap_or(&catalog.workloads[0]);
+        let replicas = REPLICAS.min(remaining);
+        let owner = format!("{}-{deployment:05}", workload.name);
+        pod_groups.push(PodGroup {
+            name: owner.clone(),
+            namespace: workload.name.clone(),
+            count: replicas,
+            priority: None,
+            labels: [("app".to_owned(), workload.name.clone())].into(),
+            owner: Some(owner),
+            scheduler_name: None,
+            containers: workload.containers.clone(),
+            init_containers: workload.init_containers.clone(),
+            tolerations: workload.tolerations.clone(),
+            node_selector: BTreeMap::new(),
+            affinity: None,
+            topology_spread_constraints: Vec::new(),
+        });
+        remaining -= replicas;
+        deployment += 1;
+    }
+
+    Ok(Scenario {
+        images: catalog.images,
+        nodes: node_groups,
+        pods: pod_groups,
+        cluster_pod_placement_config: Some(ClusterPodPlacementConfigSpec {
+            plugins: Some(ClusterPlugins {
+                // Prefer the cheaper arm64 nodes when an image runs on both.
+                node_affinity_scoring: Some(NodeAffinityScoring {
+                    enabled: true,
+                    platforms: vec![
+                        PlatformWeight {
+                            architecture: Architecture::Arm64,
+                            weight: 40,
+                        },
+                        PlatformWeight {
+                            architecture: Architecture::Amd64,
+                            weight: 20,
+                        },
+                    ],
+                }),
+                exec_format_error_monitor: None,
+            }),
+            ..ClusterPodPlacementConfigSpec::default()
+        }),
+        pod_placement_configs: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_catalog_parses_and_every_workload_image_is_known() {
+        let catalog: Catalog = serde_yaml_ng::from_str(CATALOG).unwrap();
+        for w in &catalog.workloads {
+            for c in w.containers.iter().chain(&w.init_containers) {
+                assert!(
+                    catalog.images.contains_key(&c.image),
+                    "{} uses unknown {}",
+                    w.name,
+                    c.image
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn generates_the_requested_mix() {
+        let s = scenario(1000, 95, 7).unwrap();
+        let nodes = s.node_infos().unwrap();
+        assert_eq!(nodes.len(), 1000);
+        let count = |arch: &str| {
+            nodes
+                .iter()
+                .filter(|n| n.platform.architecture == arch)
+                .count()
+        };
+        assert_eq!(
+            (
+                count("amd64"),
+                count("arm64"),
+                count("ppc64le"),
+                count("s390x")
+            ),
+            (600, 300, 50, 50)
+        );
+        assert!(nodes.iter().any(|n| !n.taints.is_empty()));
+        assert_eq!(s.pod_infos("multiarch-scheduler").unwrap().len(), 95);
+        // Same seed, same scenario.
+        let again = scenario(1000, 95, 7).unwrap();
+        assert_eq!(
+            again.pods.iter().map(|p| &p.name).collect::<Vec<_>>(),
+            s.pods.iter().map(|p| &p.name).collect::<Vec<_>>()
+        );
+    }
+}

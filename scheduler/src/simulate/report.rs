@@ -1,0 +1,116 @@
+//! What `multiarch simulate` prints, as text or JSON.
+
+use std::{collections::BTreeMap, fmt::Write};
+
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub seed: u64,
+    pub nodes: usize,
+    pub nodes_by_arch: BTreeMap<String, usize>,
+    pub pods: usize,
+    pub bound: usize,
+    pub bound_by_arch: BTreeMap<String, usize>,
+    pub unschedulable: Vec<UnschedulableGroup>,
+    pub cycles: usize,
+    pub elapsed_seconds: f64,
+    pub pods_per_second: f64,
+    pub cycle_p50_micros: f64,
+    pub cycle_p99_micros: f64,
+    /// Peak resident memory of the process (VmHWM), when the platform reports it.
+    pub peak_memory_bytes: Option<u64>,
+    pub architecture_blind: Counterfactual,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnschedulableGroup {
+    pub pods: usize,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counterfactual {
+    pub bound: usize,
+    /// Pods the blind scheduler put on nodes their images cannot run on.
+    pub incompatible: usize,
+}
+
+impl Report {
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let mix: Vec<String> = self
+            .nodes_by_arch
+            .iter()
+            .map(|(a, n)| format!("{n} {a}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "multiarch simulate: {} nodes ({}), {} pods, seed {}\n",
+            self.nodes,
+            mix.join(", "),
+            self.pods,
+            self.seed
+        );
+        let _ = writeln!(
+            out,
+            "Bound pods by node architecture ({} of {}):",
+            self.bound, self.pods
+        );
+        for (arch, count) in &self.bound_by_arch {
+            let _ = writeln!(out, "  {arch:<10} {count:>7}");
+        }
+        let pending: usize = self.unschedulable.iter().map(|g| g.pods).sum();
+        let _ = writeln!(out, "\nUnschedulable pods ({pending}), by reason:");
+        if self.unschedulable.is_empty() {
+            let _ = writeln!(out, "  none");
+        }
+        for group in &self.unschedulable {
+            let _ = writeln!(out, "  {:>6}  {}", group.pods, group.reason);
+        }
+        let _ = writeln!(
+            out,
+            "\nThroughput: {:.0} pods/s ({} scheduling cycles in {:.3} s)",
+            self.pods_per_second, self.cycles, self.elapsed_seconds
+        );
+        let _ = writeln!(
+            out,
+            "Cycle time: p50 {:.1} µs, p99 {:.1} µs",
+            self.cycle_p50_micros, self.cycle_p99_micros
+        );
+        match self.peak_memory_bytes {
+            #[allow(clippy::cast_precision_loss)]
+            Some(bytes) => {
+                let _ = writeln!(out, "Peak memory: {:.1} MB", bytes as f64 / 1_000_000.0);
+            }
+            None => {
+                let _ = writeln!(out, "Peak memory: not reported by this platform");
+            }
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let share = if self.architecture_blind.bound > 0 {
+            100.0 * self.architecture_blind.incompatible as f64
+                / self.architecture_blind.bound as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "\nArchitecture-blind scheduler on the same cluster: {} of its {} placements ({share:.1}%) \
+             put a pod on a node its images cannot run on (exec format error or ImagePullBackOff).",
+            self.architecture_blind.incompatible, self.architecture_blind.bound
+        );
+        out
+    }
+}
+
+/// The process's peak resident set (Linux `VmHWM`).
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

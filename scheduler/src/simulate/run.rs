@@ -1,0 +1,195 @@
+//! Runs the real scheduler core on a scenario, and the same scenario once more without
+//! `ImageArchitecture` to count what an architecture-blind scheduler would break.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::{Duration, Instant},
+};
+
+use multiarch_plugins::{
+    model::{
+        node::NodeInfo,
+        platform::{ContainerPlatforms, Platform, compatible_platforms, node_is_compatible},
+        pod::PodInfo,
+    },
+    plugins::image_architecture,
+    profile::Profile,
+};
+
+use super::scenario::{Scenario, ScenarioError};
+use crate::core::{
+    binder::{Binder, Binding, InMemoryBinder},
+    images::CatalogImages,
+    scheduler::{Outcome, PlacementInputs, SchedulerCore},
+};
+
+/// A scenario turned into objects, ready to run (several times).
+pub struct Prepared {
+    pub nodes: Vec<NodeInfo>,
+    pub pods: Vec<PodInfo>,
+    pub images: CatalogImages,
+    pub inputs: PlacementInputs,
+    pub profile_placement: multiarch_crd::Placement,
+}
+
+impl Prepared {
+    pub fn new(scenario: &Scenario) -> Result<Self, ScenarioError> {
+        let spec = scenario
+            .cluster_pod_placement_config
+            .clone()
+            .unwrap_or_default();
+        let placement = spec.placement_or_default();
+        Ok(Prepared {
+            nodes: scenario.node_infos()?,
+            pods: scenario.pod_infos(&placement.scheduler_name)?,
+            images: scenario.image_catalog()?,
+            inputs: PlacementInputs {
+                cluster_plugins: spec.plugins.clone(),
+                configs: scenario.pod_placement_configs.clone(),
+                fallback_architecture: spec.fallback_architecture.map(|a| a.as_str().to_owned()),
+            },
+            profile_placement: placement,
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct RunResult {
+    /// pod UID → node name.
+    pub placements: HashMap<String, String>,
+    pub bound_by_arch: BTreeMap<String, usize>,
+    /// `FailedScheduling` message → pods still pending with it.
+    pub unschedulable: BTreeMap<String, usize>,
+    pub cycle_times: Vec<Duration>,
+    pub elapsed: Duration,
+}
+
+impl RunResult {
+    pub fn bound(&self) -> usize {
+        self.placements.len()
+    }
+
+    pub fn percentile(&self, p: f64) -> Duration {
+        if self.cycle_times.is_empty() {
+            return Duration::ZERO;
+        }
+        let mut sorted = self.cycle_times.clone();
+        sorted.sort_unstable();
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+        sorted[index]
+    }
+
+    pub fn pods_per_second(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        #[allow(clippy::cast_precision_loss)]
+        let bound = self.bound() as f64;
+        if secs > 0.0 { bound / secs } else { 0.0 }
+    }
+}
+
+pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
+    let mut core = SchedulerCore::new(profile, prepared.inputs.clone(), seed);
+    let start = Instant::now();
+    for node in &prepared.nodes {
+        core.apply_node(node.clone(), start);
+    }
+    for pod in &prepared.pods {
+        core.apply_pod(pod.clone(), start);
+    }
+
+    let mut binder = InMemoryBinder::default();
+    let mut result = RunResult::default();
+    let mut last_failure: HashMap<String, String> = HashMap::new();
+    let arch_of: HashMap<&str, String> = prepared
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.platform.to_string()))
+        .collect();
+    let began = Instant::now();
+    loop {
+        let cycle_start = Instant::now();
+        let Some(outcome) = core.schedule_next(&prepared.images, start) else {
+            break;
+        };
+        match outcome {
+            Outcome::Scheduled { pod, node, .. } => {
+                binder.bind(Binding::of(&pod, &node));
+                // Confirm as the watch would.
+                let mut bound = (*pod).clone();
+                bound.node_name = Some(node.clone());
+                core.apply_pod(bound, start);
+                last_failure.remove(&pod.uid);
+                *result
+                    .bound_by_arch
+                    .entry(arch_of.get(node.as_str()).cloned().unwrap_or_default())
+                    .or_default() += 1;
+                result.placements.insert(pod.uid.clone(), node);
+            }
+            Outcome::Failed { pod, message, .. } => {
+                last_failure.insert(pod.uid.clone(), message);
+            }
+            Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}
+        }
+        result.cycle_times.push(cycle_start.elapsed());
+    }
+    result.elapsed = began.elapsed();
+    for pod in core.queue.pending() {
+        let message = last_failure
+            .get(&pod.uid)
+            .cloned()
+            .unwrap_or_else(|| "not attempted".to_owned());
+        *result.unschedulable.entry(message).or_default() += 1;
+    }
+    result
+}
+
+/// How many of the blind run's placements put a pod on a node its images cannot run on.
+pub fn incompatible_placements(prepared: &Prepared, blind: &RunResult) -> usize {
+    let nodes: HashMap<&str, &Platform> = prepared
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), &n.platform))
+        .collect();
+    prepared
+        .pods
+        .iter()
+        .filter_map(|pod| Some((pod, nodes.get(blind.placements.get(&pod.uid)?.as_str())?)))
+        .filter(|(pod, node)| {
+            let platforms: Vec<(&str, &[Platform])> = pod
+                .images
+                .iter()
+                .filter_map(|i| {
+                    prepared
+                        .images
+                        .images
+                        .get(&i.image)
+                        .map(|p| (i.container.as_str(), &p[..]))
+                })
+                .collect();
+            if platforms.len() != pod.images.len() {
+                return false; // unknown images: nothing to judge
+            }
+            let containers: Vec<ContainerPlatforms<'_>> = platforms
+                .iter()
+                .map(|(container, platforms)| ContainerPlatforms {
+                    container,
+                    platforms,
+                })
+                .collect();
+            !node_is_compatible(&compatible_platforms(&containers), node)
+        })
+        .count()
+}
+
+/// The profile of the scenario, and the same one without `ImageArchitecture`.
+pub fn profiles(prepared: &Prepared) -> (Profile, Profile) {
+    (
+        Profile::new(&prepared.profile_placement),
+        Profile::new(&prepared.profile_placement).without(image_architecture::NAME),
+    )
+}

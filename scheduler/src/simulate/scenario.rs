@@ -1,0 +1,335 @@
+//! The scenario format of `multiarch simulate --scenario FILE` (YAML): images with their
+//! platforms, node groups, pod groups, and the placement CRDs.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use k8s_openapi::api::core::v1 as core;
+use multiarch_crd::{ClusterPodPlacementConfigSpec, PodPlacementConfig};
+use multiarch_plugins::model::{
+    node::{NODE_VARIANT_LABEL, NodeBuilder, NodeInfo},
+    platform::Platform,
+    pod::{PodBuilder, PodInfo},
+};
+use serde::Deserialize;
+
+use crate::core::images::CatalogImages;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot parse the scenario: {0}")]
+    Parse(#[from] serde_yaml_ng::Error),
+    #[error("image {image}: platform {platform:?} is not os/architecture[/variant]")]
+    Platform { image: String, platform: String },
+    #[error("{kind} group {name:?}: {detail}")]
+    Group {
+        kind: &'static str,
+        name: String,
+        detail: String,
+    },
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Image reference → platforms, as `linux/arm64` or `linux/arm/v7`.
+    #[serde(default)]
+    pub images: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub nodes: Vec<NodeGroup>,
+    #[serde(default)]
+    pub pods: Vec<PodGroup>,
+    /// The `spec` of the `ClusterPodPlacementConfig` (weights, fallback, placement).
+    #[serde(default)]
+    pub cluster_pod_placement_config: Option<ClusterPodPlacementConfigSpec>,
+    #[serde(default)]
+    pub pod_placement_configs: Vec<PodPlacementConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeGroup {
+    /// The node name, or the prefix of `NAME-0`, `NAME-1`... when `count` > 1.
+    pub name: String,
+    #[serde(default = "one")]
+    pub count: usize,
+    pub arch: String,
+    #[serde(default)]
+    pub os: Option<String>,
+    #[serde(default)]
+    pub variant: Option<String>,
+    pub cpu: String,
+    pub memory: String,
+    #[serde(default = "default_max_pods")]
+    pub pods: i64,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub taints: Vec<TaintSpec>,
+    #[serde(default)]
+    pub unschedulable: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaintSpec {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodGroup {
+    /// The pod name, or the prefix of `NAME-0`, `NAME-1`... when `count` > 1.
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default = "one")]
+    pub count: usize,
+    #[serde(default)]
+    pub priority: Option<i32>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// A controller UID shared by the group's pods (they then spread by default).
+    #[serde(default)]
+    pub owner: Option<String>,
+    /// Defaults to the scheduler's name.
+    #[serde(default)]
+    pub scheduler_name: Option<String>,
+    pub containers: Vec<ContainerSpec>,
+    #[serde(default)]
+    pub init_containers: Vec<ContainerSpec>,
+    #[serde(default)]
+    pub tolerations: Vec<core::Toleration>,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub affinity: Option<core::Affinity>,
+    #[serde(default)]
+    pub topology_spread_constraints: Vec<core::TopologySpreadConstraint>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContainerSpec {
+    pub name: String,
+    pub image: String,
+    #[serde(default)]
+    pub cpu: String,
+    #[serde(default)]
+    pub memory: String,
+    /// An init container with `restartPolicy: Always` (a sidecar).
+    #[serde(default)]
+    pub sidecar: bool,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_max_pods() -> i64 {
+    110
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+impl Scenario {
+    pub fn from_yaml(text: &str) -> Result<Self, ScenarioError> {
+        Ok(serde_yaml_ng::from_str(text)?)
+    }
+
+    pub fn image_catalog(&self) -> Result<CatalogImages, ScenarioError> {
+        let mut catalog = CatalogImages::default();
+        for (image, platforms) in &self.images {
+            let parsed = platforms
+                .iter()
+                .map(|p| {
+                    parse_platform(p).ok_or_else(|| ScenarioError::Platform {
+                        image: image.clone(),
+                        platform: p.clone(),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            catalog.images.insert(image.clone(), Arc::from(parsed));
+        }
+        Ok(catalog)
+    }
+
+    pub fn node_infos(&self) -> Result<Vec<NodeInfo>, ScenarioError> {
+        let mut out = Vec::new();
+        for group in &self.nodes {
+            for name in names(&group.name, group.count) {
+                let mut b = NodeBuilder::new(&name, &group.arch).capacity(
+                    &group.cpu,
+                    &group.memory,
+                    group.pods,
+                );
+                if let Some(os) = &group.os {
+                    b = b.label("kubernetes.io/os", os);
+                }
+                if let Some(variant) = &group.variant {
+                    b = b.label(NODE_VARIANT_LABEL, variant);
+                }
+                for (k, v) in &group.labels {
+                    b = b.label(k, v);
+                }
+                for t in &group.taints {
+                    b = b.taint(&t.key, &t.value, &t.effect);
+                }
+                if group.unschedulable {
+                    b = b.unschedulable();
+                }
+                let info = NodeInfo::from_node(&b.obj()).map_err(|e| ScenarioError::Group {
+                    kind: "node",
+                    name: group.name.clone(),
+                    detail: e.to_string(),
+                })?;
+                out.push(info);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn pod_infos(&self, scheduler_name: &str) -> Result<Vec<PodInfo>, ScenarioError> {
+        let mut out = Vec::new();
+        for group in &self.pods {
+            for name in names(&group.name, group.count) {
+                let pod = group.build(&name, scheduler_name);
+                let info = PodInfo::from_pod(&pod).map_err(|e| ScenarioError::Group {
+                    kind: "pod",
+                    name: group.name.clone(),
+                    detail: e.to_string(),
+                })?;
+                out.push(info);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl PodGroup {
+    pub fn build(&self, name: &str, scheduler_name: &str) -> core::Pod {
+        let mut b = PodBuilder::new(&self.namespace, name)
+            .scheduler(self.scheduler_name.as_deref().unwrap_or(scheduler_name));
+        if let Some(priority) = self.priority {
+            b = b.priority(priority);
+        }
+        for (k, v) in &self.labels {
+            b = b.label(k, v);
+        }
+        if let Some(owner) = &self.owner {
+            b = b.owner("ReplicaSet", owner);
+        }
+        for c in &self.init_containers {
+            b = if c.sidecar {
+                b.sidecar(&c.name, &c.image, &c.cpu, &c.memory)
+            } else {
+                b.init_container(&c.name, &c.image, &c.cpu, &c.memory)
+            };
+        }
+        for c in &self.containers {
+            b = b.container(&c.name, &c.image, &c.cpu, &c.memory);
+        }
+        for (k, v) in &self.node_selector {
+            b = b.node_selector(k, v);
+        }
+        if let Some(affinity) = &self.affinity {
+            b = b.affinity(affinity.clone());
+        }
+        for c in &self.topology_spread_constraints {
+            b = b.spread(c.clone());
+        }
+        let mut pod = b.obj();
+        if let Some(spec) = pod.spec.as_mut()
+            && !self.tolerations.is_empty()
+        {
+            spec.tolerations = Some(self.tolerations.clone());
+        }
+        pod
+    }
+}
+
+fn names(name: &str, count: usize) -> Vec<String> {
+    if count == 1 {
+        vec![name.to_owned()]
+    } else {
+        (0..count).map(|i| format!("{name}-{i}")).collect()
+    }
+}
+
+/// `linux/arm64`, `linux/arm/v7`, `windows/amd64`.
+pub fn parse_platform(text: &str) -> Option<Platform> {
+    let mut parts = text.split('/');
+    let os = parts.next().filter(|s| !s.is_empty())?;
+    let arch = parts.next().filter(|s| !s.is_empty())?;
+    let variant = parts.next();
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(Platform::new(os, arch, variant))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_platform_strings() {
+        assert_eq!(
+            parse_platform("linux/arm/v7"),
+            Some(Platform::new("linux", "arm", Some("v7")))
+        );
+        assert_eq!(
+            parse_platform("linux/amd64"),
+            Some(Platform::linux("amd64"))
+        );
+        for bad in ["amd64", "linux/", "/amd64", "a/b/c/d"] {
+            assert_eq!(parse_platform(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_platforms_are_errors() {
+        let err = Scenario::from_yaml("nodez: []").unwrap_err();
+        assert!(err.to_string().contains("unknown field `nodez`"), "{err}");
+        let scenario = Scenario::from_yaml("images: {\"a:1\": [amd64]}").unwrap();
+        assert_eq!(
+            scenario.image_catalog().unwrap_err().to_string(),
+            "image a:1: platform \"amd64\" is not os/architecture[/variant]"
+        );
+    }
+
+    #[test]
+    fn groups_expand_to_named_objects() {
+        let scenario = Scenario::from_yaml(
+            r#"
+nodes:
+  - {name: arm, count: 2, arch: arm64, cpu: "4", memory: 8Gi, taints: [{key: k, effect: NoSchedule}]}
+pods:
+  - name: web
+    count: 3
+    owner: web-rs
+    containers: [{name: app, image: "a:1", cpu: 100m, memory: 64Mi}]
+    initContainers: [{name: proxy, image: "p:1", cpu: 50m, sidecar: true}]
+    tolerations: [{key: k, operator: Exists}]
+"#,
+        )
+        .unwrap();
+        let nodes = scenario.node_infos().unwrap();
+        assert_eq!(
+            nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["arm-0", "arm-1"]
+        );
+        assert_eq!(nodes[0].taints.len(), 1);
+        let pods = scenario.pod_infos("multiarch-scheduler").unwrap();
+        assert_eq!(pods.len(), 3);
+        assert_eq!(pods[2].name, "web-2");
+        assert_eq!(pods[0].requests.milli_cpu, 150);
+        assert_eq!(pods[0].controller_uid.as_deref(), Some("web-rs"));
+        assert_eq!(pods[0].tolerations.len(), 1);
+        assert_eq!(pods[0].scheduler_name, "multiarch-scheduler");
+    }
+}
