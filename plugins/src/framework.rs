@@ -3,7 +3,6 @@
 
 use std::{
     any::{Any, TypeId},
-    collections::HashMap,
     fmt,
     sync::Arc,
 };
@@ -148,9 +147,10 @@ impl Status {
 }
 
 /// Per-pod, per-cycle data written in PreFilter/PreScore and read in Filter/Score.
+/// A handful of entries, read once per node: a vector beats a hash map here.
 #[derive(Default)]
 pub struct CycleState {
-    values: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    values: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
 }
 
 impl CycleState {
@@ -159,13 +159,19 @@ impl CycleState {
     }
 
     pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
-        self.values.insert(TypeId::of::<T>(), Box::new(value));
+        let id = TypeId::of::<T>();
+        match self.values.iter_mut().find(|(t, _)| *t == id) {
+            Some(slot) => slot.1 = Box::new(value),
+            None => self.values.push((id, Box::new(value))),
+        }
     }
 
     pub fn read<T: Any + Send + Sync>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
         self.values
-            .get(&TypeId::of::<T>())
-            .and_then(|v| v.downcast_ref())
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref())
     }
 }
 

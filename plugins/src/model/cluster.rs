@@ -4,7 +4,9 @@
 //! Mutated between scheduling cycles only; a cycle reads it through `&ClusterState`, so it
 //! is its own snapshot and nothing is copied per cycle.
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 
 use super::{node::NodeInfo, pod::PodInfo, selectors::Labels};
 
@@ -38,7 +40,7 @@ pub struct ClusterState {
     pods_with_required_anti_affinity: usize,
     /// Pods per controller per zone, so the default zone spread constraint costs no walk
     /// over every node.
-    controller_zones: HashMap<String, HashMap<String, u32>>,
+    controller_zones: FxHashMap<String, FxHashMap<String, u32>>,
 }
 
 /// The zone label the default spread constraint uses.
@@ -76,7 +78,7 @@ impl ClusterState {
     }
 
     /// Pods of one controller per zone.
-    pub fn controller_zone_counts(&self, controller_uid: &str) -> Option<&HashMap<String, u32>> {
+    pub fn controller_zone_counts(&self, controller_uid: &str) -> Option<&FxHashMap<String, u32>> {
         self.controller_zones.get(controller_uid)
     }
 
@@ -100,11 +102,11 @@ impl ClusterState {
     /// Adds a node or updates its own fields (its pods stay).
     pub fn upsert_node(&mut self, fresh: NodeInfo) -> ClusterEvent {
         if let Some(&i) = self.index.get(&fresh.name) {
-            let zone_moved = self.nodes[i].labels.get(ZONE_LABEL) != fresh.labels.get(ZONE_LABEL);
+            let zone_moved = self.nodes[i].zone != fresh.zone;
             if zone_moved {
                 let pods = self.nodes[i].pods.clone();
-                let old_zone = self.nodes[i].labels.get(ZONE_LABEL).cloned();
-                let new_zone = fresh.labels.get(ZONE_LABEL).cloned();
+                let old_zone = self.nodes[i].zone.clone();
+                let new_zone = fresh.zone.clone();
                 for pod in &pods {
                     self.count_zone(pod, old_zone.as_deref(), -1);
                     self.count_zone(pod, new_zone.as_deref(), 1);
@@ -115,7 +117,7 @@ impl ClusterState {
         }
         let name = fresh.name.clone();
         let mut node = fresh;
-        let zone = node.labels.get(ZONE_LABEL).cloned();
+        let zone = node.zone.clone();
         for pod in self.orphans.remove(&name).unwrap_or_default() {
             self.count_zone(&pod, zone.as_deref(), 1);
             node.add_pod(pod);
@@ -131,7 +133,7 @@ impl ClusterState {
             return false;
         };
         let node = self.nodes.swap_remove(i);
-        let zone = node.labels.get(ZONE_LABEL).cloned();
+        let zone = node.zone.clone();
         for pod in &node.pods {
             self.count_zone(pod, zone.as_deref(), -1);
         }
@@ -192,7 +194,7 @@ impl ClusterState {
         self.count_affinity(&pod, 1);
         match self.index.get(node) {
             Some(&i) => {
-                let zone = self.nodes[i].labels.get(ZONE_LABEL).cloned();
+                let zone = self.nodes[i].zone.clone();
                 self.count_zone(&pod, zone.as_deref(), 1);
                 self.nodes[i].add_pod(pod);
             }
@@ -230,7 +232,7 @@ impl ClusterState {
         let placement = self.placements.remove(uid)?;
         let pod = match self.index.get(&placement.node) {
             Some(&i) => {
-                let zone = self.nodes[i].labels.get(ZONE_LABEL).cloned();
+                let zone = self.nodes[i].zone.clone();
                 let pod = self.nodes[i].remove_pod(uid)?;
                 self.count_zone(&pod, zone.as_deref(), -1);
                 Some(pod)

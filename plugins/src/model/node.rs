@@ -1,12 +1,14 @@
 //! A node and the aggregate of the pods on it (kube-scheduler's `NodeInfo`).
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use k8s_openapi::api::core::v1 as core;
 use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL};
 
 use super::{
-    platform::Platform,
+    platform::{Platform, platform_bit},
     pod::{HostPort, PodInfo},
     quantity::{InvalidQuantity, parse_scaled},
     resources::{NonZero, Resources},
@@ -33,6 +35,8 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     pub ready: bool,
     pub platform: Platform,
+    /// [`platform_bit`] of `platform`, computed once.
+    pub platform_bit: Option<u8>,
     pub allocatable: Resources,
     pub allowed_pods: i64,
 
@@ -40,8 +44,11 @@ pub struct NodeInfo {
     pub non_zero_requested: NonZero,
     pub pods: Vec<Arc<PodInfo>>,
     pub used_ports: Vec<HostPort>,
-    /// Pods per controller UID, for the default spread constraints.
-    pub controller_counts: HashMap<String, u32>,
+    /// Pods per controller UID, for the default spread constraints (looked up once per
+    /// node per cycle, hence the fast hasher).
+    pub controller_counts: FxHashMap<String, u32>,
+    /// The `topology.kubernetes.io/zone` label, read once.
+    pub zone: Option<String>,
     pub pods_with_affinity: u32,
     pub pods_with_required_anti_affinity: u32,
 }
@@ -82,6 +89,7 @@ impl NodeInfo {
             .any(|c| c.type_ == "Ready" && c.status == "True");
         Ok(NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
+            zone: labels.get(super::cluster::ZONE_LABEL).cloned(),
             taints: spec
                 .taints
                 .iter()
@@ -94,6 +102,7 @@ impl NodeInfo {
                 .collect(),
             unschedulable: spec.unschedulable.unwrap_or(false),
             ready,
+            platform_bit: platform_bit(&platform),
             platform,
             allocatable,
             allowed_pods,
@@ -105,10 +114,12 @@ impl NodeInfo {
     /// Replaces the node's own fields, keeping the pods and their aggregate.
     pub fn update_from(&mut self, fresh: NodeInfo) {
         self.labels = fresh.labels;
+        self.zone = fresh.zone;
         self.taints = fresh.taints;
         self.unschedulable = fresh.unschedulable;
         self.ready = fresh.ready;
         self.platform = fresh.platform;
+        self.platform_bit = fresh.platform_bit;
         self.allocatable = fresh.allocatable;
         self.allowed_pods = fresh.allowed_pods;
     }

@@ -159,6 +159,38 @@ pub fn node_is_compatible(compatible: &[Platform], node: &Platform) -> bool {
     compatible.iter().any(|p| p.runs_on(node))
 }
 
+/// A bit number for the common platforms (Linux or Windows on a known architecture,
+/// without variant), so that the per-node check of a scheduling cycle is a bit test.
+pub fn platform_bit(platform: &Platform) -> Option<u8> {
+    if platform.variant.is_some() {
+        return None;
+    }
+    let os = match platform.os.as_str() {
+        "linux" => 0,
+        "windows" => 1,
+        _ => return None,
+    };
+    let arch = match platform.architecture.as_str() {
+        "amd64" => 0,
+        "arm64" => 1,
+        "ppc64le" => 2,
+        "s390x" => 3,
+        "arm" => 4,
+        "386" => 5,
+        "riscv64" => 6,
+        "mips64le" => 7,
+        _ => return None,
+    };
+    Some(os * 8 + arch)
+}
+
+/// The bit set of `platforms`, when every one of them has a bit.
+pub fn platform_bits(platforms: &[Platform]) -> Option<u64> {
+    platforms
+        .iter()
+        .try_fold(0u64, |bits, p| platform_bit(p).map(|b| bits | (1 << b)))
+}
+
 /// `amd64, arm64` for messages.
 pub fn describe(platforms: &[Platform]) -> String {
     let mut names: Vec<String> = platforms.iter().map(ToString::to_string).collect();
@@ -250,6 +282,37 @@ mod tests {
         assert_eq!(together, vec![v7.clone()]);
         // An image with v6 and v7 builds plus a v6-only image: v6 nodes are enough.
         assert_eq!(compat(&[vec![v6.clone(), v7], vec![v6.clone()]]), vec![v6]);
+    }
+
+    #[test]
+    fn bits_agree_with_runs_on() {
+        let all = [
+            Platform::linux("amd64"),
+            Platform::linux("arm64"),
+            Platform::linux("s390x"),
+            Platform::new("windows", "amd64", None),
+            Platform::linux("riscv64"),
+        ];
+        for image in &all {
+            for node in &all {
+                let bits = platform_bits(std::slice::from_ref(image)).unwrap();
+                let bit = platform_bit(node).unwrap();
+                assert_eq!(
+                    bits & (1 << bit) != 0,
+                    image.runs_on(node),
+                    "{image} on {node}"
+                );
+            }
+        }
+        assert_eq!(
+            platform_bit(&Platform::new("linux", "arm", Some("v7"))),
+            None
+        );
+        assert_eq!(platform_bit(&Platform::linux("loong64")), None);
+        assert_eq!(
+            platform_bits(&[Platform::linux("amd64"), Platform::linux("loong64")]),
+            None
+        );
     }
 
     #[test]

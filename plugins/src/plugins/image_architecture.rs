@@ -14,6 +14,7 @@ use crate::{
         node::NodeInfo,
         platform::{
             ContainerPlatforms, Platform, compatible_platforms, describe, node_is_compatible,
+            platform_bits,
         },
     },
 };
@@ -26,6 +27,8 @@ pub struct ImageArchitecture;
 #[derive(Clone, Debug)]
 pub struct CompatiblePlatforms {
     pub platforms: Vec<Platform>,
+    /// `platforms` as a bit set, when every one has a bit (the common case).
+    bits: Option<u64>,
     /// Set when `fallbackArchitecture` replaced images that could not be inspected.
     pub fallback_used: bool,
     reason: Reason,
@@ -53,6 +56,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         if let Some(fallback) = ctx.fallback_architecture {
             let platforms = vec![Platform::linux(fallback)];
             return Ok(CompatiblePlatforms {
+                bits: platform_bits(&platforms),
                 reason: mismatch_reason(&platforms, true),
                 platforms,
                 fallback_used: true,
@@ -81,6 +85,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         // A pod without images cannot exist; nothing to restrict.
         return Ok(CompatiblePlatforms {
             platforms: Vec::new(),
+            bits: None,
             fallback_used: false,
             reason: Reason::Static(""),
         });
@@ -107,6 +112,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         )));
     }
     Ok(CompatiblePlatforms {
+        bits: platform_bits(&platforms),
         reason: mismatch_reason(&platforms, false),
         platforms,
         fallback_used: false,
@@ -170,7 +176,11 @@ impl FilterPlugin for ImageArchitecture {
         let Some(found) = state.read::<CompatiblePlatforms>() else {
             return Status::error("ImageArchitecture: PreFilter did not run");
         };
-        if node_is_compatible(&found.platforms, &node.platform) {
+        let compatible = match (found.bits, node.platform_bit) {
+            (Some(bits), Some(bit)) => bits & (1 << bit) != 0,
+            _ => node_is_compatible(&found.platforms, &node.platform),
+        };
+        if compatible {
             Status::success()
         } else {
             Status::unresolvable(found.reason.clone())

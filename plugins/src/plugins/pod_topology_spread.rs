@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use super::{node_affinity::required_matches, taint_toleration::tolerates};
 use crate::{
     framework::{
@@ -166,10 +168,38 @@ impl FilterPlugin for PodTopologySpread {
 struct ScoreState {
     constraints: Vec<SpreadConstraint>,
     /// Per constraint (non-hostname keys): pods per domain.
-    counts: Vec<HashMap<String, i64>>,
+    counts: Vec<FxHashMap<String, i64>>,
     /// Per constraint: `ln(domains + 2)`, so constraints over many domains weigh more.
     weights: Vec<f64>,
+    /// Per constraint: how its key is read.
+    kinds: Vec<KeyKind>,
     require_all_keys: bool,
+}
+
+/// How a constraint's key is read from a node, decided once per cycle rather than by
+/// comparing the key per node.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    /// Every node is its own domain.
+    Hostname,
+    /// Read from the node's cached zone.
+    Zone,
+    Label,
+}
+
+fn key_kind(constraint: &SpreadConstraint) -> KeyKind {
+    match constraint.topology_key.as_str() {
+        HOSTNAME => KeyKind::Hostname,
+        ZONE_LABEL => KeyKind::Zone,
+        _ => KeyKind::Label,
+    }
+}
+
+fn value_of<'n>(kind: KeyKind, key: &str, node: &'n NodeInfo) -> Option<&'n str> {
+    match kind {
+        KeyKind::Zone => node.zone.as_deref(),
+        KeyKind::Hostname | KeyKind::Label => node.labels.get(key).map(String::as_str),
+    }
 }
 
 impl ScorePlugin for PodTopologySpread {
@@ -195,23 +225,25 @@ impl ScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
-        let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
+        let mut counts: Vec<FxHashMap<String, i64>> = vec![FxHashMap::default(); constraints.len()];
         let mut domains: Vec<usize> = vec![0; constraints.len()];
+        let kinds: Vec<KeyKind> = constraints.iter().map(key_kind).collect();
         for node in nodes {
             if require_all_keys
                 && !constraints
                     .iter()
-                    .all(|c| node.labels.contains_key(&c.topology_key))
+                    .zip(&kinds)
+                    .all(|(c, kind)| value_of(*kind, &c.topology_key, node).is_some())
             {
                 continue;
             }
             for (i, c) in constraints.iter().enumerate() {
-                if c.topology_key == HOSTNAME {
+                if kinds[i] == KeyKind::Hostname {
                     domains[i] += 1;
-                } else if let Some(value) = node.labels.get(&c.topology_key)
+                } else if let Some(value) = value_of(kinds[i], &c.topology_key, node)
                     && !counts[i].contains_key(value)
                 {
-                    counts[i].insert(value.clone(), 0);
+                    counts[i].insert(value.to_owned(), 0);
                     domains[i] += 1;
                 }
             }
@@ -221,6 +253,7 @@ impl ScorePlugin for PodTopologySpread {
                 continue;
             }
             if c.same_controller && c.topology_key == ZONE_LABEL {
+                // Maintained by the cluster model: no walk over every node.
                 let owner = pod.controller_uid.as_deref().unwrap_or_default();
                 if let Some(zones) = ctx.cluster.controller_zone_counts(owner) {
                     for (zone, count) in counts[i].iter_mut() {
@@ -233,7 +266,7 @@ impl ScorePlugin for PodTopologySpread {
                 if !node_counts(pod, c, node) {
                     continue;
                 }
-                if let Some(value) = node.labels.get(&c.topology_key)
+                if let Some(value) = value_of(kinds[i], &c.topology_key, node)
                     && let Some(count) = counts[i].get_mut(value)
                 {
                     *count += matching_pods(pod, c, node);
@@ -246,6 +279,7 @@ impl ScorePlugin for PodTopologySpread {
             constraints,
             counts,
             weights,
+            kinds,
             require_all_keys,
         });
         Status::success()
@@ -260,16 +294,18 @@ impl ScorePlugin for PodTopologySpread {
             && !state
                 .constraints
                 .iter()
-                .all(|c| node.labels.contains_key(&c.topology_key))
+                .zip(&state.kinds)
+                .all(|(c, kind)| value_of(*kind, &c.topology_key, node).is_some())
         {
             return -1;
         }
         let mut score = 0.0;
         for (i, c) in state.constraints.iter().enumerate() {
-            let count = if c.topology_key == HOSTNAME {
+            let kind = state.kinds[i];
+            let count = if kind == KeyKind::Hostname {
                 matching_pods(ctx.pod, c, node)
             } else {
-                match node.labels.get(&c.topology_key) {
+                match value_of(kind, &c.topology_key, node) {
                     Some(value) => state.counts[i].get(value).copied().unwrap_or(0),
                     None => continue,
                 }

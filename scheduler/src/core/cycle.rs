@@ -18,10 +18,12 @@ use rayon::prelude::*;
 
 use super::diagnosis::Diagnosis;
 
-/// Below this many nodes, filtering runs on the calling thread (no fan-out cost).
-const PARALLEL_FILTER_MIN_NODES: usize = 512;
+/// Filtering and scoring fan out to the thread pool only when a cycle has this much
+/// work: below it, waking the pool costs more than it saves (measured with `simulate`
+/// at 5,000 nodes on 2 cores: 7,000 pods/s on one thread against 4,500 fanned out).
+const PARALLEL_FILTER_MIN_FEASIBLE: usize = 1000;
 const FILTER_CHUNK: usize = 128;
-const PARALLEL_SCORE_MIN_NODES: usize = 256;
+const PARALLEL_SCORE_MIN_NODES: usize = 1000;
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 
 /// kube-scheduler's `numFeasibleNodesToFind`.
@@ -106,7 +108,7 @@ pub fn run(
     let n = nodes.len();
     let target = num_feasible_nodes_to_find(n, profile.percentage_of_nodes_to_score);
     let start = rotation.0 % n;
-    let (feasible, failures, evaluated) = if n < PARALLEL_FILTER_MIN_NODES {
+    let (feasible, failures, evaluated) = if target < PARALLEL_FILTER_MIN_FEASIBLE {
         filter_sequential(nodes, start, target, &check)
     } else {
         filter_parallel(nodes, start, target, &check)

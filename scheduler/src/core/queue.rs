@@ -4,12 +4,13 @@
 
 use std::{
     cmp::{Ordering, Reverse},
-    collections::{BinaryHeap, HashMap, HashSet},
+    collections::BinaryHeap,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use multiarch_plugins::model::{cluster::ClusterEvent, pod::PodInfo};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::backoff::Backoff;
 
