@@ -131,11 +131,15 @@ impl FilterPlugin for InterPodAffinity {
             return Status::error("InterPodAffinity: PreFilter did not run");
         };
         let pod = ctx.pod;
-        if s.existing_anti
-            .keys()
-            .any(|(key, value)| node.labels.get(key) == Some(value))
-        {
-            return Status::unschedulable(EXISTING_ANTI_AFFINITY_REASON);
+        // kube-scheduler's order: the pod's affinity, its anti-affinity, then the
+        // anti-affinity of the pods already running.
+        for (i, term) in pod.affinity.required.iter().enumerate() {
+            let Some(value) = node.labels.get(&term.topology_key) else {
+                return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
+            };
+            if !s.first_of_group && s.affinity[i].get(value).is_none_or(|c| *c == 0) {
+                return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
+            }
         }
         for (i, term) in pod.anti_affinity.required.iter().enumerate() {
             if let Some(value) = node.labels.get(&term.topology_key)
@@ -144,13 +148,11 @@ impl FilterPlugin for InterPodAffinity {
                 return Status::unschedulable(ANTI_AFFINITY_REASON);
             }
         }
-        for (i, term) in pod.affinity.required.iter().enumerate() {
-            let Some(value) = node.labels.get(&term.topology_key) else {
-                return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
-            };
-            if !s.first_of_group && s.affinity[i].get(value).is_none_or(|c| *c == 0) {
-                return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
-            }
+        if s.existing_anti
+            .keys()
+            .any(|(key, value)| node.labels.get(key) == Some(value))
+        {
+            return Status::unschedulable(EXISTING_ANTI_AFFINITY_REASON);
         }
         Status::success()
     }

@@ -1,0 +1,36 @@
+//! One scheduling cycle (PreFilter → Filter → Score → pick) at 500 and 5,000 nodes, on a
+//! SchedulingBasic pod and on a pod with topology spread and anti-affinity.
+//! Run: `cargo bench -p multiarch-benches --bench scheduling_cycle`.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use multiarch_benches::{basic, cluster, spread_and_anti_affinity};
+use multiarch_plugins::profile::Profile;
+use multiarch_scheduler::core::cycle::{Rotation, run};
+use rand::{SeedableRng, rngs::SmallRng};
+
+fn cycles(c: &mut Criterion) {
+    let profile = Profile::default();
+    let mut group = c.benchmark_group("cycle");
+    for nodes in [500usize, 5000] {
+        // As scheduler_perf: 1,000 pods already bound before measuring.
+        let state = cluster(nodes, 1000);
+        let workloads = [
+            ("SchedulingBasic", basic(state.clone())),
+            ("SpreadAndAntiAffinity", spread_and_anti_affinity(state)),
+        ];
+        for (name, fixture) in workloads {
+            let ctx = fixture.ctx();
+            let mut rotation = Rotation::default();
+            let mut rng = SmallRng::seed_from_u64(1);
+            group.bench_with_input(BenchmarkId::new(name, nodes), &nodes, |b, _| {
+                b.iter(|| black_box(run(&profile, &ctx, &mut rotation, &mut rng).is_ok()));
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, cycles);
+criterion_main!(benches);

@@ -1,0 +1,90 @@
+//! `multiarch simulate` as a user runs it.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::{path::PathBuf, process::Command};
+
+fn fixture(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(relative)
+}
+
+fn multiarch(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_multiarch"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn json_output_is_machine_readable() {
+    let out = multiarch(&[
+        "simulate", "--nodes", "120", "--pods", "300", "--seed", "7", "-o", "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["nodes"], 120);
+    assert_eq!(report["pods"], 300);
+    assert_eq!(report["nodesByArch"]["amd64"], 72);
+    assert!(report["boundByArch"].as_object().unwrap().len() >= 2);
+    assert!(
+        report["architectureBlind"]["incompatible"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn text_output_names_every_section() {
+    let scenario = fixture("scenarios/mixed-small.yaml");
+    let out = multiarch(&["simulate", "--scenario", scenario.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for section in [
+        "Bound pods by node architecture (11 of 15)",
+        "Unschedulable pods (4), by reason:",
+        "Throughput:",
+        "Cycle time: p50",
+        "Peak memory:",
+        "Architecture-blind scheduler",
+    ] {
+        assert!(text.contains(section), "missing {section:?} in\n{text}");
+    }
+}
+
+#[test]
+fn a_bad_scenario_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("multiarch-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "nodes:\n  - {name: n, arch: amd64, cpu: lots, memory: 1Gi}\n",
+    )
+    .unwrap();
+    let out = multiarch(&["simulate", "--scenario", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("node group \"n\": invalid quantity \"lots\""),
+        "{stderr}"
+    );
+
+    let out = multiarch(&["simulate", "--scenario", "/nonexistent/scenario.yaml"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("error: cannot read scenario /nonexistent/scenario.yaml")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

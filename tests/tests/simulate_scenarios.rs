@@ -1,0 +1,174 @@
+//! `simulate` scenarios with asserted placements: the real core on known clusters.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::collections::HashMap;
+
+use multiarch_scheduler::simulate::{
+    run::{Prepared, incompatible_placements, profiles, run},
+    scenario::Scenario,
+    simulate,
+};
+use multiarch_tests::fixture;
+
+fn load(name: &str) -> Scenario {
+    let text = std::fs::read_to_string(fixture(&format!("scenarios/{name}"))).unwrap();
+    Scenario::from_yaml(&text).unwrap()
+}
+
+/// pod name → node name.
+fn placements(prepared: &Prepared, seed: u64) -> (HashMap<String, String>, Vec<(String, usize)>) {
+    let (profile, _) = profiles(prepared);
+    let result = run(prepared, profile, seed);
+    let by_name = prepared
+        .pods
+        .iter()
+        .filter_map(|p| {
+            result
+                .placements
+                .get(&p.uid)
+                .map(|n| (p.name.clone(), n.clone()))
+        })
+        .collect();
+    (by_name, result.unschedulable.into_iter().collect())
+}
+
+#[test]
+fn no_pod_ever_lands_on_an_incompatible_node() {
+    let prepared = Prepared::new(&load("mixed-small.yaml")).unwrap();
+    for seed in 0..20 {
+        let (placed, _) = placements(&prepared, seed);
+        for (pod, node) in &placed {
+            let ok = match pod.split('-').next().unwrap() {
+                "legacy" => node.starts_with("amd"),
+                "edge" | "too" => node.starts_with("arm"),
+                "meshed" => node.starts_with("amd") || node.starts_with("arm"),
+                other => panic!("{other} should not be placed ({pod} on {node})"),
+            };
+            assert!(ok, "seed {seed}: {pod} on {node}");
+        }
+        assert_eq!(placed.len(), 4 + 3 + 4, "seed {seed}: {placed:?}");
+    }
+}
+
+#[test]
+fn every_unplaced_pod_has_the_right_reason() {
+    let prepared = Prepared::new(&load("mixed-small.yaml")).unwrap();
+    let (_, unschedulable) = placements(&prepared, 1);
+    let reasons: Vec<&str> = unschedulable.iter().map(|(r, _)| r.as_str()).collect();
+    assert!(
+        reasons.contains(
+            &"0/6 nodes are available: the pod's images have no architecture in common: \
+          job (z-only:1) supports s390x; proxy (sidecar:1) supports amd64, arm64."
+        ),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons.contains(
+            &"0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match the pod's image \
+          architectures (images support arm64)."
+        ),
+        "{reasons:#?}"
+    );
+    // An arm/v7 image does not run on the arm/v6 node.
+    assert!(
+        reasons.contains(
+            &"0/6 nodes are available: 6 node(s) didn't match the pod's image architectures \
+          (images support arm/v7)."
+        ),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.starts_with("0/6 nodes are available: cannot read the platforms of the pod's images (image not-in-catalog:1:")),
+        "{reasons:#?}"
+    );
+    assert_eq!(unschedulable.iter().map(|(_, n)| n).sum::<usize>(), 4);
+}
+
+#[test]
+fn the_blind_counterfactual_counts_what_would_break() {
+    let prepared = Prepared::new(&load("mixed-small.yaml")).unwrap();
+    let (_, blind_profile) = profiles(&prepared);
+    let blind = run(&prepared, blind_profile, 3);
+    // Blind, the no-common-architecture and arm/v7 pods get placed too.
+    assert!(blind.bound() > 11, "{}", blind.bound());
+    assert!(incompatible_placements(&prepared, &blind) > 0);
+    let (profile, _) = profiles(&prepared);
+    let aware = run(&prepared, profile, 3);
+    assert_eq!(incompatible_placements(&prepared, &aware), 0);
+}
+
+#[test]
+fn namespace_preferences_win_over_cluster_preferences() {
+    let prepared = Prepared::new(&load("preferences.yaml")).unwrap();
+    let (placed, unschedulable) = placements(&prepared, 5);
+    assert!(unschedulable.is_empty(), "{unschedulable:?}");
+    for (pod, node) in &placed {
+        if pod.starts_with("web") {
+            assert!(
+                node.starts_with('z'),
+                "{pod} on {node}: the PodPlacementConfig prefers s390x"
+            );
+        } else {
+            assert!(
+                node.starts_with("arm"),
+                "{pod} on {node}: the cluster prefers arm64"
+            );
+        }
+    }
+}
+
+#[test]
+fn hard_spread_and_anti_affinity_are_honoured() {
+    let prepared = Prepared::new(&load("spread-and-affinity.yaml")).unwrap();
+    let (placed, unschedulable) = placements(&prepared, 11);
+    let zone = |node: &str| node.chars().next().unwrap();
+    let spread_a = placed
+        .iter()
+        .filter(|(p, n)| p.starts_with("spread") && zone(n) == 'a')
+        .count();
+    let spread_b = placed
+        .iter()
+        .filter(|(p, n)| p.starts_with("spread") && zone(n) == 'b')
+        .count();
+    assert_eq!((spread_a, spread_b), (3, 3));
+    // Four hosts: the fifth "solo" pod has nowhere to go.
+    let mut solo_hosts: Vec<&String> = placed
+        .iter()
+        .filter(|(p, _)| p.starts_with("solo"))
+        .map(|(_, n)| n)
+        .collect();
+    solo_hosts.sort();
+    solo_hosts.dedup();
+    assert_eq!(solo_hosts.len(), 4);
+    assert_eq!(
+        unschedulable,
+        [(
+            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. preemption: \
+           not attempted, multiarch-scheduler does not evict lower-priority pods."
+                .to_owned(),
+            1
+        )]
+    );
+}
+
+#[test]
+fn the_embedded_default_runs_and_reports() {
+    let scenario = multiarch_scheduler::simulate::default_cluster::scenario(200, 1000, 42).unwrap();
+    let report = simulate(&scenario, 42).unwrap();
+    assert_eq!(report.nodes, 200);
+    assert_eq!(report.pods, 1000);
+    let pending: usize = report.unschedulable.iter().map(|g| g.pods).sum();
+    assert_eq!(report.bound + pending, 1000);
+    assert!(report.bound > 900, "{}", report.bound);
+    // The catalog's cobol-batch workload has no common architecture.
+    assert!(
+        report
+            .unschedulable
+            .iter()
+            .any(|g| g.reason.contains("no architecture in common"))
+    );
+    assert!(report.architecture_blind.incompatible > 0);
+    assert!(report.pods_per_second > 0.0);
+    assert!(report.cycle_p99_micros >= report.cycle_p50_micros);
+}
