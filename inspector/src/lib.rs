@@ -1,0 +1,18 @@
+//! Image inspection: image reference → the platforms (os/architecture/variant) it has
+//! builds for, from the registry itself, with the pod's pull credentials, cached.
+
+pub mod cache;
+pub mod error;
+pub mod grpc;
+pub mod image;
+pub mod inspector;
+pub mod keyring;
+pub mod manifest;
+pub mod metrics;
+pub mod registry;
+pub mod secrets;
+pub mod settings;
+
+pub use error::InspectError;
+pub use image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry};
+pub use inspector::{ImageInspector, InspectRequest, Inspector};

@@ -1,0 +1,279 @@
+//! Parsing of registry answers: OCI image indexes, Docker manifest lists, single OCI and
+//! Docker schema-2 manifests, and image config blobs. Pure functions over bytes, so that
+//! they are fuzzed directly; nothing here panics on any input.
+
+use serde::Deserialize;
+
+use multiarch_plugins::model::platform::Platform;
+
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+
+/// Every manifest media type we ask registries for.
+pub const ACCEPTED: [&str; 4] = [OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST];
+
+/// Manifests larger than this are refused (a real one is a few KiB).
+pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// The annotation buildx puts on attestation (SBOM, provenance) entries of an index.
+const REFERENCE_TYPE: &str = "vnd.docker.reference.type";
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    #[error("the manifest is {0} bytes, more than the 4 MiB a manifest may have")]
+    TooLarge(usize),
+    #[error("the manifest is not valid JSON: {0}")]
+    Json(String),
+    #[error("unsupported manifest media type {0:?}")]
+    MediaType(String),
+    #[error("the manifest has no config descriptor")]
+    NoConfig,
+    #[error("the image config does not name its architecture")]
+    NoArchitecture,
+}
+
+/// What a manifest says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// An index: entries with their platform (attestations and `unknown` skipped).
+    Index(Vec<IndexEntry>),
+    /// A single image: its config blob holds the platform.
+    Image { config_digest: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub digest: String,
+    pub media_type: String,
+    /// `None` for entries without platform (nested indexes usually).
+    pub platform: Option<Platform>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawManifest {
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    manifests: Option<Vec<RawDescriptor>>,
+    #[serde(default)]
+    config: Option<RawDescriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawDescriptor {
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    digest: String,
+    #[serde(default)]
+    platform: Option<RawPlatform>,
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct RawPlatform {
+    #[serde(default)]
+    os: String,
+    #[serde(default)]
+    architecture: String,
+    #[serde(default)]
+    variant: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawConfig {
+    #[serde(default)]
+    os: Option<String>,
+    #[serde(default)]
+    architecture: Option<String>,
+    #[serde(default)]
+    variant: Option<String>,
+}
+
+/// Parses a manifest. `content_type` is the registry's `Content-Type`; the document's own
+/// `mediaType` wins when present, and an index is recognized by its `manifests` list.
+pub fn parse_manifest(bytes: &[u8], content_type: Option<&str>) -> Result<Parsed, ManifestError> {
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::TooLarge(bytes.len()));
+    }
+    let raw: RawManifest =
+        serde_json::from_slice(bytes).map_err(|e| ManifestError::Json(e.to_string()))?;
+    let media_type = raw
+        .media_type
+        .clone()
+        .or_else(|| content_type.map(|c| c.split(';').next().unwrap_or(c).trim().to_owned()))
+        .unwrap_or_default();
+    let is_index = matches!(media_type.as_str(), OCI_INDEX | DOCKER_LIST)
+        || (media_type.is_empty() && raw.manifests.is_some());
+    if is_index {
+        let entries = raw
+            .manifests
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| !is_attestation(d))
+            .filter_map(|d| {
+                let platform = d
+                    .platform
+                    .as_ref()
+                    .map(|p| Platform::new(&p.os, &p.architecture, p.variant.as_deref()));
+                if platform
+                    .as_ref()
+                    .is_some_and(|p| p.os == "unknown" || p.architecture == "unknown")
+                {
+                    return None;
+                }
+                Some(IndexEntry {
+                    digest: d.digest,
+                    media_type: d.media_type.unwrap_or_default(),
+                    platform,
+                })
+            })
+            .collect();
+        return Ok(Parsed::Index(entries));
+    }
+    let is_image = matches!(media_type.as_str(), OCI_MANIFEST | DOCKER_MANIFEST)
+        || (media_type.is_empty() && raw.config.is_some());
+    if !is_image {
+        return Err(ManifestError::MediaType(media_type));
+    }
+    let config = raw.config.ok_or(ManifestError::NoConfig)?;
+    if config.digest.is_empty() {
+        return Err(ManifestError::NoConfig);
+    }
+    Ok(Parsed::Image {
+        config_digest: config.digest,
+    })
+}
+
+fn is_attestation(d: &RawDescriptor) -> bool {
+    d.annotations
+        .as_ref()
+        .and_then(|a| a.get(REFERENCE_TYPE))
+        .is_some_and(|t| t == "attestation-manifest")
+}
+
+/// Reads the platform from an image config blob (`os`, `architecture`, `variant`).
+pub fn parse_config(bytes: &[u8]) -> Result<Platform, ManifestError> {
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::TooLarge(bytes.len()));
+    }
+    let raw: RawConfig =
+        serde_json::from_slice(bytes).map_err(|e| ManifestError::Json(e.to_string()))?;
+    let architecture = raw
+        .architecture
+        .filter(|a| !a.is_empty())
+        .ok_or(ManifestError::NoArchitecture)?;
+    let os = raw
+        .os
+        .filter(|o| !o.is_empty())
+        .unwrap_or_else(|| "linux".to_owned());
+    Ok(Platform::new(&os, &architecture, raw.variant.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oci_index_skips_attestations_and_unknown_entries() {
+        let index = br#"{
+          "schemaVersion": 2,
+          "mediaType": "application/vnd.oci.image.index.v1+json",
+          "manifests": [
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:a", "size": 1,
+             "platform": {"os": "linux", "architecture": "amd64"}},
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:b", "size": 1,
+             "platform": {"os": "linux", "architecture": "arm", "variant": "v7"}},
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:c", "size": 1,
+             "platform": {"os": "unknown", "architecture": "unknown"},
+             "annotations": {"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": "sha256:a"}},
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": "sha256:d", "size": 1,
+             "platform": {"os": "windows", "architecture": "amd64", "os.version": "10.0.17763.1"}}
+          ]}"#;
+        let Parsed::Index(entries) = parse_manifest(index, None).unwrap() else {
+            panic!("not an index")
+        };
+        let platforms: Vec<String> = entries
+            .iter()
+            .map(|e| e.platform.as_ref().unwrap().to_string())
+            .collect();
+        assert_eq!(platforms, ["amd64", "arm/v7", "windows/amd64"]);
+    }
+
+    #[test]
+    fn docker_list_without_media_type_field_uses_the_content_type() {
+        let list = br#"{"schemaVersion": 2, "manifests": [
+            {"digest": "sha256:a", "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"}}]}"#;
+        let Parsed::Index(entries) = parse_manifest(list, Some(DOCKER_LIST)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(entries[0].platform, Some(Platform::linux("arm64")));
+    }
+
+    #[test]
+    fn single_manifests_point_at_their_config() {
+        let manifest = br#"{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "digest": "sha256:cfg", "size": 7},
+            "layers": []}"#;
+        assert_eq!(
+            parse_manifest(manifest, None).unwrap(),
+            Parsed::Image {
+                config_digest: "sha256:cfg".into()
+            }
+        );
+        assert_eq!(
+            parse_config(br#"{"architecture": "s390x", "os": "linux", "rootfs": {}}"#).unwrap(),
+            Platform::linux("s390x")
+        );
+        assert_eq!(
+            parse_config(br#"{"architecture": "arm", "variant": "v6"}"#).unwrap(),
+            Platform::new("linux", "arm", Some("v6"))
+        );
+    }
+
+    #[test]
+    fn bad_documents_are_errors() {
+        assert!(matches!(
+            parse_manifest(b"{", None),
+            Err(ManifestError::Json(_))
+        ));
+        assert_eq!(
+            parse_manifest(b"[]", None),
+            Err(ManifestError::MediaType(String::new()))
+        );
+        assert!(matches!(
+            parse_manifest(b"null", None),
+            Err(ManifestError::Json(_))
+        ));
+        assert_eq!(
+            parse_manifest(
+                br#"{"mediaType": "application/vnd.docker.distribution.manifest.v1+prettyjws"}"#,
+                None
+            ),
+            Err(ManifestError::MediaType(
+                "application/vnd.docker.distribution.manifest.v1+prettyjws".into()
+            ))
+        );
+        assert_eq!(
+            parse_manifest(
+                br#"{"mediaType": "application/vnd.oci.image.manifest.v1+json"}"#,
+                None
+            ),
+            Err(ManifestError::NoConfig)
+        );
+        assert_eq!(
+            parse_config(br#"{"os": "linux"}"#),
+            Err(ManifestError::NoArchitecture)
+        );
+        let huge = vec![b' '; MAX_MANIFEST_BYTES + 1];
+        assert_eq!(
+            parse_manifest(&huge, None),
+            Err(ManifestError::TooLarge(MAX_MANIFEST_BYTES + 1))
+        );
+    }
+}

@@ -1,0 +1,438 @@
+//! Talking to registries with oci-client: mirrors, credentials (then anonymous), retries
+//! with backoff on transient failures, timeouts, size limits and nested indexes.
+
+use std::{
+    num::NonZeroUsize,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures_util::StreamExt;
+use lru::LruCache;
+use oci_client::{
+    Client,
+    client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol},
+    errors::{OciDistributionError, OciErrorCode},
+    secrets::RegistryAuth,
+};
+use sha2::{Digest, Sha256};
+use tracing::debug;
+
+use crate::{
+    error::InspectError,
+    image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry},
+    keyring::{Credential, Keyring},
+    manifest::{self, ACCEPTED, MAX_MANIFEST_BYTES, Parsed},
+    settings::RegistrySettings,
+};
+
+#[derive(Clone, Debug)]
+pub struct RegistryOptions {
+    pub connect_timeout: Duration,
+    /// Per read on an open connection.
+    pub read_timeout: Duration,
+    /// For a whole inspection, retries and mirrors included.
+    pub total_timeout: Duration,
+    /// Attempts per request on transient failures (5xx, 429, timeouts, refused).
+    pub attempts: u32,
+    /// First retry delay; doubles per attempt.
+    pub retry_backoff: Duration,
+    /// Index inside index inside index... is refused beyond this.
+    pub max_index_depth: usize,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(10),
+            total_timeout: Duration::from_secs(30),
+            attempts: 3,
+            retry_backoff: Duration::from_millis(200),
+            max_index_depth: 2,
+        }
+    }
+}
+
+/// An oci-client per registry and credential: tokens are cached per client, so that one
+/// pod's credentials can never serve another pod's request.
+type ClientKey = (String, Option<[u8; 32]>);
+
+pub struct RegistryClient {
+    options: RegistryOptions,
+    settings: RegistrySettings,
+    clients: Mutex<LruCache<ClientKey, Arc<Client>>>,
+    manifest_requests: AtomicU64,
+}
+
+enum Failure {
+    Unauthorized,
+    Other(InspectError),
+}
+
+impl RegistryClient {
+    pub fn new(options: RegistryOptions, settings: RegistrySettings) -> Self {
+        RegistryClient {
+            options,
+            settings,
+            clients: Mutex::new(LruCache::new(NonZeroUsize::MIN.saturating_add(255))),
+            manifest_requests: AtomicU64::new(0),
+        }
+    }
+
+    /// Manifest GETs sent so far (for tests and the single-flight benchmark).
+    pub fn manifest_requests(&self) -> u64 {
+        self.manifest_requests.load(Ordering::Relaxed)
+    }
+
+    /// Resolves an image to its platforms, trying mirrors first.
+    pub async fn resolve(
+        &self,
+        image: &ImageRef,
+        keyring: &Keyring,
+    ) -> Result<ImageInfo, InspectError> {
+        let registry = image.registry().to_owned();
+        match tokio::time::timeout(
+            self.options.total_timeout,
+            self.resolve_inner(image, keyring),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(InspectError::Timeout {
+                registry,
+                after: self.options.total_timeout,
+            }),
+        }
+    }
+
+    async fn resolve_inner(
+        &self,
+        image: &ImageRef,
+        keyring: &Keyring,
+    ) -> Result<ImageInfo, InspectError> {
+        let source = image.registry();
+        let settings = self.settings.for_registry(source);
+        if settings.is_some_and(|s| s.blocked) {
+            return Err(InspectError::Blocked {
+                registry: source.to_owned(),
+            });
+        }
+        for mirror in settings.map(|s| s.mirrors.as_slice()).unwrap_or_default() {
+            if self
+                .settings
+                .for_registry(mirror)
+                .is_some_and(|s| s.blocked)
+            {
+                continue;
+            }
+            match self.resolve_at(&image.on_registry(mirror), keyring).await {
+                Ok(mut info) => {
+                    info.image = image.to_string();
+                    return Ok(info);
+                }
+                Err(e) => {
+                    debug!(%mirror, image = %image, error = %e, "mirror failed, trying the next source")
+                }
+            }
+        }
+        self.resolve_at(image, keyring).await
+    }
+
+    /// At one registry: each matching credential, then anonymous.
+    async fn resolve_at(
+        &self,
+        image: &ImageRef,
+        keyring: &Keyring,
+    ) -> Result<ImageInfo, InspectError> {
+        let credentials = keyring.lookup(image.registry(), image.repository());
+        let mut candidates: Vec<Option<&Credential>> =
+            credentials.iter().copied().map(Some).collect();
+        candidates.push(None);
+        for credential in candidates {
+            match self.fetch(image, credential, 0).await {
+                Ok(info) => return Ok(info),
+                Err(Failure::Unauthorized) => continue,
+                Err(Failure::Other(e)) => return Err(e),
+            }
+        }
+        let registry = image.registry().to_owned();
+        Err(if credentials.is_empty() {
+            InspectError::NoCredentials { registry }
+        } else {
+            InspectError::CredentialsRejected { registry }
+        })
+    }
+
+    fn client(&self, registry: &str, credential: Option<&Credential>) -> Arc<Client> {
+        let fingerprint = credential.map(|c| {
+            let mut h = Sha256::new();
+            h.update(c.username.as_bytes());
+            h.update([0]);
+            h.update(c.password.as_bytes());
+            h.finalize().into()
+        });
+        let key = (registry.to_owned(), fingerprint);
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(&key) {
+            return client.clone();
+        }
+        let settings = self.settings.for_registry(registry);
+        let config = ClientConfig {
+            protocol: if settings.is_some_and(|s| s.insecure) {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            extra_root_certificates: settings
+                .and_then(|s| s.ca_pem.clone())
+                .map(|data| {
+                    vec![Certificate {
+                        encoding: CertificateEncoding::Pem,
+                        data,
+                    }]
+                })
+                .unwrap_or_default(),
+            connect_timeout: Some(self.options.connect_timeout),
+            read_timeout: Some(self.options.read_timeout),
+            platform_resolver: None,
+            user_agent: concat!("multiarch/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        let client = Arc::new(Client::new(config));
+        clients.put(key, client.clone());
+        client
+    }
+
+    fn fetch<'a>(
+        &'a self,
+        image: &'a ImageRef,
+        credential: Option<&'a Credential>,
+        depth: usize,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<ImageInfo, Failure>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            let client = self.client(image.registry(), credential);
+            let auth = match credential {
+                Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+                None => RegistryAuth::Anonymous,
+            };
+            let (bytes, digest) = self
+                .with_retries(image, || async {
+                    self.manifest_requests.fetch_add(1, Ordering::Relaxed);
+                    client
+                        .pull_manifest_raw(image.reference(), &auth, &ACCEPTED)
+                        .await
+                })
+                .await?;
+            if bytes.len() > MAX_MANIFEST_BYTES {
+                return Err(Failure::Other(malformed(
+                    image,
+                    manifest::ManifestError::TooLarge(bytes.len()),
+                )));
+            }
+            match manifest::parse_manifest(&bytes, None)
+                .map_err(|e| Failure::Other(malformed(image, e)))?
+            {
+                Parsed::Index(entries) => {
+                    let mut platforms = Vec::new();
+                    for entry in entries {
+                        match entry.platform {
+                            Some(p) if !is_index(&entry.media_type) => {
+                                platforms.push(PlatformEntry::new(&p, &entry.digest))
+                            }
+                            _ if is_index(&entry.media_type) => {
+                                if depth + 1 > self.options.max_index_depth {
+                                    return Err(Failure::Other(InspectError::TooDeep {
+                                        image: image.to_string(),
+                                        depth: self.options.max_index_depth,
+                                    }));
+                                }
+                                let nested = self
+                                    .fetch(&image.with_digest(&entry.digest), credential, depth + 1)
+                                    .await?;
+                                platforms.extend(nested.platforms);
+                            }
+                            // An image entry without platform says nothing we can use.
+                            _ => {}
+                        }
+                    }
+                    Ok(ImageInfo {
+                        image: image.to_string(),
+                        digest,
+                        kind: ManifestKind::Index,
+                        platforms,
+                    })
+                }
+                Parsed::Image { config_digest } => {
+                    let config = self
+                        .with_retries(image, || async {
+                            let mut stream = client
+                                .pull_blob_stream(image.reference(), config_digest.as_str())
+                                .await?;
+                            let mut data = Vec::new();
+                            while let Some(chunk) = stream.stream.next().await {
+                                data.extend_from_slice(
+                                    &chunk.map_err(OciDistributionError::IoError)?,
+                                );
+                                if data.len() > MAX_MANIFEST_BYTES {
+                                    return Err(OciDistributionError::ManifestParsingError(
+                                        "the image config is larger than 4 MiB".into(),
+                                    ));
+                                }
+                            }
+                            Ok(data)
+                        })
+                        .await?;
+                    let platform = manifest::parse_config(&config)
+                        .map_err(|e| Failure::Other(malformed(image, e)))?;
+                    Ok(ImageInfo {
+                        image: image.to_string(),
+                        platforms: vec![PlatformEntry::new(&platform, &digest)],
+                        digest,
+                        kind: ManifestKind::Manifest,
+                    })
+                }
+            }
+        })
+    }
+
+    /// Retries transient failures with doubling backoff; 401/403/404 and bad answers never.
+    async fn with_retries<T, F, Fut>(&self, image: &ImageRef, mut call: F) -> Result<T, Failure>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, OciDistributionError>>,
+    {
+        let mut delay = self.options.retry_backoff;
+        let mut attempt = 1;
+        loop {
+            let failure = match call().await {
+                Ok(value) => return Ok(value),
+                Err(e) => classify(e, image, attempt),
+            };
+            match failure {
+                Failure::Other(e) if e.is_transient() && attempt < self.options.attempts => {
+                    debug!(image = %image, attempt, error = %e, "retrying");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+                other => return Err(other),
+            }
+        }
+    }
+}
+
+fn is_index(media_type: &str) -> bool {
+    media_type == manifest::OCI_INDEX || media_type == manifest::DOCKER_LIST
+}
+
+fn malformed(image: &ImageRef, e: manifest::ManifestError) -> InspectError {
+    InspectError::Malformed {
+        image: image.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+fn classify(error: OciDistributionError, image: &ImageRef, attempt: u32) -> Failure {
+    let registry = image.registry().to_owned();
+    let not_found = || {
+        Failure::Other(InspectError::NotFound {
+            image: image.to_string(),
+        })
+    };
+    match error {
+        OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => Failure::Unauthorized,
+        OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
+        OciDistributionError::RegistryError { envelope, .. } => {
+            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+            if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+            {
+                Failure::Unauthorized
+            } else if codes.iter().any(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::NotFound
+                        | OciErrorCode::BlobUnknown
+                )
+            }) {
+                not_found()
+            } else if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Toomanyrequests))
+            {
+                Failure::Other(InspectError::Server {
+                    registry,
+                    status: 429,
+                    attempts: attempt,
+                })
+            } else {
+                let detail = envelope
+                    .errors
+                    .iter()
+                    .map(|e| e.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                Failure::Other(InspectError::Malformed {
+                    image: image.to_string(),
+                    detail: format!("registry error: {detail}"),
+                })
+            }
+        }
+        OciDistributionError::ServerError { code, .. } => match code {
+            401 | 403 => Failure::Unauthorized,
+            404 => not_found(),
+            429 | 500..=599 => Failure::Other(InspectError::Server {
+                registry,
+                status: code,
+                attempts: attempt,
+            }),
+            _ => Failure::Other(InspectError::Malformed {
+                image: image.to_string(),
+                detail: format!("unexpected HTTP {code}"),
+            }),
+        },
+        OciDistributionError::RequestError(e) => {
+            let detail = error_chain(&e);
+            if e.is_timeout() {
+                Failure::Other(InspectError::Unreachable {
+                    registry,
+                    detail: format!("timed out ({detail})"),
+                })
+            } else if detail.contains("certificate") || detail.contains("UnknownIssuer") {
+                Failure::Other(InspectError::Tls { registry, detail })
+            } else {
+                Failure::Other(InspectError::Unreachable { registry, detail })
+            }
+        }
+        other => Failure::Other(InspectError::Malformed {
+            image: image.to_string(),
+            detail: other.to_string(),
+        }),
+    }
+}
+
+/// reqwest's error with its causes ("error sending request: connection refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.contains(&text) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
