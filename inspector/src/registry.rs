@@ -75,6 +75,7 @@ enum Failure {
 
 impl RegistryClient {
     pub fn new(options: RegistryOptions, settings: RegistrySettings) -> Self {
+        install_crypto_provider();
         RegistryClient {
             options,
             settings,
@@ -327,6 +328,12 @@ impl RegistryClient {
             }
         }
     }
+}
+
+/// oci-client's TLS stack needs a process-wide rustls provider; the whole workspace uses
+/// ring. Installing twice is harmless (the first one stays).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 fn is_index(media_type: &str) -> bool {

@@ -1,0 +1,429 @@
+//! A real registry for tests: Debian's `docker-registry` (distribution) on 127.0.0.1 on a
+//! free port, with temporary storage, optional htpasswd basic auth and TLS from a CA made
+//! in the test; stopped when dropped. Plus helpers that push multi-arch fixtures with
+//! oci-client, and two misbehaving servers (silent, HTTP 500 / garbage) for error paths.
+//!
+//! Included with `#[path]` by the inspector's tests and the binary's tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::{
+    net::{SocketAddr, TcpListener as StdListener},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use oci_client::{
+    Client, Reference,
+    client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol},
+    secrets::RegistryAuth,
+};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub const USER: &str = "tester";
+pub const PASSWORD: &str = "s3cret-pass";
+
+pub struct Registry {
+    child: Child,
+    pub addr: String,
+    dir: PathBuf,
+    /// PEM of the CA that signed the registry's certificate, when TLS is on.
+    pub ca_pem: Option<String>,
+    pub basic_auth: bool,
+}
+
+#[derive(Default, Clone, Copy)]
+pub struct Options {
+    pub tls: bool,
+    pub basic_auth: bool,
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Registry {
+    pub fn start(options: Options) -> Registry {
+        let binary = which("docker-registry").unwrap_or_else(|| {
+            panic!("docker-registry is not installed: run scripts/test, which installs it (Debian package docker-registry)")
+        });
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let dir =
+            std::env::temp_dir().join(format!("multiarch-registry-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(dir.join("storage")).unwrap();
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
+            dir.join("storage").display()
+        );
+        let mut ca_pem = None;
+        if options.tls {
+            let (ca, cert, key) = tls_material();
+            std::fs::write(dir.join("cert.pem"), cert).unwrap();
+            std::fs::write(dir.join("key.pem"), key).unwrap();
+            config.push_str(&format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                dir.join("cert.pem").display(),
+                dir.join("key.pem").display()
+            ));
+            ca_pem = Some(ca);
+        }
+        if options.basic_auth {
+            let out = Command::new("htpasswd")
+                .args(["-Bbn", USER, PASSWORD])
+                .output()
+                .expect("htpasswd (apache2-utils) is needed");
+            assert!(out.status.success());
+            std::fs::write(dir.join("htpasswd"), out.stdout).unwrap();
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: multiarch-test\n    path: {}\n",
+                dir.join("htpasswd").display()
+            ));
+        }
+        std::fs::write(dir.join("config.yml"), config).unwrap();
+        let log = std::fs::File::create(dir.join("registry.log")).unwrap();
+        let child = Command::new(binary)
+            .arg("serve")
+            .arg(dir.join("config.yml"))
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        let registry = Registry {
+            child,
+            addr,
+            dir,
+            ca_pem,
+            basic_auth: options.basic_auth,
+        };
+        registry.wait_ready();
+        registry
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(&self.addr).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = std::fs::read_to_string(self.dir.join("registry.log")).unwrap_or_default();
+        panic!("docker-registry did not start on {}: {log}", self.addr);
+    }
+
+    /// An oci-client that can push here.
+    pub fn client(&self) -> Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Client::new(ClientConfig {
+            protocol: if self.ca_pem.is_some() {
+                ClientProtocol::Https
+            } else {
+                ClientProtocol::Http
+            },
+            extra_root_certificates: self
+                .ca_pem
+                .iter()
+                .map(|pem| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.as_bytes().to_vec(),
+                })
+                .collect(),
+            ..ClientConfig::default()
+        })
+    }
+
+    pub fn auth(&self) -> RegistryAuth {
+        if self.basic_auth {
+            RegistryAuth::Basic(USER.into(), PASSWORD.into())
+        } else {
+            RegistryAuth::Anonymous
+        }
+    }
+
+    pub fn reference(&self, repository: &str, tag: &str) -> Reference {
+        Reference::with_tag(self.addr.clone(), repository.into(), tag.into())
+    }
+
+    /// A YAML registry-settings file trusting this registry (CA or plain HTTP).
+    pub fn settings_yaml(&self) -> String {
+        match &self.ca_pem {
+            Some(pem) => {
+                let path = self.dir.join("ca.pem");
+                std::fs::write(&path, pem).unwrap();
+                format!(
+                    "registries:\n  - registry: \"{}\"\n    caFile: {}\n",
+                    self.addr,
+                    path.display()
+                )
+            }
+            None => format!(
+                "registries:\n  - registry: \"{}\"\n    insecure: true\n",
+                self.addr
+            ),
+        }
+    }
+
+    pub fn dir(&self) -> &PathBuf {
+        &self.dir
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| PathBuf::from(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// (CA PEM, server certificate PEM for 127.0.0.1, server key PEM).
+fn tls_material() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "multiarch test CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let server_key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&server_key, &ca)
+        .unwrap();
+    (ca.pem(), server.pem(), server_key.serialize_pem())
+}
+
+pub fn sha256(data: &[u8]) -> String {
+    format!("sha256:{:x}", Sha256::digest(data))
+}
+
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// A pushed manifest: what an index entry needs.
+#[derive(Clone, Debug)]
+pub struct Pushed {
+    pub digest: String,
+    pub size: usize,
+    pub media_type: &'static str,
+}
+
+/// Pushes a one-layer image for `os/arch[/variant]` (OCI or Docker schema-2 media types),
+/// by digest, and under `tag` when given.
+pub async fn push_image(
+    registry: &Registry,
+    repository: &str,
+    os: &str,
+    arch: &str,
+    variant: Option<&str>,
+    docker: bool,
+    tag: Option<&str>,
+) -> Pushed {
+    let client = registry.client();
+    let auth = registry.auth();
+    let reference = registry.reference(repository, tag.unwrap_or("latest"));
+    client
+        .store_auth_if_needed(reference.resolve_registry(), &auth)
+        .await;
+    let mut config = serde_json::json!({
+        "architecture": arch, "os": os,
+        "rootfs": {"type": "layers", "diff_ids": []},
+        "config": {"Cmd": ["/app", arch]},
+    });
+    if let Some(v) = variant {
+        config["variant"] = v.into();
+    }
+    let config = serde_json::to_vec(&config).unwrap();
+    let layer = format!("layer for {os}/{arch}/{variant:?} in {repository}").into_bytes();
+    client
+        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .ok();
+    client
+        .push_blob(&reference, config.clone(), &sha256(&config))
+        .await
+        .unwrap();
+    client
+        .push_blob(&reference, layer.clone(), &sha256(&layer))
+        .await
+        .unwrap();
+    let (manifest_type, config_type, layer_type) = if docker {
+        (
+            DOCKER_MANIFEST,
+            "application/vnd.docker.container.image.v1+json",
+            "application/vnd.docker.image.rootfs.diff.tar.gzip",
+        )
+    } else {
+        (
+            OCI_MANIFEST,
+            "application/vnd.oci.image.config.v1+json",
+            "application/vnd.oci.image.layer.v1.tar",
+        )
+    };
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": manifest_type,
+        "config": {"mediaType": config_type, "digest": sha256(&config), "size": config.len()},
+        "layers": [{"mediaType": layer_type, "digest": sha256(&layer), "size": layer.len()}],
+    }))
+    .unwrap();
+    let digest = sha256(&manifest);
+    let target = match tag {
+        Some(tag) => registry.reference(repository, tag),
+        None => Reference::with_digest(registry.addr.clone(), repository.into(), digest.clone()),
+    };
+    client
+        .push_manifest_raw(&target, manifest.clone(), manifest_type.parse().unwrap())
+        .await
+        .unwrap();
+    Pushed {
+        digest,
+        size: manifest.len(),
+        media_type: manifest_type,
+    }
+}
+
+/// Pushes an index (OCI) or manifest list (Docker) of `entries` under `tag`; each entry
+/// is a pushed manifest with its platform JSON and annotations.
+pub async fn push_index(
+    registry: &Registry,
+    repository: &str,
+    tag: &str,
+    docker: bool,
+    entries: &[(Pushed, serde_json::Value, Option<serde_json::Value>)],
+) -> Pushed {
+    let client = registry.client();
+    let auth = registry.auth();
+    let reference = registry.reference(repository, tag);
+    client
+        .store_auth_if_needed(reference.resolve_registry(), &auth)
+        .await;
+    client
+        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .ok();
+    let media_type = if docker { DOCKER_LIST } else { OCI_INDEX };
+    let manifests: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|(p, platform, annotations)| {
+            let mut entry =
+                serde_json::json!({"mediaType": p.media_type, "digest": p.digest, "size": p.size});
+            if !platform.is_null() {
+                entry["platform"] = platform.clone();
+            }
+            if let Some(a) = annotations {
+                entry["annotations"] = a.clone();
+            }
+            entry
+        })
+        .collect();
+    let body = serde_json::to_vec(
+        &serde_json::json!({"schemaVersion": 2, "mediaType": media_type, "manifests": manifests}),
+    )
+    .unwrap();
+    client
+        .push_manifest_raw(&reference, body.clone(), media_type.parse().unwrap())
+        .await
+        .unwrap();
+    Pushed {
+        digest: sha256(&body),
+        size: body.len(),
+        media_type,
+    }
+}
+
+pub fn platform(os: &str, arch: &str, variant: Option<&str>) -> serde_json::Value {
+    let mut p = serde_json::json!({"os": os, "architecture": arch});
+    if let Some(v) = variant {
+        p["variant"] = v.into();
+    }
+    p
+}
+
+/// A TCP server that accepts connections and never answers.
+pub async fn silent_server() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+/// A plain-HTTP server that answers every request with `status`, `content_type` and
+/// `body`, counting requests.
+pub async fn canned_server(
+    status: u16,
+    content_type: &'static str,
+    body: &'static str,
+) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counter = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 8192];
+                loop {
+                    let Ok(n) = socket.read(&mut buffer).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    let request = String::from_utf8_lossy(&buffer[..n]);
+                    // `/v2/` (the API check) answers 200 so that clients go on to the manifest.
+                    let (code, reason, ctype, payload) = if request.starts_with("GET /v2/ ") {
+                        (200, "OK", "application/json", "{}")
+                    } else {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        (
+                            status,
+                            if status == 200 {
+                                "OK"
+                            } else {
+                                "Internal Server Error"
+                            },
+                            content_type,
+                            body,
+                        )
+                    };
+                    let digest = sha256(payload.as_bytes());
+                    let response = format!(
+                        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nDocker-Content-Digest: {digest}\r\nContent-Length: {}\r\n\r\n{payload}",
+                        payload.len()
+                    );
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
