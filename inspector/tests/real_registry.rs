@@ -542,3 +542,28 @@ async fn connection_refused_is_unreachable() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn an_oversized_manifest_is_refused() {
+    // 5 MiB of valid JSON: over the 4 MiB a manifest may have.
+    let body: &'static str = Box::leak(
+        format!(
+            "{{\"manifests\": [], \"pad\": \"{}\"}}",
+            "x".repeat(5 * 1024 * 1024)
+        )
+        .into_boxed_str(),
+    );
+    let (addr, _) =
+        registry::canned_server(200, "application/vnd.oci.image.index.v1+json", body).await;
+    let yaml = format!("registries:\n  - registry: \"{addr}\"\n    insecure: true\n");
+    let inspector = inspector(settings(&yaml), Keyring::default(), fast());
+    let err = inspector
+        .inspect(&request(&format!("{addr}/app:v1")))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("more than the 4 MiB a manifest may have"),
+        "{err}"
+    );
+}

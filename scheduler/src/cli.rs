@@ -1,6 +1,6 @@
 //! Command-line interface.
 
-use std::path::PathBuf;
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +17,10 @@ pub enum Command {
     /// Run the real scheduler on an in-memory mixed-architecture cluster and report
     /// placements, reasons, throughput and what an architecture-blind scheduler would do.
     Simulate(SimulateArgs),
+    /// Print the platforms (os/architecture/variant) an image has builds for.
+    Inspect(InspectArgs),
+    /// Serve image inspection over gRPC (reads pull secrets from the cluster).
+    Inspector(InspectorArgs),
     /// Print the CustomResourceDefinitions generated from the API types.
     Crds(CrdsArgs),
 }
@@ -49,6 +53,76 @@ pub struct SimulateArgs {
 pub enum OutputFormat {
     Text,
     Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// The image reference, as in a pod spec (`nginx`, `quay.io/org/app:1`, `...@sha256:...`).
+    pub image: String,
+
+    /// A docker/podman auth file (`{"auths": {...}}`) with pull credentials.
+    #[arg(long, value_name = "FILE", env = "REGISTRY_AUTH_FILE")]
+    pub authfile: Option<PathBuf>,
+
+    /// Registry settings (YAML): CA bundles, plain-HTTP registries, mirrors, blocked.
+    #[arg(long, value_name = "FILE")]
+    pub registries_config: Option<PathBuf>,
+
+    /// Give up after this long (e.g. 30s, 2m).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InspectorArgs {
+    /// gRPC listen address.
+    #[arg(
+        long,
+        default_value = "0.0.0.0:9443",
+        env = "MULTIARCH_INSPECTOR_LISTEN"
+    )]
+    pub listen: SocketAddr,
+
+    /// Metrics and health listen address (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    /// Registry settings (YAML): CA bundles, plain-HTTP registries, mirrors, blocked.
+    #[arg(long, value_name = "FILE", env = "MULTIARCH_REGISTRIES_CONFIG")]
+    pub registries_config: Option<PathBuf>,
+
+    /// Do not read pull secrets from Kubernetes (anonymous pulls only).
+    #[arg(long)]
+    pub no_kubernetes: bool,
+
+    /// Inspection results kept in memory.
+    #[arg(long, default_value_t = 10_000)]
+    pub cache_size: usize,
+
+    /// How long an answer for a tag is trusted (digests never expire).
+    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    pub tag_ttl: Duration,
+
+    /// How long a failure is remembered before the registry is asked again.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub negative_ttl: Duration,
+
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// For a whole inspection, retries and mirrors included.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    #[arg(long, value_enum, default_value_t = crate::ops::logging::LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
+    pub log_format: crate::ops::logging::LogFormat,
+
+    /// tracing filter (info, debug, multiarch=trace...); RUST_LOG wins when set.
+    #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]
+    pub log_level: String,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,7 +1,11 @@
 //! One module per subcommand.
 
 mod crds;
+mod inspect;
+mod inspector;
 mod simulate;
+
+use anyhow::Context;
 
 use crate::cli::Command;
 
@@ -9,5 +13,14 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Crds(args) => crds::run(&args),
         Command::Simulate(args) => simulate::run(&args),
+        Command::Inspect(args) => runtime()?.block_on(inspect::run(&args)),
+        Command::Inspector(args) => runtime()?.block_on(inspector::run(&args)),
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }

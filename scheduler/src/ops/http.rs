@@ -1,0 +1,65 @@
+//! The operations endpoint of every role: `/metrics` (Prometheus text), `/healthz`,
+//! `/readyz`.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use anyhow::Context;
+use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use prometheus_client::{encoding::text::encode, registry::Registry};
+
+#[derive(Clone)]
+pub struct OpsState {
+    pub registry: Arc<Registry>,
+    pub ready: Arc<AtomicBool>,
+}
+
+pub fn router(state: OpsState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
+    let mut body = String::new();
+    match encode(&mut body, &state.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                "content-type",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        ),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [("content-type", "text/plain")],
+            e.to_string(),
+        ),
+    }
+}
+
+async fn readyz(State(state): State<OpsState>) -> impl IntoResponse {
+    if state.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+/// Serves until the process ends.
+pub async fn serve(addr: SocketAddr, state: OpsState) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for metrics and health"))?;
+    axum::serve(listener, router(state))
+        .await
+        .context("metrics server failed")
+}
