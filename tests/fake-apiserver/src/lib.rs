@@ -1,0 +1,838 @@
+//! A stateful in-memory Kubernetes API server on a loopback port, for tests of the
+//! Kubernetes-facing runtime. It speaks the payloads recorded from a real 1.36 API server
+//! (`shared/reference/apiserver/`): lists with `resourceVersion`, newline-delimited watch
+//! streams (synthetic ADDED for watches without a version, field-selector transitions as
+//! ADDED/DELETED, `410 Gone` as an ERROR event after compaction), `pods/binding` with the
+//! UID precondition and the real 409/404 bodies, status subresources, merge and strategic
+//! patches (conditions merged by type), server-side apply (approximated as a merge),
+//! optimistic concurrency on `resourceVersion`, events and leases.
+//!
+//! Test hooks: direct object writes (as kubelets and users), request log, compaction,
+//! broken watch connections, and injected binding failures.
+#![allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test infrastructure
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    body::{Body, Bytes},
+    extract::{Query, State},
+    http::{HeaderMap, Method, StatusCode, Uri},
+    response::{IntoResponse, Response},
+};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    resource: String,
+    namespace: String,
+    name: String,
+}
+
+#[derive(Clone, Debug)]
+struct Change {
+    rv: u64,
+    resource: String,
+    namespace: String,
+    old: Option<Value>,
+    new: Option<Value>,
+}
+
+#[derive(Clone, Debug)]
+enum Message {
+    Change(Change),
+    /// Ends every open watch (a dropped connection).
+    Break,
+}
+
+#[derive(Default)]
+struct Store {
+    rv: u64,
+    uid: u64,
+    objects: BTreeMap<Key, Value>,
+    history: Vec<Change>,
+    compacted: u64,
+    binding_failures: VecDeque<u16>,
+    requests: Vec<String>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    changes: broadcast::Sender<Message>,
+}
+
+/// A running fake API server; stopped when dropped.
+pub struct FakeApiServer {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn kind_of(resource: &str) -> &'static str {
+    match resource.rsplit('/').next().unwrap_or(resource) {
+        "pods" => "Pod",
+        "nodes" => "Node",
+        "namespaces" => "Namespace",
+        "secrets" => "Secret",
+        "serviceaccounts" => "ServiceAccount",
+        "events" => "Event",
+        "leases" => "Lease",
+        "clusterpodplacementconfigs" => "ClusterPodPlacementConfig",
+        "podplacementconfigs" => "PodPlacementConfig",
+        "enoexecevents" => "ENoExecEvent",
+        _ => "Unknown",
+    }
+}
+
+fn api_version_of(resource: &str) -> String {
+    match resource.split_once('/') {
+        Some((group, _)) => format!("{group}/{}", group_version(group)),
+        None => "v1".into(),
+    }
+}
+
+fn group_version(group: &str) -> &'static str {
+    match group {
+        "multiarch.openshift.io" => "v1beta1",
+        _ => "v1",
+    }
+}
+
+fn status(code: u16, reason: &str, message: &str, name: &str, kind: &str) -> Response {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": if code < 300 { "Success" } else { "Failure" },
+        "message": message, "reason": reason,
+        "details": {"name": name, "kind": kind}, "code": code,
+    });
+    json_response(code, &body)
+}
+
+fn json_response(code: u16, body: &Value) -> Response {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap()
+}
+
+/// JSON merge patch (RFC 7386), with strategic-merge behaviour for `conditions` lists
+/// (merged by `type`) when `strategic`.
+fn merge(target: &mut Value, patch: &Value, strategic: bool) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else if strategic && k == "conditions" && v.is_array() {
+                    let existing = t.entry(k.clone()).or_insert_with(|| json!([]));
+                    if !existing.is_array() {
+                        *existing = json!([]);
+                    }
+                    for c in v.as_array().unwrap() {
+                        let list = existing.as_array_mut().unwrap();
+                        match list.iter_mut().find(|e| e["type"] == c["type"]) {
+                            Some(e) => merge(e, c, true),
+                            None => list.push(c.clone()),
+                        }
+                    }
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v, strategic);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(object, |v, part| v.get(part))
+}
+
+fn field_matches(object: &Value, selector: &str) -> bool {
+    selector.split(',').filter(|s| !s.is_empty()).all(|term| {
+        let (path, negate, value) = match term.split_once("!=") {
+            Some((p, v)) => (p, true, v),
+            None => match term.split_once("==").or_else(|| term.split_once('=')) {
+                Some((p, v)) => (p, false, v),
+                None => return true,
+            },
+        };
+        let actual = lookup(object, path).and_then(Value::as_str).unwrap_or("");
+        (actual == value) != negate
+    })
+}
+
+fn label_matches(object: &Value, selector: &str) -> bool {
+    let labels = object["metadata"]["labels"].as_object();
+    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    selector.split(',').filter(|s| !s.is_empty()).all(|term| {
+        if let Some((k, v)) = term.split_once("!=") {
+            get(k) != Some(v)
+        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            get(k) == Some(v)
+        } else if let Some(k) = term.strip_prefix('!') {
+            get(k).is_none()
+        } else {
+            get(term).is_some()
+        }
+    })
+}
+
+struct Target {
+    resource: String,
+    namespace: String,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let qualify = |r: &str| {
+        if group.is_empty() {
+            r.to_owned()
+        } else {
+            format!("{group}/{r}")
+        }
+    };
+    let target = match rest {
+        ["namespaces", ns] => Target {
+            resource: "namespaces".into(),
+            namespace: String::new(),
+            name: Some((*ns).into()),
+            subresource: None,
+        },
+        ["namespaces", ns, resource, tail @ ..] => Target {
+            resource: qualify(resource),
+            namespace: (*ns).into(),
+            name: tail.first().map(|s| (*s).to_owned()),
+            subresource: tail.get(1).map(|s| (*s).to_owned()),
+        },
+        [resource, tail @ ..] => Target {
+            resource: qualify(resource),
+            namespace: String::new(),
+            name: tail.first().map(|s| (*s).to_owned()),
+            subresource: tail.get(1).map(|s| (*s).to_owned()),
+        },
+        [] => return None,
+    };
+    Some(target)
+}
+
+impl Store {
+    fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    fn write(
+        &mut self,
+        key: Key,
+        new: Option<Value>,
+        changes: &broadcast::Sender<Message>,
+    ) -> Option<Value> {
+        let rv = self.next_rv();
+        let new = new.map(|mut v| {
+            v["metadata"]["resourceVersion"] = json!(rv.to_string());
+            v
+        });
+        let old = match &new {
+            Some(v) => self.objects.insert(key.clone(), v.clone()),
+            None => self.objects.remove(&key),
+        };
+        let change = Change {
+            rv,
+            resource: key.resource.clone(),
+            namespace: key.namespace.clone(),
+            old: old.clone(),
+            new: new.clone(),
+        };
+        self.history.push(change.clone());
+        let _ = changes.send(Message::Change(change));
+        new.or(old)
+    }
+}
+
+impl FakeApiServer {
+    pub async fn start() -> FakeApiServer {
+        let (changes, _) = broadcast::channel(65_536);
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::default()),
+            changes,
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeApiServer { addr, shared, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.shared.store.lock().unwrap()
+    }
+
+    /// Creates or replaces an object as a user or kubelet would (no admission).
+    pub fn apply(&self, resource: &str, object: Value) -> Value {
+        let mut store = self.store();
+        let mut object = object;
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+        let key = Key {
+            resource: resource.into(),
+            namespace,
+            name,
+        };
+        if let Some(existing) = store.objects.get(&key) {
+            object["metadata"]["uid"] = existing["metadata"]["uid"].clone();
+        } else if object["metadata"]["uid"].is_null() {
+            store.uid += 1;
+            object["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", store.uid));
+        }
+        if object["metadata"]["creationTimestamp"].is_null() {
+            object["metadata"]["creationTimestamp"] = json!("2026-11-22T00:00:00Z");
+        }
+        object["kind"] = json!(kind_of(resource));
+        object["apiVersion"] = json!(api_version_of(resource));
+        store
+            .write(key, Some(object), &self.shared.changes)
+            .unwrap()
+    }
+
+    pub fn delete(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let mut store = self.store();
+        let key = Key {
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        store
+            .objects
+            .contains_key(&key)
+            .then(|| store.write(key, None, &self.shared.changes))
+            .flatten()
+    }
+
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.store()
+            .objects
+            .get(&Key {
+                resource: resource.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+            .cloned()
+    }
+
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        self.store()
+            .objects
+            .iter()
+            .filter(|(k, _)| k.resource == resource)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Every request so far, as `METHOD path` (query string left out).
+    pub fn requests(&self) -> Vec<String> {
+        self.store().requests.clone()
+    }
+
+    /// Forgets the change history: watches resuming from before now get `410 Gone`.
+    pub fn compact(&self) {
+        let mut store = self.store();
+        store.compacted = store.rv;
+        store.history.clear();
+    }
+
+    /// Drops every open watch connection.
+    pub fn break_watches(&self) {
+        let _ = self.shared.changes.send(Message::Break);
+    }
+
+    /// The next `count` bindings fail with HTTP `code` (before any other check).
+    pub fn fail_next_bindings(&self, code: u16, count: usize) {
+        let mut store = self.store();
+        for _ in 0..count {
+            store.binding_failures.push_back(code);
+        }
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    Query(query): Query<BTreeMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    shared
+        .store
+        .lock()
+        .unwrap()
+        .requests
+        .push(format!("{method} {}", uri.path()));
+    let Some(target) = parse_path(uri.path()) else {
+        return status(
+            404,
+            "NotFound",
+            &format!(
+                "the server could not find the requested resource ({})",
+                uri.path()
+            ),
+            "",
+            "",
+        );
+    };
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), "", ""),
+        }
+    };
+    match (method, target.name.clone(), target.subresource.as_deref()) {
+        (Method::GET, None, _) => {
+            if matches!(query.get("watch").map(String::as_str), Some("1" | "true")) {
+                watch(shared, target, query)
+            } else {
+                list(&shared, &target, &query)
+            }
+        }
+        (Method::GET, Some(name), _) => get(&shared, &target, &name),
+        (Method::POST, None, _) => create(&shared, &target, body),
+        (Method::POST, Some(name), Some("binding")) => bind(&shared, &target, &name, &body),
+        (Method::PUT, Some(name), _) => update(&shared, &target, &name, body),
+        (Method::PATCH, Some(name), _) => {
+            patch(&shared, &target, &name, &body, &content_type, &query)
+        }
+        (Method::DELETE, Some(name), _) => {
+            let mut store = shared.store.lock().unwrap();
+            let key = Key {
+                resource: target.resource.clone(),
+                namespace: target.namespace.clone(),
+                name: name.clone(),
+            };
+            match store.objects.get(&key).cloned() {
+                Some(object) => {
+                    store.write(key, None, &shared.changes);
+                    json_response(200, &object)
+                }
+                None => not_found(&target, &name),
+            }
+        }
+        _ => status(405, "MethodNotAllowed", "method not allowed", "", ""),
+    }
+}
+
+fn not_found(target: &Target, name: &str) -> Response {
+    let plural = target.resource.rsplit('/').next().unwrap_or("");
+    status(
+        404,
+        "NotFound",
+        &format!("{plural} \"{name}\" not found"),
+        name,
+        plural,
+    )
+}
+
+fn list(shared: &Shared, target: &Target, query: &BTreeMap<String, String>) -> Response {
+    let store = shared.store.lock().unwrap();
+    let fields = query.get("fieldSelector").cloned().unwrap_or_default();
+    let labels = query.get("labelSelector").cloned().unwrap_or_default();
+    let items: Vec<Value> = store
+        .objects
+        .iter()
+        .filter(|(k, _)| {
+            k.resource == target.resource
+                && (target.namespace.is_empty() || k.namespace == target.namespace)
+        })
+        .map(|(_, v)| v)
+        .filter(|v| field_matches(v, &fields) && label_matches(v, &labels))
+        .cloned()
+        .collect();
+    json_response(
+        200,
+        &json!({
+            "kind": format!("{}List", kind_of(&target.resource)),
+            "apiVersion": api_version_of(&target.resource),
+            "metadata": {"resourceVersion": store.rv.to_string()},
+            "items": items,
+        }),
+    )
+}
+
+fn get(shared: &Shared, target: &Target, name: &str) -> Response {
+    let store = shared.store.lock().unwrap();
+    let key = Key {
+        resource: target.resource.clone(),
+        namespace: target.namespace.clone(),
+        name: name.into(),
+    };
+    match store.objects.get(&key) {
+        Some(v) => json_response(200, v),
+        None => not_found(target, name),
+    }
+}
+
+fn create(shared: &Shared, target: &Target, mut body: Value) -> Response {
+    let mut store = shared.store.lock().unwrap();
+    let name = match body["metadata"]["name"].as_str() {
+        Some(n) => n.to_owned(),
+        None => match body["metadata"]["generateName"].as_str() {
+            // As the real server: a generated name must end in '-' to form a DNS name.
+            Some(prefix) if prefix.ends_with('.') => {
+                return status(
+                    422,
+                    "Invalid",
+                    "metadata.generateName: Invalid value: a lowercase RFC 1123 subdomain must end with an alphanumeric character",
+                    "",
+                    kind_of(&target.resource),
+                );
+            }
+            Some(prefix) => {
+                store.uid += 1;
+                format!("{prefix}{:05}", store.uid)
+            }
+            None => {
+                return status(
+                    422,
+                    "Invalid",
+                    "metadata.name: Required value: name or generateName is required",
+                    "",
+                    kind_of(&target.resource),
+                );
+            }
+        },
+    };
+    let key = Key {
+        resource: target.resource.clone(),
+        namespace: target.namespace.clone(),
+        name: name.clone(),
+    };
+    if store.objects.contains_key(&key) {
+        let plural = target.resource.rsplit('/').next().unwrap_or("");
+        return status(
+            409,
+            "AlreadyExists",
+            &format!("{plural} \"{name}\" already exists"),
+            &name,
+            plural,
+        );
+    }
+    store.uid += 1;
+    body["metadata"]["name"] = json!(name);
+    body["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", store.uid));
+    body["metadata"]["creationTimestamp"] = json!("2026-11-22T00:00:00Z");
+    if !target.namespace.is_empty() {
+        body["metadata"]["namespace"] = json!(target.namespace);
+    }
+    body["kind"] = json!(kind_of(&target.resource));
+    body["apiVersion"] = json!(api_version_of(&target.resource));
+    let stored = store.write(key, Some(body), &shared.changes).unwrap();
+    json_response(201, &stored)
+}
+
+fn update(shared: &Shared, target: &Target, name: &str, mut body: Value) -> Response {
+    let mut store = shared.store.lock().unwrap();
+    let key = Key {
+        resource: target.resource.clone(),
+        namespace: target.namespace.clone(),
+        name: name.into(),
+    };
+    let Some(existing) = store.objects.get(&key).cloned() else {
+        return not_found(target, name);
+    };
+    if let Some(wanted) = body["metadata"]["resourceVersion"].as_str()
+        && existing["metadata"]["resourceVersion"].as_str() != Some(wanted)
+    {
+        let plural = target.resource.rsplit('/').next().unwrap_or("");
+        return status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+            name,
+            plural,
+        );
+    }
+    if target.subresource.as_deref() == Some("status") {
+        let mut merged = existing.clone();
+        merged["status"] = body["status"].take();
+        body = merged;
+    }
+    body["metadata"]["uid"] = existing["metadata"]["uid"].clone();
+    body["metadata"]["creationTimestamp"] = existing["metadata"]["creationTimestamp"].clone();
+    body["kind"] = json!(kind_of(&target.resource));
+    body["apiVersion"] = json!(api_version_of(&target.resource));
+    let stored = store.write(key, Some(body), &shared.changes).unwrap();
+    json_response(200, &stored)
+}
+
+fn patch(
+    shared: &Shared,
+    target: &Target,
+    name: &str,
+    body: &Value,
+    content_type: &str,
+    _query: &BTreeMap<String, String>,
+) -> Response {
+    let mut store = shared.store.lock().unwrap();
+    let key = Key {
+        resource: target.resource.clone(),
+        namespace: target.namespace.clone(),
+        name: name.into(),
+    };
+    let apply = content_type.starts_with("application/apply-patch");
+    let existing = match store.objects.get(&key).cloned() {
+        Some(v) => v,
+        None if apply => {
+            store.uid += 1;
+            let mut fresh = json!({"metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-{:012}", store.uid), "creationTimestamp": "2026-11-22T00:00:00Z"}});
+            if !target.namespace.is_empty() {
+                fresh["metadata"]["namespace"] = json!(target.namespace);
+            }
+            fresh
+        }
+        None => return not_found(target, name),
+    };
+    let mut patched = existing.clone();
+    let strategic = content_type.starts_with("application/strategic-merge-patch");
+    let mut patch = body.clone();
+    if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("uid");
+    }
+    if target.subresource.as_deref() == Some("status") {
+        let status_only = json!({"status": patch["status"].clone()});
+        merge(&mut patched, &status_only, strategic);
+    } else {
+        merge(&mut patched, &patch, strategic);
+    }
+    patched["kind"] = json!(kind_of(&target.resource));
+    patched["apiVersion"] = json!(api_version_of(&target.resource));
+    let stored = store.write(key, Some(patched), &shared.changes).unwrap();
+    json_response(200, &stored)
+}
+
+fn bind(shared: &Shared, target: &Target, name: &str, body: &Value) -> Response {
+    let mut store = shared.store.lock().unwrap();
+    if let Some(code) = store.binding_failures.pop_front() {
+        return status(
+            code,
+            "InternalError",
+            &format!("Internal error occurred: injected failure binding {name}"),
+            name,
+            "pods/binding",
+        );
+    }
+    let key = Key {
+        resource: "pods".into(),
+        namespace: target.namespace.clone(),
+        name: name.into(),
+    };
+    let Some(pod) = store.objects.get(&key).cloned() else {
+        return status(
+            404,
+            "NotFound",
+            &format!("pods \"{name}\" not found"),
+            name,
+            "pods",
+        );
+    };
+    let pod_uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_owned();
+    if let Some(wanted) = body["metadata"]["uid"].as_str()
+        && wanted != pod_uid
+    {
+        return status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on pods \"{name}\": StorageError: invalid object, Code: 4, Key: /registry/pods/{}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {wanted}, UID in object meta: {pod_uid}",
+                target.namespace
+            ),
+            name,
+            "pods",
+        );
+    }
+    let conflict = |why: String| {
+        status(
+            409,
+            "Conflict",
+            &format!("Operation cannot be fulfilled on pods/binding \"{name}\": {why}"),
+            name,
+            "pods/binding",
+        )
+    };
+    if !pod["metadata"]["deletionTimestamp"].is_null() {
+        return conflict(format!(
+            "pod {name} is being deleted, cannot be assigned to a host"
+        ));
+    }
+    if let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+        return conflict(format!("pod {name} is already assigned to node \"{node}\""));
+    }
+    if pod["spec"]["schedulingGates"]
+        .as_array()
+        .is_some_and(|g| !g.is_empty())
+    {
+        return conflict(format!("pod {name} has non-empty .spec.schedulingGates"));
+    }
+    let node = body["target"]["name"].as_str().unwrap_or("").to_owned();
+    let mut bound = pod;
+    bound["spec"]["nodeName"] = json!(node);
+    merge(
+        &mut bound,
+        &json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-22T00:00:01Z"}]}}),
+        true,
+    );
+    store.write(key, Some(bound), &shared.changes);
+    json_response(
+        201,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    )
+}
+
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+fn watch(shared: Arc<Shared>, target: Target, query: BTreeMap<String, String>) -> Response {
+    // Subscribe before reading the store, so no change falls between the two.
+    let receiver = shared.changes.subscribe();
+    let fields = query.get("fieldSelector").cloned().unwrap_or_default();
+    let labels = query.get("labelSelector").cloned().unwrap_or_default();
+    let selected = move |v: &Option<Value>| {
+        v.as_ref()
+            .is_some_and(|v| field_matches(v, &fields) && label_matches(v, &labels))
+    };
+    let in_scope = {
+        let resource = target.resource.clone();
+        let namespace = target.namespace.clone();
+        move |c: &Change| {
+            c.resource == resource && (namespace.is_empty() || c.namespace == namespace)
+        }
+    };
+    let (mut initial, start_rv) = {
+        let store = shared.store.lock().unwrap();
+        let requested = query
+            .get("resourceVersion")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0);
+        match requested {
+            Some(rv) if rv < store.compacted => {
+                let gone = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": format!("too old resource version: {rv} ({})", store.compacted), "reason": "Expired", "code": 410});
+                let body = Body::from(event_line("ERROR", &gone));
+                return Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .unwrap();
+            }
+            Some(rv) => {
+                let replay: Vec<Bytes> = store
+                    .history
+                    .iter()
+                    .filter(|c| c.rv > rv && in_scope(c))
+                    .filter_map(|c| transition(c, &selected))
+                    .collect();
+                (replay, store.rv)
+            }
+            None => {
+                // No version: synthetic ADDED for the current state.
+                let added: Vec<Bytes> = store
+                    .objects
+                    .iter()
+                    .filter(|(k, v)| {
+                        k.resource == target.resource
+                            && (target.namespace.is_empty() || k.namespace == target.namespace)
+                            && selected(&Some((*v).clone()))
+                    })
+                    .map(|(_, v)| event_line("ADDED", v))
+                    .collect();
+                (added, store.rv)
+            }
+        }
+    };
+    initial.reverse();
+    let stream = futures_util::stream::unfold((initial, receiver), move |(mut pending, mut rx)| {
+        let in_scope = in_scope.clone();
+        let selected = selected.clone();
+        async move {
+            if let Some(line) = pending.pop() {
+                return Some((Ok::<Bytes, std::io::Error>(line), (pending, rx)));
+            }
+            loop {
+                match tokio::time::timeout(Duration::from_secs(300), rx.recv()).await {
+                    Ok(Ok(Message::Change(c))) if c.rv > start_rv && in_scope(&c) => {
+                        if let Some(line) = transition(&c, &selected) {
+                            return Some((Ok(line), (pending, rx)));
+                        }
+                    }
+                    Ok(Ok(Message::Change(_)))
+                    | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                    Ok(Ok(Message::Break) | Err(broadcast::error::RecvError::Closed)) | Err(_) => {
+                        return None;
+                    }
+                }
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(Body::from_stream(stream.boxed()))
+        .unwrap()
+        .into_response()
+}
+
+/// ADDED/MODIFIED/DELETED as seen through the watch's selectors.
+fn transition(c: &Change, selected: &impl Fn(&Option<Value>) -> bool) -> Option<Bytes> {
+    match (selected(&c.old), selected(&c.new)) {
+        (true, true) => Some(event_line("MODIFIED", c.new.as_ref()?)),
+        (false, true) => Some(event_line("ADDED", c.new.as_ref()?)),
+        (true, false) => {
+            let mut last = c.new.clone().or_else(|| c.old.clone())?;
+            last["metadata"]["resourceVersion"] = json!(c.rv.to_string());
+            Some(event_line("DELETED", &last))
+        }
+        (false, false) => None,
+    }
+}

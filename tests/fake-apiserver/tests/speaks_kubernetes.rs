@@ -1,0 +1,188 @@
+//! The fake answers kube-rs clients the way a real API server does.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use kube::{
+    Api, Client, Config,
+    api::{ObjectMeta, PostParams},
+    runtime::watcher,
+};
+use multiarch_fake_apiserver::FakeApiServer;
+use serde_json::json;
+
+fn client(server: &FakeApiServer) -> Client {
+    Client::try_from(Config::new(server.url().parse().unwrap())).unwrap()
+}
+
+fn pod(name: &str) -> serde_json::Value {
+    json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"containers": [{"name": "c", "image": "i"}], "schedulerName": "multiarch-scheduler"}, "status": {"phase": "Pending"}})
+}
+
+fn binding(name: &str, uid: &str, node: &str) -> Binding {
+    Binding {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(uid.into()),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            ..ObjectReference::default()
+        },
+    }
+}
+
+#[tokio::test]
+async fn binding_answers_like_the_recorded_server() {
+    let server = FakeApiServer::start().await;
+    let created = server.apply("pods", pod("web-1"));
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+    let pods: Api<Pod> = Api::namespaced(client(&server), "default");
+    let pp = PostParams::default();
+
+    let wrong = pods
+        .create_subresource::<Binding, serde_json::Value>(
+            "binding",
+            "web-1",
+            &pp,
+            &(binding("web-1", "00000000-0000-0000-0000-000000000000", "amd-1")),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = wrong else {
+        panic!()
+    };
+    assert_eq!(status.code, 409);
+    assert!(
+        status
+            .message
+            .contains("Precondition failed: UID in precondition"),
+        "{}",
+        status.message
+    );
+
+    pods.create_subresource::<Binding, serde_json::Value>(
+        "binding",
+        "web-1",
+        &pp,
+        &(binding("web-1", &uid, "amd-1")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        server.get("pods", "default", "web-1").unwrap()["spec"]["nodeName"],
+        "amd-1"
+    );
+
+    let again = pods
+        .create_subresource::<Binding, serde_json::Value>(
+            "binding",
+            "web-1",
+            &pp,
+            &(binding("web-1", &uid, "amd-2")),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = again else {
+        panic!()
+    };
+    assert_eq!(
+        status.message,
+        "Operation cannot be fulfilled on pods/binding \"web-1\": pod web-1 is already assigned to node \"amd-1\""
+    );
+
+    let missing = pods
+        .create_subresource::<Binding, serde_json::Value>(
+            "binding",
+            "nope",
+            &pp,
+            &(binding("nope", &uid, "amd-1")),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = missing else {
+        panic!()
+    };
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (404, "pods \"nope\" not found")
+    );
+}
+
+#[tokio::test]
+async fn watchers_see_changes_and_relist_after_410() {
+    let server = FakeApiServer::start().await;
+    server.apply("pods", pod("a"));
+    let pods: Api<Pod> = Api::all(client(&server));
+    let mut stream = watcher(
+        pods,
+        watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
+    )
+    .boxed();
+    let mut names = Vec::new();
+    // Initial list: Init, InitApply(a), InitDone.
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+    {
+        match event.unwrap() {
+            watcher::Event::InitApply(p) => names.push(p.metadata.name.unwrap()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(names, ["a"]);
+    server.apply("pods", pod("b"));
+    let event = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(event, watcher::Event::Apply(ref p) if p.metadata.name.as_deref() == Some("b")),
+        "{event:?}"
+    );
+
+    // A pod that finishes leaves the selector: DELETED.
+    let mut done = pod("b");
+    done["status"]["phase"] = json!("Succeeded");
+    server.apply("pods", done);
+    let event = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(event, watcher::Event::Delete(ref p) if p.metadata.name.as_deref() == Some("b")),
+        "{event:?}"
+    );
+
+    // History compacted and the connection dropped: the watcher relists.
+    server.apply("pods", pod("c"));
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap();
+    // Changes the watcher has not seen, then compaction past them.
+    server.apply("nodes", json!({"metadata": {"name": "n1"}}));
+    server.compact();
+    server.break_watches();
+    let mut relisted = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            Ok(watcher::Event::InitApply(p)) => relisted.push(p.metadata.name.unwrap()),
+            Ok(watcher::Event::InitDone) => break,
+            _ => {}
+        }
+    }
+    relisted.sort();
+    assert_eq!(relisted, ["a", "c"]);
+}
