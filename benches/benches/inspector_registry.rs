@@ -42,8 +42,8 @@ fn inspector(settings: &RegistrySettings) -> Inspector {
 
 #[tokio::main]
 async fn main() {
-    // `cargo test --benches` runs this once in test mode: keep it short then.
-    let quick = std::env::args().any(|a| a == "--test" || a == "--list");
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not: keep it short then.
+    let quick = !std::env::args().any(|a| a == "--bench");
     if std::env::args().any(|a| a == "--list") {
         return;
     }

@@ -17,6 +17,8 @@ pub enum Command {
     /// Run the real scheduler on an in-memory mixed-architecture cluster and report
     /// placements, reasons, throughput and what an architecture-blind scheduler would do.
     Simulate(SimulateArgs),
+    /// Run the secondary scheduler in a cluster (pods with schedulerName multiarch-scheduler).
+    Scheduler(SchedulerArgs),
     /// Print the platforms (os/architecture/variant) an image has builds for.
     Inspect(InspectArgs),
     /// Serve image inspection over gRPC (reads pull secrets from the cluster).
@@ -53,6 +55,69 @@ pub struct SimulateArgs {
 pub enum OutputFormat {
     Text,
     Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SchedulerArgs {
+    /// kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster config.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The schedulerName of the pods this scheduler places.
+    #[arg(
+        long,
+        default_value = "multiarch-scheduler",
+        env = "MULTIARCH_SCHEDULER_NAME"
+    )]
+    pub scheduler_name: String,
+
+    /// Namespace of the leader-election Lease (multiarch's own).
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// Run leader election (needed with more than one replica).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "MULTIARCH_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// The Lease name; defaults to the scheduler name (never kube-scheduler's).
+    #[arg(long)]
+    pub lease_name: Option<String>,
+
+    /// This replica's identity in the Lease and events; defaults to the pod name plus a suffix.
+    #[arg(long, env = "MULTIARCH_IDENTITY")]
+    pub identity: Option<String>,
+
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub renew_deadline: Duration,
+
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub retry_period: Duration,
+
+    /// Concurrent pods/binding calls.
+    #[arg(long, default_value_t = 16)]
+    pub bind_concurrency: usize,
+
+    /// Use a remote inspector (`multiarch inspector`) instead of inspecting in-process.
+    #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
+    pub inspector_endpoint: Option<String>,
+
+    /// Registry settings for in-process inspection.
+    #[arg(long, value_name = "FILE", env = "MULTIARCH_REGISTRIES_CONFIG")]
+    pub registries_config: Option<PathBuf>,
+
+    /// Metrics and health listen address (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:10259", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    #[arg(long, value_enum, default_value_t = crate::ops::logging::LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
+    pub log_format: crate::ops::logging::LogFormat,
+
+    /// tracing filter (info, debug, multiarch=trace...); RUST_LOG wins when set.
+    #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]
+    pub log_level: String,
 }
 
 #[derive(Debug, clap::Args)]

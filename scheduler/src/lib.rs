@@ -2,4 +2,5 @@
 //! the `multiarch` binary.
 
 pub mod core;
+pub mod runtime;
 pub mod simulate;

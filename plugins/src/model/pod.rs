@@ -43,6 +43,10 @@ pub struct PodInfo {
     /// Volumes the scheduler cannot place correctly yet (PersistentVolumeClaims and
     /// generic ephemeral volumes need volume binding).
     pub unsupported_volumes: Vec<String>,
+    /// `imagePullSecrets` names and the service account: where the image inspector finds
+    /// the pod's pull credentials.
+    pub image_pull_secrets: Vec<String>,
+    pub service_account: Option<String>,
     pub resource_version: String,
 }
 
@@ -270,6 +274,14 @@ impl PodInfo {
                 .collect(),
             deleting: meta.deletion_timestamp.is_some(),
             unsupported_volumes,
+            image_pull_secrets: spec
+                .image_pull_secrets
+                .iter()
+                .flatten()
+                .map(|r| r.name.clone())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            service_account: spec.service_account_name.clone().filter(|s| !s.is_empty()),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             labels,
         })

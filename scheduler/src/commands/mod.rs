@@ -3,6 +3,7 @@
 mod crds;
 mod inspect;
 mod inspector;
+mod scheduler;
 mod simulate;
 
 use anyhow::Context;
@@ -15,6 +16,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(&args),
         Command::Inspect(args) => runtime()?.block_on(inspect::run(&args)),
         Command::Inspector(args) => runtime()?.block_on(inspector::run(&args)),
+        Command::Scheduler(args) => runtime()?.block_on(scheduler::run(&args)),
     }
 }
 

@@ -3,7 +3,10 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use multiarch_plugins::model::{platform::Platform, pod::ContainerImage};
+use multiarch_plugins::model::{
+    platform::Platform,
+    pod::{ContainerImage, PodInfo},
+};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImageLookup {
@@ -13,8 +16,9 @@ pub enum ImageLookup {
 }
 
 pub trait ImageSource {
-    /// Must not block: start an inspection if needed and answer `Pending`.
-    fn lookup(&self, namespace: &str, image: &ContainerImage) -> ImageLookup;
+    /// Must not block: start an inspection if needed and answer `Pending`. The pod says
+    /// where its pull credentials are.
+    fn lookup(&self, pod: &PodInfo, image: &ContainerImage) -> ImageLookup;
 }
 
 /// A fixed catalog (simulate, tests): images not in it fail with a clear message.
@@ -24,7 +28,7 @@ pub struct CatalogImages {
 }
 
 impl ImageSource for CatalogImages {
-    fn lookup(&self, _: &str, image: &ContainerImage) -> ImageLookup {
+    fn lookup(&self, _: &PodInfo, image: &ContainerImage) -> ImageLookup {
         match self.images.get(&image.image) {
             Some(platforms) => ImageLookup::Known(platforms.clone()),
             None => ImageLookup::Failed(

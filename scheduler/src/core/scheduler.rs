@@ -215,7 +215,7 @@ impl SchedulerCore {
         let mut pending = Vec::new();
         let mut containers = Vec::with_capacity(pod.images.len());
         for image in &pod.images {
-            let platforms = match images.lookup(&pod.namespace, image) {
+            let platforms = match images.lookup(&pod, image) {
                 ImageLookup::Known(p) => ImagePlatforms::Known(p),
                 ImageLookup::Failed(e) => ImagePlatforms::Failed(e),
                 ImageLookup::Pending => {
@@ -461,11 +461,11 @@ mod tests {
     fn waits_for_images_without_blocking_and_resumes() {
         struct Slow;
         impl ImageSource for Slow {
-            fn lookup(&self, _: &str, image: &ContainerImage) -> ImageLookup {
+            fn lookup(&self, pod: &PodInfo, image: &ContainerImage) -> ImageLookup {
                 if image.image == "slow:1" {
                     ImageLookup::Pending
                 } else {
-                    catalog().lookup("", image)
+                    catalog().lookup(pod, image)
                 }
             }
         }

@@ -65,6 +65,8 @@ struct Store {
 
 struct Shared {
     store: Mutex<Store>,
+    /// While set, new watch requests wait (a network partition).
+    hold_watches: std::sync::atomic::AtomicBool,
     changes: broadcast::Sender<Message>,
 }
 
@@ -276,6 +278,7 @@ impl FakeApiServer {
         let (changes, _) = broadcast::channel(65_536);
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::default()),
+            hold_watches: std::sync::atomic::AtomicBool::new(false),
             changes,
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
@@ -359,7 +362,7 @@ impl FakeApiServer {
             .collect()
     }
 
-    /// Every request so far, as `METHOD path` (query string left out).
+    /// Every request so far, as `METHOD path?query`.
     pub fn requests(&self) -> Vec<String> {
         self.store().requests.clone()
     }
@@ -374,6 +377,14 @@ impl FakeApiServer {
     /// Drops every open watch connection.
     pub fn break_watches(&self) {
         let _ = self.shared.changes.send(Message::Break);
+    }
+
+    /// While `true`, new watches wait instead of connecting (with `break_watches`: a
+    /// partition during which changes are missed).
+    pub fn hold_watches(&self, hold: bool) {
+        self.shared
+            .hold_watches
+            .store(hold, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The next `count` bindings fail with HTTP `code` (before any other check).
@@ -427,6 +438,12 @@ async fn handle(
     match (method, target.name.clone(), target.subresource.as_deref()) {
         (Method::GET, None, _) => {
             if matches!(query.get("watch").map(String::as_str), Some("1" | "true")) {
+                while shared
+                    .hold_watches
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 watch(shared, target, query)
             } else {
                 list(&shared, &target, &query)
