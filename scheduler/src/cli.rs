@@ -23,6 +23,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Serve image inspection over gRPC (reads pull secrets from the cluster).
     Inspector(InspectorArgs),
+    /// Write the generated install manifests (RBAC, Deployments) under DIR/scheduler.
+    Manifests(ManifestsArgs),
     /// Print the CustomResourceDefinitions generated from the API types.
     Crds(CrdsArgs),
 }
@@ -188,6 +190,13 @@ pub struct InspectorArgs {
     /// tracing filter (info, debug, multiarch=trace...); RUST_LOG wins when set.
     #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]
     pub log_level: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ManifestsArgs {
+    /// The manifests directory (the repository's `manifests/`).
+    #[arg(long, value_name = "DIR", default_value = "manifests")]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

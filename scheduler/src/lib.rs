@@ -2,5 +2,6 @@
 //! the `multiarch` binary.
 
 pub mod core;
+pub mod manifests;
 pub mod runtime;
 pub mod simulate;

@@ -3,6 +3,7 @@
 mod crds;
 mod inspect;
 mod inspector;
+mod manifests;
 mod scheduler;
 mod simulate;
 
@@ -13,6 +14,7 @@ use crate::cli::Command;
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Crds(args) => crds::run(&args),
+        Command::Manifests(args) => manifests::run(&args),
         Command::Simulate(args) => simulate::run(&args),
         Command::Inspect(args) => runtime()?.block_on(inspect::run(&args)),
         Command::Inspector(args) => runtime()?.block_on(inspector::run(&args)),

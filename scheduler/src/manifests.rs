@@ -1,0 +1,181 @@
+//! The install manifests of `manifests/scheduler/`, generated here so that RBAC follows
+//! the code; `multiarch manifests --dir manifests` writes them and a test fails when the
+//! checked-in files drift.
+//!
+//! The scheduler reads no Secrets: image inspection runs in `multiarch inspector`, the
+//! only component with `get` on Secrets and ServiceAccounts.
+
+use serde_json::{Value, json};
+
+pub const NAMESPACE: &str = "multiarch";
+pub const IMAGE: &str = "multiarch:0.1.0";
+const SCHEDULER: &str = "multiarch-scheduler";
+const INSPECTOR: &str = "multiarch-inspector";
+
+fn labels(component: &str) -> Value {
+    json!({"app.kubernetes.io/name": "multiarch", "app.kubernetes.io/component": component})
+}
+
+fn security_context() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "runAsUser": 65532,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+fn deployment(
+    name: &str,
+    component: &str,
+    args: Value,
+    ports: Value,
+    probe_port: &str,
+    env: Value,
+) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels(component)},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels(component)},
+            "template": {
+                "metadata": {"labels": labels(component)},
+                "spec": {
+                    "serviceAccountName": name,
+                    // Scheduled by the default scheduler: the scheduler must not depend on itself.
+                    "schedulerName": "default-scheduler",
+                    "priorityClassName": "system-cluster-critical",
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "containers": [{
+                        "name": component,
+                        "image": IMAGE,
+                        "args": args,
+                        "env": env,
+                        "ports": ports,
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": probe_port}, "initialDelaySeconds": 5, "periodSeconds": 10},
+                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": probe_port}, "periodSeconds": 5},
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+                        "securityContext": security_context(),
+                    }],
+                },
+            },
+        },
+    })
+}
+
+fn downward_env() -> Value {
+    json!([
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ])
+}
+
+/// `(file name, documents)` of `manifests/scheduler/`, in apply order.
+pub fn scheduler() -> Vec<(&'static str, Vec<Value>)> {
+    let scheduler_rules = json!([
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]},
+    ]);
+    let inspector_rules = json!([
+        {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]},
+    ]);
+    let scheduler_args = json!([
+        "scheduler",
+        "--scheduler-name=multiarch-scheduler",
+        format!("--inspector-endpoint=http://{INSPECTOR}.{NAMESPACE}.svc:9443"),
+        "--metrics-addr=0.0.0.0:10259",
+        "--log-format=json",
+    ]);
+    let inspector_args = json!([
+        "inspector",
+        "--listen=0.0.0.0:9443",
+        "--metrics-addr=0.0.0.0:8080",
+        "--log-format=json"
+    ]);
+    vec![
+        (
+            "namespace.yaml",
+            vec![json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": NAMESPACE, "labels": {"multiarch.openshift.io/exclude-pod-placement": "true"}},
+            })],
+        ),
+        (
+            "rbac.yaml",
+            vec![
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SCHEDULER, "namespace": NAMESPACE}}),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": SCHEDULER}, "rules": scheduler_rules}),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": SCHEDULER},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SCHEDULER},
+                   "subjects": [{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}]}),
+                // The Lease lives in multiarch's namespace only, and only the scheduler's.
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": format!("{SCHEDULER}-lease"), "namespace": NAMESPACE},
+                "rules": [
+                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [SCHEDULER], "verbs": ["get", "update"]},
+                ]}),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": format!("{SCHEDULER}-lease"), "namespace": NAMESPACE},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{SCHEDULER}-lease")},
+                   "subjects": [{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}]}),
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": INSPECTOR, "namespace": NAMESPACE}}),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": INSPECTOR}, "rules": inspector_rules}),
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": INSPECTOR},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": INSPECTOR},
+                   "subjects": [{"kind": "ServiceAccount", "name": INSPECTOR, "namespace": NAMESPACE}]}),
+            ],
+        ),
+        (
+            "inspector.yaml",
+            vec![
+                deployment(
+                    INSPECTOR,
+                    "inspector",
+                    inspector_args,
+                    json!([{"name": "grpc", "containerPort": 9443}, {"name": "metrics", "containerPort": 8080}]),
+                    "metrics",
+                    json!([]),
+                ),
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": INSPECTOR, "namespace": NAMESPACE, "labels": labels("inspector")},
+                   "spec": {"selector": labels("inspector"), "ports": [{"name": "grpc", "port": 9443, "targetPort": "grpc", "appProtocol": "grpc"}, {"name": "metrics", "port": 8080, "targetPort": "metrics"}]}}),
+            ],
+        ),
+        (
+            "scheduler.yaml",
+            vec![deployment(
+                SCHEDULER,
+                "scheduler",
+                scheduler_args,
+                json!([{"name": "metrics", "containerPort": 10259}]),
+                "metrics",
+                downward_env(),
+            )],
+        ),
+        (
+            "kustomization.yaml",
+            vec![json!({
+                "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                "resources": ["../crds", "namespace.yaml", "rbac.yaml", "inspector.yaml", "scheduler.yaml"],
+                "images": [{"name": "multiarch", "newName": "multiarch", "newTag": "0.1.0"}],
+            })],
+        ),
+    ]
+}
+
+/// A file's YAML: documents separated by `---`.
+pub fn to_yaml(documents: &[Value]) -> Result<String, serde_yaml_ng::Error> {
+    let mut out = String::new();
+    for (i, doc) in documents.iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
+        out.push_str(&serde_yaml_ng::to_string(doc)?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,109 @@
+//! `manifests/scheduler/` is what `multiarch manifests` generates, and its RBAC grants
+//! exactly what the scheduler calls.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::path::Path;
+
+use multiarch_scheduler::manifests;
+
+#[test]
+fn checked_in_manifests_match_the_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/scheduler");
+    let generated = manifests::scheduler();
+    for (file, documents) in &generated {
+        let path = dir.join(file);
+        let on_disk = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{} is missing ({e})", path.display()));
+        assert!(
+            on_disk == manifests::to_yaml(documents).unwrap(),
+            "{} differs from the generated one; regenerate with: cargo run -q --bin multiarch -- manifests --dir manifests",
+            path.display()
+        );
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = generated.iter().map(|(f, _)| (*f).to_owned()).collect();
+    expected.sort();
+    assert_eq!(names, expected, "stale files in {}", dir.display());
+}
+
+#[test]
+fn the_scheduler_role_is_least_privilege() {
+    let all = manifests::scheduler();
+    let rbac = &all.iter().find(|(f, _)| *f == "rbac.yaml").unwrap().1;
+    let role = rbac
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "multiarch-scheduler")
+        .unwrap();
+    let grants: Vec<(String, String)> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let resources: Vec<String> = r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect();
+            let verbs: Vec<String> = r["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect();
+            resources
+                .into_iter()
+                .flat_map(move |res| verbs.clone().into_iter().map(move |v| (res.clone(), v)))
+        })
+        .collect();
+    for needed in [
+        ("pods", "watch"),
+        ("pods/binding", "create"),
+        ("pods/status", "patch"),
+        ("nodes", "list"),
+        ("events", "create"),
+        ("events", "patch"),
+        ("clusterpodplacementconfigs", "watch"),
+    ] {
+        assert!(
+            grants.contains(&(needed.0.to_owned(), needed.1.to_owned())),
+            "missing {needed:?}"
+        );
+    }
+    assert!(
+        !grants.iter().any(|(r, _)| r == "secrets"),
+        "the scheduler must not read secrets"
+    );
+    assert!(
+        !grants
+            .iter()
+            .any(|(_, v)| v == "*" || v == "delete" || v == "update"),
+        "{grants:?}"
+    );
+    let lease_role = rbac.iter().find(|d| d["kind"] == "Role").unwrap();
+    assert_eq!(lease_role["metadata"]["namespace"], "multiarch");
+    assert_eq!(
+        lease_role["rules"][1]["resourceNames"][0], "multiarch-scheduler",
+        "never kube-scheduler's lease"
+    );
+}
+
+#[test]
+fn the_deployment_runs_two_replicas_with_probes() {
+    let all = manifests::scheduler();
+    let deployment = &all.iter().find(|(f, _)| *f == "scheduler.yaml").unwrap().1[0];
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert!(container["resources"]["requests"]["cpu"].is_string());
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["schedulerName"],
+        "default-scheduler"
+    );
+}
