@@ -102,6 +102,14 @@ pub struct SchedulerArgs {
     #[arg(long, default_value_t = 16)]
     pub bind_concurrency: usize,
 
+    /// Requests per second for per-pod writes (bindings, events, status); 0: unlimited.
+    #[arg(long, default_value_t = 50.0, env = "MULTIARCH_KUBE_API_QPS")]
+    pub kube_api_qps: f64,
+
+    /// Requests that may go at once above the QPS.
+    #[arg(long, default_value_t = 100, env = "MULTIARCH_KUBE_API_BURST")]
+    pub kube_api_burst: u32,
+
     /// Use a remote inspector (`multiarch inspector`) instead of inspecting in-process.
     #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
     pub inspector_endpoint: Option<String>,

@@ -74,6 +74,8 @@ fn options(identity: &str, election: bool) -> RuntimeOptions {
         report_capacity: 1000,
         inspection_retry: Duration::from_secs(30),
         config_grace: Duration::from_secs(5),
+        api_qps: 0.0,
+        api_burst: 1,
     }
 }
 
@@ -402,5 +404,58 @@ async fn a_broken_watch_relists_after_410_gone() {
     })
     .await;
     assert!(node_of(&server, "pinned-old").is_none());
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_verbosity_follows_the_cluster_config() {
+    let server = FakeApiServer::start().await;
+    let runtime = start(&server, "a", false);
+    let mut verbosity = runtime.log_verbosity.clone();
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"metadata": {"name": "cluster"}, "spec": {"logVerbosity": "Debug"}}),
+    );
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        verbosity.wait_for(|v| *v == multiarch_crd::LogVerbosity::Debug),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_pod_writes_respect_the_client_qps() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    for i in 0..5 {
+        server.apply("pods", pod(&format!("q{i}"), "arm:1", "100m"));
+    }
+    let mut limited = options("a", false);
+    limited.api_qps = 10.0;
+    limited.api_burst = 1;
+    let started = std::time::Instant::now();
+    let runtime = runtime::start(
+        client(&server),
+        limited,
+        inspector(),
+        SchedulerMetrics::default(),
+    );
+    eventually("all bound", || {
+        (0..5).all(|i| node_of(&server, &format!("q{i}")).is_some())
+    })
+    .await;
+    eventually("all events written", || {
+        (0..5).all(|i| !events_for(&server, &format!("q{i}")).is_empty())
+    })
+    .await;
+    // 10 writes (5 bindings, 5 events) at 10/s with a burst of 1 take at least 0.9 s.
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
     runtime.shutdown().await.unwrap();
 }

@@ -28,7 +28,7 @@ use crate::{
 };
 
 pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
-    logging::init(args.log_format, &args.log_level);
+    let _ = logging::init(args.log_format, &args.log_level);
     let settings = match &args.registries_config {
         Some(path) => RegistrySettings::load(path)?,
         None => RegistrySettings::default(),

@@ -26,7 +26,7 @@ use crate::{
 };
 
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
-    logging::init(args.log_format, &args.log_level);
+    let filter = logging::init(args.log_format, &args.log_level);
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -84,6 +84,8 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         report_capacity: 10_000,
         inspection_retry: Duration::from_secs(30),
         config_grace: Duration::from_secs(30),
+        api_qps: args.kube_api_qps,
+        api_burst: args.kube_api_burst,
     };
     let runtime = runtime::start(client, options, inspector, metrics);
 
@@ -98,6 +100,23 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
             error!(error = %e, "operations endpoint stopped");
         }
     });
+    if let Some(handle) = filter {
+        let mut verbosity = runtime.log_verbosity.clone();
+        tokio::spawn(async move {
+            while verbosity.changed().await.is_ok() {
+                let level = *verbosity.borrow();
+                if handle
+                    .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
+                    .is_ok()
+                {
+                    info!(
+                        ?level,
+                        "log verbosity changed by the ClusterPodPlacementConfig"
+                    );
+                }
+            }
+        });
+    }
     let mut ready_rx = runtime.ready.clone();
     tokio::spawn(async move {
         while ready_rx.changed().await.is_ok() {

@@ -1,6 +1,10 @@
 //! Logging: text or JSON, level from `--log-level` (or `RUST_LOG`).
 
-use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+use tracing_subscriber::{EnvFilter, Registry, fmt, prelude::*, reload};
+
+/// Changes the log filter at run time (from the ClusterPodPlacementConfig's
+/// `logVerbosity`), unless `RUST_LOG` pins it.
+pub type FilterHandle = reload::Handle<EnvFilter, Registry>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -8,9 +12,12 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber; `RUST_LOG` wins over `level` when set.
-pub fn init(format: LogFormat, level: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+/// Installs the global subscriber; `RUST_LOG` wins over `level` when set. Returns the
+/// handle that changes the filter, unless `RUST_LOG` is set.
+pub fn init(format: LogFormat, level: &str) -> Option<FilterHandle> {
+    let pinned = EnvFilter::try_from_default_env().ok();
+    let from_env = pinned.is_some();
+    let (filter, handle) = reload::Layer::new(pinned.unwrap_or_else(|| EnvFilter::new(level)));
     let registry = tracing_subscriber::registry().with(filter);
     let result = match format {
         LogFormat::Text => registry
@@ -22,4 +29,5 @@ pub fn init(format: LogFormat, level: &str) {
     };
     // A second init (tests) keeps the first subscriber.
     drop(result);
+    (!from_env).then_some(handle)
 }

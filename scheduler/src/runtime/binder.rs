@@ -13,6 +13,7 @@ use tokio::sync::{Semaphore, mpsc};
 use super::{
     inbox::{BindOutcome, Inbox},
     metrics::SchedulerMetrics,
+    ratelimit::TokenBucket,
 };
 use crate::core::binder::{Binder, Binding};
 
@@ -21,6 +22,7 @@ pub struct KubeBinder {
     permits: Arc<Semaphore>,
     inbox: mpsc::UnboundedSender<Inbox>,
     metrics: SchedulerMetrics,
+    limiter: Arc<TokenBucket>,
 }
 
 impl KubeBinder {
@@ -29,12 +31,14 @@ impl KubeBinder {
         concurrency: usize,
         inbox: mpsc::UnboundedSender<Inbox>,
         metrics: SchedulerMetrics,
+        limiter: Arc<TokenBucket>,
     ) -> Self {
         KubeBinder {
             client,
             permits: Arc::new(Semaphore::new(concurrency.max(1))),
             inbox,
             metrics,
+            limiter,
         }
     }
 }
@@ -45,10 +49,12 @@ impl Binder for KubeBinder {
         let permits = self.permits.clone();
         let inbox = self.inbox.clone();
         let metrics = self.metrics.clone();
+        let limiter = self.limiter.clone();
         tokio::spawn(async move {
             let Ok(_permit) = permits.acquire().await else {
                 return;
             };
+            limiter.acquire().await;
             let started = std::time::Instant::now();
             let body = K8sBinding {
                 metadata: ObjectMeta {

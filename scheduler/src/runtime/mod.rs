@@ -7,6 +7,7 @@ pub mod images;
 pub mod inbox;
 pub mod leader;
 pub mod metrics;
+pub mod ratelimit;
 pub mod report;
 pub mod watch;
 
@@ -49,6 +50,10 @@ pub struct RuntimeOptions {
     pub inspection_retry: Duration,
     /// How long to wait for the configuration CRDs before scheduling with defaults.
     pub config_grace: Duration,
+    /// Client QPS and burst for per-pod writes (bindings, events, status), as
+    /// kube-scheduler's `clientConnection` (default 50 / 100). QPS 0: unlimited.
+    pub api_qps: f64,
+    pub api_burst: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +67,8 @@ pub struct Runtime {
     /// True once the initial lists are in (readiness).
     pub ready: signal::Receiver<bool>,
     pub leading: signal::Receiver<bool>,
+    /// `logVerbosity` of the ClusterPodPlacementConfig, for the log filter.
+    pub log_verbosity: signal::Receiver<multiarch_crd::LogVerbosity>,
     pub task: tokio::task::JoinHandle<Result<(), RuntimeError>>,
     stop: signal::Sender<bool>,
 }
@@ -83,11 +90,16 @@ pub fn start(
     let (tx, rx) = mpsc::unbounded_channel();
     watch::start(&client, &tx);
     let images = AsyncImages::new(inspector, tx.clone(), options.inspection_retry);
+    let limiter = Arc::new(ratelimit::TokenBucket::new(
+        options.api_qps,
+        options.api_burst,
+    ));
     let binder = KubeBinder::new(
         client.clone(),
         options.bind_concurrency,
         tx.clone(),
         metrics.clone(),
+        limiter.clone(),
     );
     let reports = Reports::start(
         client.clone(),
@@ -95,7 +107,9 @@ pub fn start(
         &options.identity,
         options.report_capacity,
         metrics.clone(),
+        limiter,
     );
+    let (verbosity_tx, verbosity_rx) = signal::channel(multiarch_crd::LogVerbosity::Normal);
     let (leading_tx, leading_rx) = signal::channel(options.election.is_none());
     // Owned by the loop: when the loop ends, however it ends, the elector stops renewing.
     let (alive_tx, alive_rx) = signal::channel(false);
@@ -139,12 +153,14 @@ pub fn start(
         last_failure: HashMap::new(),
         ready: ready_tx,
         alive: alive_tx,
+        verbosity: verbosity_tx,
         started: Instant::now(),
     };
     let task = tokio::spawn(state.run(rx, stop_rx));
     Runtime {
         ready: ready_rx,
         leading: leading_rx,
+        log_verbosity: verbosity_rx,
         task,
         stop: stop_tx,
     }
@@ -183,6 +199,7 @@ struct Loop {
     ready: signal::Sender<bool>,
     /// Dropped with the loop; `true` is sent on a graceful stop (release the lease).
     alive: signal::Sender<bool>,
+    verbosity: signal::Sender<multiarch_crd::LogVerbosity>,
     started: Instant,
 }
 
@@ -386,6 +403,8 @@ impl Loop {
 
     fn reconfigure(&mut self, now: Instant) {
         let spec = self.cluster_config.clone().unwrap_or_default();
+        self.verbosity
+            .send_if_modified(|v| std::mem::replace(v, spec.log_verbosity) != spec.log_verbosity);
         let mut placement = spec.placement_or_default();
         // The name comes from the command line (the operator keeps both in step).
         placement

@@ -13,7 +13,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::metrics::SchedulerMetrics;
+use std::sync::Arc;
+
+use super::{metrics::SchedulerMetrics, ratelimit::TokenBucket};
 
 #[derive(Debug)]
 pub struct Report {
@@ -41,6 +43,7 @@ impl Reports {
         instance: &str,
         capacity: usize,
         metrics: SchedulerMetrics,
+        limiter: Arc<TokenBucket>,
     ) -> Self {
         let (tx, mut rx) = mpsc::channel::<Report>(capacity);
         let recorder = Recorder::new(
@@ -71,10 +74,12 @@ impl Reports {
                     action: report.action.into(),
                     secondary: None,
                 };
+                limiter.acquire().await;
                 if let Err(e) = recorder.publish(&event, &reference).await {
                     debug!(pod = %report.name, error = %e, "cannot publish event");
                 }
                 if let Some(reason) = report.condition {
+                    limiter.acquire().await;
                     let api: Api<Pod> = Api::namespaced(client.clone(), &report.namespace);
                     let patch = json!({"status": {"conditions": [{
                         "type": "PodScheduled", "status": "False", "reason": reason,
