@@ -17,3 +17,13 @@ pub const NODE_ARCH_LABEL: &str = "kubernetes.io/arch";
 
 /// Label key of a node's operating system, set by the kubelet.
 pub const NODE_OS_LABEL: &str = "kubernetes.io/os";
+
+/// Per-pod opt-out of routing and gating: the pod keeps the default scheduler.
+pub const OPT_OUT_LABEL: &str = "multiarch.openshift.io/scheduler";
+/// The value of [`OPT_OUT_LABEL`] that opts out.
+pub const OPT_OUT_VALUE: &str = "default";
+
+/// MTO's pod labels in gate mode.
+pub const LABEL_SCHEDULING_GATE: &str = "multiarch.openshift.io/scheduling-gate";
+pub const LABEL_NODE_AFFINITY: &str = "multiarch.openshift.io/node-affinity";
+pub const LABEL_PREFERRED_NODE_AFFINITY: &str = "multiarch.openshift.io/preferred-node-affinity";

@@ -19,6 +19,8 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Run the secondary scheduler in a cluster (pods with schedulerName multiarch-scheduler).
     Scheduler(SchedulerArgs),
+    /// Serve the mutating admission webhook that routes (or gates) new pods.
+    Webhook(WebhookArgs),
     /// Print the platforms (os/architecture/variant) an image has builds for.
     Inspect(InspectArgs),
     /// Serve image inspection over gRPC (reads pull secrets from the cluster).
@@ -128,6 +130,57 @@ pub struct SchedulerArgs {
     /// tracing filter (info, debug, multiarch=trace...); RUST_LOG wins when set.
     #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]
     pub log_level: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// HTTPS listen address.
+    #[arg(long, default_value = "0.0.0.0:9443", env = "MULTIARCH_WEBHOOK_LISTEN")]
+    pub listen: SocketAddr,
+
+    /// PEM certificate chain; reloaded when the file changes.
+    #[arg(long, default_value = "/etc/multiarch/tls/tls.crt")]
+    pub cert: PathBuf,
+
+    /// PEM private key; reloaded when the file changes.
+    #[arg(long, default_value = "/etc/multiarch/tls/tls.key")]
+    pub key: PathBuf,
+
+    /// The scheduler name pods are routed to.
+    #[arg(
+        long,
+        default_value = "multiarch-scheduler",
+        env = "MULTIARCH_SCHEDULER_NAME"
+    )]
+    pub scheduler_name: String,
+
+    /// multiarch's namespace, whose pods are never touched.
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// Pin the mode instead of following the ClusterPodPlacementConfig.
+    #[arg(long, value_parser = parse_mode)]
+    pub mode: Option<multiarch_crd::PlacementMode>,
+
+    /// Do not watch the ClusterPodPlacementConfig (tests, or --mode pinned).
+    #[arg(long)]
+    pub no_kubernetes: bool,
+
+    #[arg(long, value_enum, default_value_t = crate::ops::logging::LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
+    pub log_format: crate::ops::logging::LogFormat,
+
+    #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]
+    pub log_level: String,
+}
+
+fn parse_mode(text: &str) -> Result<multiarch_crd::PlacementMode, String> {
+    match text {
+        "Scheduler" => Ok(multiarch_crd::PlacementMode::Scheduler),
+        "SchedulingGate" => Ok(multiarch_crd::PlacementMode::SchedulingGate),
+        other => Err(format!(
+            "unknown mode {other:?}: use Scheduler or SchedulingGate"
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]

@@ -5,3 +5,4 @@ pub mod core;
 pub mod manifests;
 pub mod runtime;
 pub mod simulate;
+pub mod webhook;

@@ -6,6 +6,7 @@ mod inspector;
 mod manifests;
 mod scheduler;
 mod simulate;
+mod webhook;
 
 use anyhow::Context;
 
@@ -19,6 +20,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Inspect(args) => runtime()?.block_on(inspect::run(&args)),
         Command::Inspector(args) => runtime()?.block_on(inspector::run(&args)),
         Command::Scheduler(args) => runtime()?.block_on(scheduler::run(&args)),
+        Command::Webhook(args) => runtime()?.block_on(webhook::run(&args)),
     }
 }
 

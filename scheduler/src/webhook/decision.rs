@@ -1,0 +1,244 @@
+//! What the admission webhook does to a new pod, as a minimal JSONPatch: route it to the
+//! multiarch scheduler (scheduler mode) or gate it for the gate controller (MTO's gate
+//! mode). Pure: tested on recorded AdmissionReviews.
+
+use k8s_openapi::api::core::v1::Pod;
+use multiarch_crd::{
+    PlacementMode,
+    names::{
+        LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, NODE_ARCH_LABEL,
+        OPT_OUT_LABEL, OPT_OUT_VALUE, SCHEDULING_GATE,
+    },
+};
+use serde_json::{Value, json};
+
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// What the webhook knows when a pod arrives.
+#[derive(Clone, Debug)]
+pub struct WebhookConfig {
+    pub mode: PlacementMode,
+    pub scheduler_name: String,
+    /// multiarch's own namespace: never routed or gated.
+    pub own_namespace: String,
+    /// `nodeAffinityScoring` is enabled in the ClusterPodPlacementConfig (gate mode adds
+    /// preferred affinity then, and labels the pod for it).
+    pub preferences_enabled: bool,
+}
+
+/// Why a pod is left as it is (for metrics and logs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exemption {
+    SystemNamespace,
+    OwnNamespace,
+    NodeName,
+    DaemonSet,
+    ControlPlane,
+    OptOut,
+    OtherScheduler,
+    /// Gate mode: required and preferred architecture constraints are all set already.
+    ArchitectureSet,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// RFC 6902 operations (empty: admit unchanged).
+    pub patch: Vec<Value>,
+    pub exemption: Option<Exemption>,
+    /// Gate mode: the gate was added (the gate-added event is due once the pod exists).
+    pub gated: bool,
+}
+
+fn exemption(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Option<Exemption> {
+    let spec = pod.spec.as_ref();
+    if namespace.starts_with("kube-") {
+        return Some(Exemption::SystemNamespace);
+    }
+    if namespace == config.own_namespace {
+        return Some(Exemption::OwnNamespace);
+    }
+    if spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+    {
+        return Some(Exemption::NodeName);
+    }
+    let daemonset = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+    if daemonset {
+        return Some(Exemption::DaemonSet);
+    }
+    let control_plane = spec
+        .and_then(|s| s.node_selector.as_ref())
+        .is_some_and(|sel| {
+            sel.contains_key("node-role.kubernetes.io/master")
+                || sel.contains_key("node-role.kubernetes.io/control-plane")
+        });
+    if control_plane {
+        return Some(Exemption::ControlPlane);
+    }
+    let opted_out = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OPT_OUT_LABEL))
+        .is_some_and(|v| v == OPT_OUT_VALUE);
+    if opted_out {
+        return Some(Exemption::OptOut);
+    }
+    None
+}
+
+/// `/` and `~` escaped for a JSON pointer.
+fn pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// MTO's rule: the architecture is already required (nodeSelector, or every required
+/// term names it) and either preferred too or no preference would be added.
+fn architecture_set(pod: &Pod, preferences_enabled: bool) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let selector = spec
+        .node_selector
+        .as_ref()
+        .is_some_and(|s| s.contains_key(NODE_ARCH_LABEL));
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    let required = node_affinity
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .is_some_and(|r| {
+            r.node_selector_terms.iter().all(|t| {
+                t.match_expressions
+                    .iter()
+                    .flatten()
+                    .any(|e| e.key == NODE_ARCH_LABEL)
+            })
+        });
+    let preferred = node_affinity
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .is_some_and(|p| {
+            p.iter().any(|t| {
+                t.preference
+                    .match_expressions
+                    .iter()
+                    .flatten()
+                    .any(|e| e.key == NODE_ARCH_LABEL)
+            })
+        });
+    (selector || required) && (preferred || !preferences_enabled)
+}
+
+pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
+    let exempt = exemption(pod, namespace, config);
+    match config.mode {
+        PlacementMode::Scheduler => {
+            if exempt.is_some() {
+                return Decision {
+                    patch: Vec::new(),
+                    exemption: exempt,
+                    gated: false,
+                };
+            }
+            let current = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+            match current {
+                Some(DEFAULT_SCHEDULER) => Decision {
+                    patch: vec![
+                        json!({"op": "replace", "path": "/spec/schedulerName", "value": config.scheduler_name}),
+                    ],
+                    exemption: None,
+                    gated: false,
+                },
+                None => Decision {
+                    patch: vec![
+                        json!({"op": "add", "path": "/spec/schedulerName", "value": config.scheduler_name}),
+                    ],
+                    exemption: None,
+                    gated: false,
+                },
+                Some(_) => Decision {
+                    patch: Vec::new(),
+                    exemption: Some(Exemption::OtherScheduler),
+                    gated: false,
+                },
+            }
+        }
+        PlacementMode::SchedulingGate => gate(pod, exempt, config),
+    }
+}
+
+/// MTO's webhook: labels always (except for pods exempt before MTO looks at them), the gate
+/// unless the pod is ignored.
+fn gate(pod: &Pod, exempt: Option<Exemption>, config: &WebhookConfig) -> Decision {
+    if matches!(
+        exempt,
+        Some(Exemption::SystemNamespace | Exemption::OwnNamespace | Exemption::OptOut)
+    ) {
+        return Decision {
+            patch: Vec::new(),
+            exemption: exempt,
+            gated: false,
+        };
+    }
+    let exempt = exempt.or_else(|| {
+        architecture_set(pod, config.preferences_enabled).then_some(Exemption::ArchitectureSet)
+    });
+    let mut labels: Vec<(&str, &str)> = vec![
+        (LABEL_NODE_AFFINITY, "not-set"),
+        (LABEL_SCHEDULING_GATE, "not-set"),
+    ];
+    if config.preferences_enabled {
+        labels.push((LABEL_PREFERRED_NODE_AFFINITY, "not-set"));
+    }
+    let already_gated = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == SCHEDULING_GATE));
+    let gated = exempt.is_none();
+    if gated {
+        labels.retain(|(k, _)| *k != LABEL_SCHEDULING_GATE);
+        labels.push((LABEL_SCHEDULING_GATE, "gated"));
+    }
+    let mut patch = Vec::new();
+    match &pod.metadata.labels {
+        None => {
+            let map: serde_json::Map<String, Value> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                .collect();
+            patch.push(json!({"op": "add", "path": "/metadata/labels", "value": map}));
+        }
+        Some(existing) => {
+            for (k, v) in labels {
+                if existing.get(k).map(String::as_str) != Some(v) {
+                    patch.push(json!({"op": "add", "path": format!("/metadata/labels/{}", pointer(k)), "value": v}));
+                }
+            }
+        }
+    }
+    if gated && !already_gated {
+        match pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()) {
+            None => patch.push(json!({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": SCHEDULING_GATE}]})),
+            Some(_) => patch.push(json!({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": SCHEDULING_GATE}})),
+        }
+    }
+    Decision {
+        patch,
+        exemption: exempt,
+        gated: gated && !already_gated,
+    }
+}
