@@ -2,6 +2,7 @@
 //! 1.36 semantics plus `ImageArchitecture`), the profile, and the one definition of which
 //! architectures a pod can run on. No I/O: everything here is tested directly.
 
+pub mod affinity_writer;
 pub mod framework;
 pub mod images;
 pub mod model;
