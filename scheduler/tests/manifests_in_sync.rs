@@ -9,9 +9,41 @@ use multiarch_scheduler::manifests;
 
 #[test]
 fn checked_in_manifests_match_the_code() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/scheduler");
-    let generated = manifests::scheduler();
-    for (file, documents) in &generated {
+    in_sync("scheduler", &manifests::scheduler());
+    in_sync("webhook", &manifests::webhook());
+}
+
+#[test]
+fn the_webhook_fails_open_and_never_sees_system_namespaces() {
+    let all = manifests::webhook();
+    let mwc = &all
+        .iter()
+        .find(|(f, _)| *f == "mutatingwebhookconfiguration.yaml")
+        .unwrap()
+        .1[0];
+    let hook = &mwc["webhooks"][0];
+    assert_eq!(hook["failurePolicy"], "Ignore");
+    assert_eq!(hook["timeoutSeconds"], 5);
+    assert_eq!(hook["sideEffects"], "None");
+    assert_eq!(hook["reinvocationPolicy"], "Never");
+    assert_eq!(hook["clientConfig"]["service"]["path"], "/mutate-pods");
+    let excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
+        .as_array()
+        .unwrap();
+    assert!(
+        excluded.iter().any(|v| v == "kube-system") && excluded.iter().any(|v| v == "multiarch")
+    );
+    assert_eq!(
+        hook["objectSelector"]["matchExpressions"][0]["key"],
+        "multiarch.openshift.io/scheduler"
+    );
+}
+
+fn in_sync(name: &str, generated: &[(&str, Vec<serde_json::Value>)]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../manifests")
+        .join(name);
+    for (file, documents) in generated {
         let path = dir.join(file);
         let on_disk = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("{} is missing ({e})", path.display()));

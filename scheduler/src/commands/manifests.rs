@@ -6,12 +6,18 @@ use multiarch_scheduler::manifests;
 use crate::cli::ManifestsArgs;
 
 pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
-    let dir = args.dir.join("scheduler");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for (file, documents) in manifests::scheduler() {
-        let path = dir.join(file);
-        std::fs::write(&path, manifests::to_yaml(&documents)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    for (name, files) in [
+        ("scheduler", manifests::scheduler()),
+        ("webhook", manifests::webhook()),
+    ] {
+        let dir = args.dir.join(name);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        for (file, documents) in files {
+            let path = dir.join(file);
+            std::fs::write(&path, manifests::to_yaml(&documents)?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
     }
     Ok(())
 }
