@@ -124,12 +124,8 @@ pub struct SchedulerArgs {
     #[arg(long, default_value = "0.0.0.0:10259", env = "MULTIARCH_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
 
-    #[arg(long, value_enum, default_value_t = crate::ops::logging::LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
-    pub log_format: crate::ops::logging::LogFormat,
-
-    /// tracing filter (info, debug, multiarch=trace...); RUST_LOG wins when set.
-    #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]
-    pub log_level: String,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -166,11 +162,8 @@ pub struct WebhookArgs {
     #[arg(long)]
     pub no_kubernetes: bool,
 
-    #[arg(long, value_enum, default_value_t = crate::ops::logging::LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
-    pub log_format: crate::ops::logging::LogFormat,
-
-    #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]
-    pub log_level: String,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 fn parse_mode(text: &str) -> Result<multiarch_crd::PlacementMode, String> {
@@ -245,8 +238,15 @@ pub struct InspectorArgs {
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
 
-    #[arg(long, value_enum, default_value_t = crate::ops::logging::LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
-    pub log_format: crate::ops::logging::LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// Logging flags shared by the long-running roles.
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    #[arg(long, value_enum, default_value_t = multiarch_scheduler::ops::logging::LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
+    pub log_format: multiarch_scheduler::ops::logging::LogFormat,
 
     /// tracing filter (info, debug, multiarch=trace...); RUST_LOG wins when set.
     #[arg(long, default_value = "info", env = "MULTIARCH_LOG_LEVEL")]

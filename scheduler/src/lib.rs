@@ -3,6 +3,7 @@
 
 pub mod core;
 pub mod manifests;
+pub mod ops;
 pub mod runtime;
 pub mod simulate;
 pub mod webhook;

@@ -6,7 +6,6 @@ use clap::Parser;
 
 mod cli;
 mod commands;
-mod ops;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

@@ -19,16 +19,15 @@ use multiarch_inspector::{
 use prometheus_client::registry::Registry;
 use tracing::info;
 
-use crate::{
-    cli::InspectorArgs,
-    ops::{
-        http::{OpsState, serve},
-        logging,
-    },
+use multiarch_scheduler::ops::{
+    http::{OpsState, serve},
+    logging,
 };
 
+use crate::cli::InspectorArgs;
+
 pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
-    let _ = logging::init(args.log_format, &args.log_level);
+    let _ = logging::init(args.log.log_format, &args.log.log_level);
     let settings = match &args.registries_config {
         Some(path) => RegistrySettings::load(path)?,
         None => RegistrySettings::default(),

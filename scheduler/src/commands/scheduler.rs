@@ -17,16 +17,15 @@ use multiarch_scheduler::runtime::{
 use prometheus_client::registry::Registry;
 use tracing::{error, info};
 
-use crate::{
-    cli::SchedulerArgs,
-    ops::{
-        http::{OpsState, serve},
-        logging,
-    },
+use multiarch_scheduler::ops::{
+    http::{OpsState, serve},
+    logging,
 };
 
+use crate::cli::SchedulerArgs;
+
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
-    let filter = logging::init(args.log_format, &args.log_level);
+    let filter = logging::init(args.log.log_format, &args.log.log_level);
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)

@@ -17,10 +17,12 @@ use multiarch_scheduler::webhook::{
 use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
-use crate::{cli::WebhookArgs, ops::logging};
+use multiarch_scheduler::ops::logging;
+
+use crate::cli::WebhookArgs;
 
 pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
-    let _ = logging::init(args.log_format, &args.log_level);
+    let _ = logging::init(args.log.log_format, &args.log.log_level);
     let config = Arc::new(RwLock::new(WebhookConfig {
         mode: args.mode.unwrap_or(PlacementMode::Scheduler),
         scheduler_name: args.scheduler_name.clone(),

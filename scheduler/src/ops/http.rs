@@ -10,7 +10,13 @@ use std::{
 };
 
 use anyhow::Context;
-use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
+use axum::{
+    Router,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::get,
+};
 use prometheus_client::{encoding::text::encode, registry::Registry};
 
 #[derive(Clone)]
@@ -27,9 +33,14 @@ pub fn router(state: OpsState) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
+async fn metrics(State(state): State<OpsState>) -> Response {
+    metrics_response(&state.registry)
+}
+
+/// The registry in Prometheus/OpenMetrics text, for every role's `/metrics`.
+pub fn metrics_response(registry: &Registry) -> Response {
     let mut body = String::new();
-    match encode(&mut body, &state.registry) {
+    match encode(&mut body, registry) {
         Ok(()) => (
             StatusCode::OK,
             [(
@@ -37,12 +48,14 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )],
             body,
-        ),
+        )
+            .into_response(),
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             [("content-type", "text/plain")],
             e.to_string(),
-        ),
+        )
+            .into_response(),
     }
 }
 

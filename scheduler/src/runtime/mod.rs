@@ -458,16 +458,14 @@ impl Loop {
                     .inc();
                 if self.last_failure.get(&pod.uid) != Some(&message) {
                     self.last_failure.insert(pod.uid.clone(), message.clone());
-                    self.reports.send(Report {
-                        namespace: pod.namespace.clone(),
-                        name: pod.name.clone(),
-                        uid: pod.uid.clone(),
-                        warning: true,
-                        reason: "FailedScheduling",
-                        action: "Scheduling",
-                        note: message,
-                        condition: Some(kind.as_str()),
-                    });
+                    self.reports.send(Report::about(
+                        &pod,
+                        true,
+                        "FailedScheduling",
+                        "Scheduling",
+                        message,
+                        Some(kind.as_str()),
+                    ));
                 }
             }
             Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}
@@ -482,16 +480,14 @@ impl Loop {
         match outcome {
             BindOutcome::Bound => {
                 self.last_failure.remove(uid);
-                self.reports.send(Report {
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                    warning: false,
-                    reason: "Scheduled",
-                    action: "Binding",
-                    note: flight.message,
-                    condition: None,
-                });
+                self.reports.send(Report::about(
+                    pod,
+                    false,
+                    "Scheduled",
+                    "Binding",
+                    flight.message,
+                    None,
+                ));
             }
             BindOutcome::Gone(reason) => {
                 info!(pod = %pod.key(), %reason, "binding target is gone; dropping the pod");
@@ -503,16 +499,14 @@ impl Loop {
                     .get_or_create(&ResultLabel { result: "error" })
                     .inc();
                 let note = format!("Binding rejected: {reason}");
-                self.reports.send(Report {
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                    warning: true,
-                    reason: "FailedScheduling",
-                    action: "Scheduling",
-                    note: note.clone(),
-                    condition: Some(FailureKind::SchedulerError.as_str()),
-                });
+                self.reports.send(Report::about(
+                    pod,
+                    true,
+                    "FailedScheduling",
+                    "Scheduling",
+                    note.clone(),
+                    Some(FailureKind::SchedulerError.as_str()),
+                ));
                 self.last_failure.insert(uid.to_owned(), note);
                 self.core.binding_failed(flight.pod, flight.attempts, now);
             }

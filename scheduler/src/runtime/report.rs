@@ -30,6 +30,29 @@ pub struct Report {
     pub condition: Option<&'static str>,
 }
 
+impl Report {
+    /// An event (and, with `condition`, the PodScheduled condition) about `pod`.
+    pub fn about(
+        pod: &multiarch_plugins::model::pod::PodInfo,
+        warning: bool,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+        condition: Option<&'static str>,
+    ) -> Self {
+        Report {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            warning,
+            reason,
+            action,
+            note,
+            condition,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Reports {
     tx: mpsc::Sender<Report>,

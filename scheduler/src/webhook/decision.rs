@@ -6,10 +6,11 @@ use k8s_openapi::api::core::v1::Pod;
 use multiarch_crd::{
     PlacementMode,
     names::{
-        LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, NODE_ARCH_LABEL,
-        OPT_OUT_LABEL, OPT_OUT_VALUE, SCHEDULING_GATE,
+        LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, OPT_OUT_LABEL,
+        OPT_OUT_VALUE, SCHEDULING_GATE,
     },
 };
+use multiarch_plugins::affinity_writer::{architecture_required, preferred_architectures};
 use serde_json::{Value, json};
 
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -101,45 +102,7 @@ fn pointer(key: &str) -> String {
 /// MTO's rule: the architecture is already required (nodeSelector, or every required
 /// term names it) and either preferred too or no preference would be added.
 fn architecture_set(pod: &Pod, preferences_enabled: bool) -> bool {
-    let Some(spec) = pod.spec.as_ref() else {
-        return false;
-    };
-    let selector = spec
-        .node_selector
-        .as_ref()
-        .is_some_and(|s| s.contains_key(NODE_ARCH_LABEL));
-    let node_affinity = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref());
-    let required = node_affinity
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .is_some_and(|r| {
-            r.node_selector_terms.iter().all(|t| {
-                t.match_expressions
-                    .iter()
-                    .flatten()
-                    .any(|e| e.key == NODE_ARCH_LABEL)
-            })
-        });
-    let preferred = node_affinity
-        .and_then(|n| {
-            n.preferred_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .is_some_and(|p| {
-            p.iter().any(|t| {
-                t.preference
-                    .match_expressions
-                    .iter()
-                    .flatten()
-                    .any(|e| e.key == NODE_ARCH_LABEL)
-            })
-        });
-    (selector || required) && (preferred || !preferences_enabled)
+    architecture_required(pod) && (!preferred_architectures(pod).is_empty() || !preferences_enabled)
 }
 
 pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {

@@ -17,7 +17,7 @@ use axum::{
 };
 use hyper_util::{rt::TokioIo, server::conn::auto, service::TowerToHyperService};
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, histogram::Histogram},
     registry::Registry,
 };
@@ -160,19 +160,7 @@ async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
 }
 
 async fn metrics(State(state): State<WebhookState>) -> Response {
-    let mut body = String::new();
-    match encode(&mut body, &state.registry) {
-        Ok(()) => (
-            StatusCode::OK,
-            [(
-                "content-type",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
+    crate::ops::http::metrics_response(&state.registry)
 }
 
 /// Serves HTTPS on `listener` until the task is dropped.
