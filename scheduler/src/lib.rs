@@ -2,6 +2,7 @@
 //! the `multiarch` binary.
 
 pub mod core;
+pub mod gate;
 pub mod manifests;
 pub mod ops;
 pub mod runtime;
