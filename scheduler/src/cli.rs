@@ -19,6 +19,8 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Run the secondary scheduler in a cluster (pods with schedulerName multiarch-scheduler).
     Scheduler(SchedulerArgs),
+    /// Gate mode: set the architecture affinity of gated pods and remove the gate.
+    GateController(GateControllerArgs),
     /// Serve the mutating admission webhook that routes (or gates) new pods.
     Webhook(WebhookArgs),
     /// Print the platforms (os/architecture/variant) an image has builds for.
@@ -237,6 +239,31 @@ pub struct InspectorArgs {
     /// For a whole inspection, retries and mirrors included.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GateControllerArgs {
+    /// The image inspector service (`multiarch inspector`).
+    #[arg(
+        long,
+        default_value = "http://multiarch-inspector.multiarch.svc:9443",
+        env = "MULTIARCH_INSPECTOR_ENDPOINT"
+    )]
+    pub inspector_endpoint: String,
+
+    /// multiarch's namespace (never processed; holds the Lease).
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// Pods processed at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
 
     #[command(flatten)]
     pub log: LogArgs,

@@ -11,6 +11,7 @@ use multiarch_scheduler::manifests;
 fn checked_in_manifests_match_the_code() {
     in_sync("scheduler", &manifests::scheduler());
     in_sync("webhook", &manifests::webhook());
+    in_sync("gate-controller", &manifests::gate_controller());
 }
 
 #[test]

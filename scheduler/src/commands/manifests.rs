@@ -9,6 +9,7 @@ pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
     for (name, files) in [
         ("scheduler", manifests::scheduler()),
         ("webhook", manifests::webhook()),
+        ("gate-controller", manifests::gate_controller()),
     ] {
         let dir = args.dir.join(name);
         std::fs::create_dir_all(&dir)

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod crds;
+mod gate_controller;
 mod inspect;
 mod inspector;
 mod manifests;
@@ -21,6 +22,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Inspector(args) => runtime()?.block_on(inspector::run(&args)),
         Command::Scheduler(args) => runtime()?.block_on(scheduler::run(&args)),
         Command::Webhook(args) => runtime()?.block_on(webhook::run(&args)),
+        Command::GateController(args) => runtime()?.block_on(gate_controller::run(&args)),
     }
 }
 

@@ -60,6 +60,7 @@ struct Store {
     history: Vec<Change>,
     compacted: u64,
     binding_failures: VecDeque<u16>,
+    update_failures: VecDeque<u16>,
     requests: Vec<String>,
 }
 
@@ -387,6 +388,14 @@ impl FakeApiServer {
             .store(hold, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// The next `count` updates (PUT) fail with HTTP `code` (409: someone wrote first).
+    pub fn fail_next_updates(&self, code: u16, count: usize) {
+        let mut store = self.store();
+        for _ in 0..count {
+            store.update_failures.push_back(code);
+        }
+    }
+
     /// The next `count` bindings fail with HTTP `code` (before any other check).
     pub fn fail_next_bindings(&self, code: u16, count: usize) {
         let mut store = self.store();
@@ -585,6 +594,18 @@ fn create(shared: &Shared, target: &Target, mut body: Value) -> Response {
 
 fn update(shared: &Shared, target: &Target, name: &str, mut body: Value) -> Response {
     let mut store = shared.store.lock().unwrap();
+    if let Some(code) = store.update_failures.pop_front() {
+        let plural = target.resource.rsplit('/').next().unwrap_or("");
+        return status(
+            code,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+            name,
+            plural,
+        );
+    }
     let key = Key {
         resource: target.resource.clone(),
         namespace: target.namespace.clone(),
