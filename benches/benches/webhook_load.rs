@@ -1,0 +1,212 @@
+//! `multiarch webhook` under load on loopback: a fixed 500 requests/s of the recorded
+//! AdmissionReview over TLS (keep-alive connections), latency measured from each
+//! request's scheduled time (no coordinated omission), and the server's resident memory
+//! before and after. Run: `cargo build --release --bin multiarch && cargo bench -p
+//! multiarch-benches --bench webhook_load` (100,000 requests, about 200 s).
+
+#![allow(clippy::unwrap_used)] // a benchmark driver: a failure is a failed run
+
+use std::{
+    process::{Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    sync::mpsc,
+};
+
+const RATE: u64 = 500;
+const CONNECTIONS: usize = 16;
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn certificate(dir: &std::path::Path) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
+    ca.pem()
+}
+
+async fn read_response(stream: &mut (impl AsyncReadExt + Unpin), buffer: &mut Vec<u8>) -> bool {
+    buffer.clear();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buffer.len() >= end + 4 + length {
+                return head.starts_with("http/1.1 200");
+            }
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let total: u64 = if quick { 500 } else { 100_000 };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("multiarch-webhook-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = certificate(&dir);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("multiarch");
+    assert!(
+        binary.exists(),
+        "{} is missing: build it first (cargo build --release --bin multiarch)",
+        binary.display()
+    );
+    let mut server = Command::new(&binary)
+        .args([
+            "webhook",
+            "--no-kubernetes",
+            "--mode",
+            "Scheduler",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--cert")
+        .arg(dir.join("tls.crt"))
+        .arg("--key")
+        .arg(dir.join("tls.key"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/admission/admissionreview-request-0.json");
+    let body = std::fs::read(fixture).unwrap();
+    let request: Arc<Vec<u8>> = Arc::new(
+        [format!("POST /mutate-pods HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(), body].concat(),
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ));
+
+    // Warm up, then measure memory.
+    let (tx, rx) = mpsc::channel::<Instant>(100_000);
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Duration, bool)>();
+    for _ in 0..CONNECTIONS {
+        let connector = connector.clone();
+        let request = request.clone();
+        let rx = rx.clone();
+        let done = done_tx.clone();
+        tokio::spawn(async move {
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap();
+            let mut tls = connector
+                .connect("127.0.0.1".try_into().unwrap(), tcp)
+                .await
+                .unwrap();
+            let mut buffer = Vec::with_capacity(16 * 1024);
+            loop {
+                let Some(scheduled) = rx.lock().await.recv().await else {
+                    return;
+                };
+                tls.write_all(&request).await.unwrap();
+                let ok = read_response(&mut tls, &mut buffer).await;
+                let _ = done.send((scheduled.elapsed(), ok));
+            }
+        });
+    }
+    drop(done_tx);
+    let rss_before = rss_kib(server.id());
+    let started = Instant::now();
+    let producer = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        for _ in 0..total {
+            let scheduled = tick.tick().await.into_std();
+            if tx.send(scheduled).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut latencies = Vec::with_capacity(usize::try_from(total).unwrap());
+    let mut errors = 0u64;
+    let mut rss_mid = 0;
+    while let Some((latency, ok)) = done_rx.recv().await {
+        latencies.push(latency);
+        errors += u64::from(!ok);
+        if latencies.len() as u64 == total / 10 {
+            rss_mid = rss_kib(server.id());
+        }
+        if latencies.len() as u64 == total {
+            break;
+        }
+    }
+    producer.abort();
+    let elapsed = started.elapsed();
+    let rss_after = rss_kib(server.id());
+    server.kill().unwrap();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
+    println!(
+        "webhook: {total} requests at {RATE}/s over TLS, {CONNECTIONS} keep-alive connections"
+    );
+    println!(
+        "  achieved {:.0} requests/s, {errors} errors",
+        total as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "  latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(0.50),
+        pct(0.99),
+        pct(1.0)
+    );
+    println!(
+        "  server RSS: {rss_before} KiB before, {rss_mid} KiB after 10%, {rss_after} KiB after all"
+    );
+    assert_eq!(errors, 0);
+}
