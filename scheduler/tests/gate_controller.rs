@@ -4,51 +4,18 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+#[path = "../../tests/support/table_inspector.rs"]
+mod table_inspector;
 
-use async_trait::async_trait;
+use std::time::Duration;
+
 use multiarch_fake_apiserver::FakeApiServer;
-use multiarch_inspector::{
-    ImageInfo, ImageInspector, InspectError, InspectRequest, ManifestKind, PlatformEntry,
-};
 use multiarch_scheduler::gate::controller::{GateController, GateMetrics, GateOptions, start};
 use serde_json::{Value, json};
 
-struct TableInspector(HashMap<String, Vec<&'static str>>);
-
-#[async_trait]
-impl ImageInspector for TableInspector {
-    async fn inspect(&self, request: &InspectRequest) -> Result<Arc<ImageInfo>, InspectError> {
-        let archs =
-            self.0
-                .get(&request.image)
-                .ok_or_else(|| InspectError::CredentialsRejected {
-                    registry: "quay.io".into(),
-                })?;
-        Ok(Arc::new(ImageInfo {
-            image: request.image.clone(),
-            digest: "sha256:0".into(),
-            kind: ManifestKind::Index,
-            platforms: archs
-                .iter()
-                .map(|a| PlatformEntry {
-                    os: "linux".into(),
-                    architecture: (*a).into(),
-                    variant: None,
-                    digest: "sha256:1".into(),
-                })
-                .collect(),
-        }))
-    }
-}
-
 fn controller(server: &FakeApiServer) -> GateController {
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let inspector = Arc::new(TableInspector(HashMap::from([
-        ("multi:1".to_owned(), vec!["amd64", "arm64"]),
-        ("amd:1".to_owned(), vec!["amd64"]),
-        ("arm:1".to_owned(), vec!["arm64"]),
-    ])));
+    let inspector = table_inspector::standard();
     let options = GateOptions {
         own_namespace: "multiarch".into(),
         identity: "test".into(),

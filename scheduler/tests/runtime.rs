@@ -4,54 +4,20 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+#[path = "../../tests/support/table_inspector.rs"]
+mod table_inspector;
 
-use async_trait::async_trait;
+use std::{sync::Arc, time::Duration};
+
 use multiarch_fake_apiserver::FakeApiServer;
-use multiarch_inspector::{
-    ImageInfo, ImageInspector, InspectError, InspectRequest, ManifestKind, PlatformEntry,
-};
+use multiarch_inspector::ImageInspector;
 use multiarch_scheduler::runtime::{
     self, Runtime, RuntimeOptions, leader::ElectionConfig, metrics::SchedulerMetrics,
 };
 use serde_json::{Value, json};
 
-/// Image platforms from a table; the inspector itself is tested against a real registry.
-struct TableInspector(HashMap<String, Vec<&'static str>>);
-
-#[async_trait]
-impl ImageInspector for TableInspector {
-    async fn inspect(&self, request: &InspectRequest) -> Result<Arc<ImageInfo>, InspectError> {
-        let archs = self
-            .0
-            .get(&request.image)
-            .ok_or_else(|| InspectError::NotFound {
-                image: request.image.clone(),
-            })?;
-        Ok(Arc::new(ImageInfo {
-            image: request.image.clone(),
-            digest: "sha256:0".into(),
-            kind: ManifestKind::Index,
-            platforms: archs
-                .iter()
-                .map(|a| PlatformEntry {
-                    os: "linux".into(),
-                    architecture: (*a).into(),
-                    variant: None,
-                    digest: "sha256:1".into(),
-                })
-                .collect(),
-        }))
-    }
-}
-
 fn inspector() -> Arc<dyn ImageInspector> {
-    Arc::new(TableInspector(HashMap::from([
-        ("multi:1".to_owned(), vec!["amd64", "arm64"]),
-        ("amd:1".to_owned(), vec!["amd64"]),
-        ("arm:1".to_owned(), vec!["arm64"]),
-        ("z:1".to_owned(), vec!["s390x"]),
-    ])))
+    table_inspector::standard()
 }
 
 fn client(server: &FakeApiServer) -> kube::Client {

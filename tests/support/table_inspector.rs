@@ -1,0 +1,49 @@
+//! Image platforms from a table, for tests of the runtime and the gate controller (the
+//! inspector itself is tested against a real registry). Unknown images fail as a registry
+//! that rejects the credentials would.
+#![allow(dead_code)]
+
+use std::{collections::HashMap, sync::Arc};
+
+use async_trait::async_trait;
+use multiarch_inspector::{
+    ImageInfo, ImageInspector, InspectError, InspectRequest, ManifestKind, PlatformEntry,
+};
+
+pub struct TableInspector(pub HashMap<String, Vec<&'static str>>);
+
+#[async_trait]
+impl ImageInspector for TableInspector {
+    async fn inspect(&self, request: &InspectRequest) -> Result<Arc<ImageInfo>, InspectError> {
+        let archs =
+            self.0
+                .get(&request.image)
+                .ok_or_else(|| InspectError::CredentialsRejected {
+                    registry: "quay.io".into(),
+                })?;
+        Ok(Arc::new(ImageInfo {
+            image: request.image.clone(),
+            digest: "sha256:0".into(),
+            kind: ManifestKind::Index,
+            platforms: archs
+                .iter()
+                .map(|a| PlatformEntry {
+                    os: "linux".into(),
+                    architecture: (*a).into(),
+                    variant: None,
+                    digest: "sha256:1".into(),
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// The images the tests use.
+pub fn standard() -> Arc<dyn ImageInspector> {
+    Arc::new(TableInspector(HashMap::from([
+        ("multi:1".to_owned(), vec!["amd64", "arm64"]),
+        ("amd:1".to_owned(), vec!["amd64"]),
+        ("arm:1".to_owned(), vec!["arm64"]),
+        ("z:1".to_owned(), vec!["s390x"]),
+    ])))
+}
