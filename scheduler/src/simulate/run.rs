@@ -105,11 +105,6 @@ pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
     let mut binder = InMemoryBinder::default();
     let mut result = RunResult::default();
     let mut last_failure: HashMap<String, String> = HashMap::new();
-    let arch_of: HashMap<&str, String> = prepared
-        .nodes
-        .iter()
-        .map(|n| (n.name.as_str(), n.platform.to_string()))
-        .collect();
     let began = Instant::now();
     loop {
         let cycle_start = Instant::now();
@@ -117,17 +112,19 @@ pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
             break;
         };
         match outcome {
-            Outcome::Scheduled { pod, node, .. } => {
+            Outcome::Scheduled {
+                pod,
+                node,
+                node_architecture,
+                ..
+            } => {
                 binder.bind(Binding::of(&pod, &node));
                 // Confirm as the watch would.
                 let mut bound = (*pod).clone();
                 bound.node_name = Some(node.clone());
                 core.apply_pod(bound, start);
                 last_failure.remove(&pod.uid);
-                *result
-                    .bound_by_arch
-                    .entry(arch_of.get(node.as_str()).cloned().unwrap_or_default())
-                    .or_default() += 1;
+                *result.bound_by_arch.entry(node_architecture).or_default() += 1;
                 result.placements.insert(pod.uid.clone(), node);
             }
             Outcome::Failed { pod, message, .. } => {
