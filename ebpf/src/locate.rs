@@ -22,6 +22,14 @@ pub enum Location {
     Unresolved(CriError),
 }
 
+/// What the host alone says about an event.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    Cgroup(ContainerCgroup),
+    Outside,
+    Gone,
+}
+
 /// Finds containers for events: `/proc/PID/cgroup` of the caller, else the cgroup v2 id the
 /// kernel program recorded, else the caller's parent; then the runtime for the pod.
 pub struct Locator<D> {
@@ -40,23 +48,37 @@ impl<D: ContainerDirectory> Locator<D> {
         }
     }
 
+    /// Both steps: [`Self::find_cgroup`], then [`Self::describe`].
     pub async fn locate(&self, event: &ExecEvent) -> Location {
-        let Some(found) = self.cgroup_of(event) else {
-            return if self.alive(event.tgid) {
-                Location::Outside
-            } else {
-                Location::Gone
-            };
-        };
-        match self.directory.container(&found.container_id).await {
-            Ok(info) if info.pod_uid != found.pod_uid => {
-                // The ID was reused or the labels lie; neither names this pod reliably.
-                tracing::warn!(container = %found.container_id, cgroup_pod = %found.pod_uid, runtime_pod = %info.pod_uid, "pod UID from the cgroup and the runtime disagree");
-                Location::Unresolved(CriError::NotFound(found.container_id))
-            }
-            Ok(info) => Location::Container(info),
-            Err(e) => Location::Unresolved(e),
+        match self.find_cgroup(event) {
+            Found::Cgroup(cgroup) => match self.describe(&cgroup).await {
+                Ok(info) => Location::Container(info),
+                Err(e) => Location::Unresolved(e),
+            },
+            Found::Outside => Location::Outside,
+            Found::Gone => Location::Gone,
         }
+    }
+
+    /// The container's cgroup, from the host alone (no runtime call): cheap enough to run
+    /// on every event, so bursts can be filtered before the runtime is asked.
+    pub fn find_cgroup(&self, event: &ExecEvent) -> Found {
+        match self.cgroup_of(event) {
+            Some(cgroup) => Found::Cgroup(cgroup),
+            None if self.alive(event.tgid) => Found::Outside,
+            None => Found::Gone,
+        }
+    }
+
+    /// The pod of a container, from the runtime.
+    pub async fn describe(&self, cgroup: &ContainerCgroup) -> Result<ContainerInfo, CriError> {
+        let info = self.directory.container(&cgroup.container_id).await?;
+        if info.pod_uid != cgroup.pod_uid {
+            // The ID was reused or the labels lie; neither names this pod reliably.
+            tracing::warn!(container = %cgroup.container_id, cgroup_pod = %cgroup.pod_uid, runtime_pod = %info.pod_uid, "pod UID from the cgroup and the runtime disagree");
+            return Err(CriError::NotFound(cgroup.container_id.clone()));
+        }
+        Ok(info)
     }
 
     fn cgroup_of(&self, event: &ExecEvent) -> Option<ContainerCgroup> {

@@ -21,6 +21,11 @@ pub enum Command {
     Scheduler(SchedulerArgs),
     /// Gate mode: set the architecture affinity of gated pods and remove the gate.
     GateController(GateControllerArgs),
+    /// On a node: report containers that fail with `exec format error` as ENoExecEvents
+    /// (eBPF on the exec tracepoints; needs root or CAP_BPF + CAP_PERFMON, and hostPID).
+    EnoexecDaemon(EnoexecDaemonArgs),
+    /// Turn ENoExecEvents into ExecFormatError events and a label on the pods.
+    EnoexecHandler(EnoexecHandlerArgs),
     /// Serve the mutating admission webhook that routes (or gates) new pods.
     Webhook(WebhookArgs),
     /// Print the platforms (os/architecture/variant) an image has builds for.
@@ -261,6 +266,69 @@ pub struct GateControllerArgs {
     /// Pods processed at once.
     #[arg(long, default_value_t = 16)]
     pub concurrency: usize,
+
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EnoexecDaemonArgs {
+    /// This node (from the downward API).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+
+    /// Where ENoExecEvents are created: multiarch's namespace.
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// The CRI socket; by default the first of containerd's and CRI-O's that exists.
+    #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT")]
+    pub runtime_endpoint: Option<String>,
+
+    /// The host's /proc (the daemon runs with hostPID).
+    #[arg(long, default_value = "/proc")]
+    pub proc_root: PathBuf,
+
+    /// Steady ENoExecEvent writes per second.
+    #[arg(long, default_value_t = 5.0)]
+    pub rate: f64,
+
+    /// ENoExecEvent writes allowed at once above the steady rate.
+    #[arg(long, default_value_t = 10)]
+    pub burst: u32,
+
+    /// Report a container at most once per this window.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub dedup_window: Duration,
+
+    /// Located errors waiting to be written; more are dropped and counted.
+    #[arg(long, default_value_t = 256)]
+    pub queue_capacity: usize,
+
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EnoexecHandlerArgs {
+    /// multiarch's namespace: where ENoExecEvents and the Lease live.
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// The image inspector (`multiarch inspector`), to say in the event whether the image
+    /// has a build for the node's architecture; empty to leave that out.
+    #[arg(
+        long,
+        default_value = "http://multiarch-inspector.multiarch.svc:9443",
+        env = "MULTIARCH_INSPECTOR_ENDPOINT"
+    )]
+    pub inspector_endpoint: String,
 
     #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,

@@ -2,6 +2,7 @@
 //! the `multiarch` binary.
 
 pub mod core;
+pub mod enoexec;
 pub mod gate;
 pub mod manifests;
 pub mod ops;

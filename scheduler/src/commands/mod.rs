@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
 mod crds;
+mod enoexec_daemon;
+mod enoexec_handler;
 mod gate_controller;
 mod inspect;
 mod inspector;
@@ -23,6 +25,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Scheduler(args) => runtime()?.block_on(scheduler::run(&args)),
         Command::Webhook(args) => runtime()?.block_on(webhook::run(&args)),
         Command::GateController(args) => runtime()?.block_on(gate_controller::run(&args)),
+        Command::EnoexecDaemon(args) => runtime()?.block_on(enoexec_daemon::run(&args)),
+        Command::EnoexecHandler(args) => runtime()?.block_on(enoexec_handler::run(&args)),
     }
 }
 

@@ -8,7 +8,7 @@
 //! optimistic concurrency on `resourceVersion`, events and leases.
 //!
 //! Test hooks: direct object writes (as kubelets and users), request log, compaction,
-//! broken watch connections, and injected binding failures.
+//! broken watch connections, and injected binding, update and patch failures.
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test infrastructure
 
 use std::{
@@ -61,6 +61,7 @@ struct Store {
     compacted: u64,
     binding_failures: VecDeque<u16>,
     update_failures: VecDeque<u16>,
+    patch_failures: VecDeque<u16>,
     requests: Vec<String>,
 }
 
@@ -82,6 +83,13 @@ impl Drop for FakeApiServer {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The time stamps a real server writes: RFC 3339, whole seconds, UTC.
+fn now() -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 fn kind_of(resource: &str) -> &'static str {
@@ -320,7 +328,7 @@ impl FakeApiServer {
             object["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", store.uid));
         }
         if object["metadata"]["creationTimestamp"].is_null() {
-            object["metadata"]["creationTimestamp"] = json!("2026-11-22T00:00:00Z");
+            object["metadata"]["creationTimestamp"] = json!(now());
         }
         object["kind"] = json!(kind_of(resource));
         object["apiVersion"] = json!(api_version_of(resource));
@@ -397,6 +405,14 @@ impl FakeApiServer {
     }
 
     /// The next `count` bindings fail with HTTP `code` (before any other check).
+    /// The next `count` PATCH requests (any resource) fail with `code`.
+    pub fn fail_next_patches(&self, code: u16, count: usize) {
+        let mut store = self.store();
+        for _ in 0..count {
+            store.patch_failures.push_back(code);
+        }
+    }
+
     pub fn fail_next_bindings(&self, code: u16, count: usize) {
         let mut store = self.store();
         for _ in 0..count {
@@ -579,10 +595,16 @@ fn create(shared: &Shared, target: &Target, mut body: Value) -> Response {
             plural,
         );
     }
+    // multiarch's CRDs have a status subresource: like the real server, create ignores status.
+    if target.resource.starts_with("multiarch.openshift.io/")
+        && let Some(object) = body.as_object_mut()
+    {
+        object.remove("status");
+    }
     store.uid += 1;
     body["metadata"]["name"] = json!(name);
     body["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", store.uid));
-    body["metadata"]["creationTimestamp"] = json!("2026-11-22T00:00:00Z");
+    body["metadata"]["creationTimestamp"] = json!(now());
     if !target.namespace.is_empty() {
         body["metadata"]["namespace"] = json!(target.namespace);
     }
@@ -655,12 +677,22 @@ fn patch(
         namespace: target.namespace.clone(),
         name: name.into(),
     };
+    if let Some(code) = store.patch_failures.pop_front() {
+        let plural = target.resource.rsplit('/').next().unwrap_or("");
+        return status(
+            code,
+            "InternalError",
+            &format!("Internal error occurred: injected failure patching {name}"),
+            name,
+            plural,
+        );
+    }
     let apply = content_type.starts_with("application/apply-patch");
     let existing = match store.objects.get(&key).cloned() {
         Some(v) => v,
         None if apply => {
             store.uid += 1;
-            let mut fresh = json!({"metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-{:012}", store.uid), "creationTimestamp": "2026-11-22T00:00:00Z"}});
+            let mut fresh = json!({"metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-{:012}", store.uid), "creationTimestamp": now()}});
             if !target.namespace.is_empty() {
                 fresh["metadata"]["namespace"] = json!(target.namespace);
             }

@@ -1,0 +1,104 @@
+//! `multiarch enoexec-daemon`: one per node (DaemonSet).
+
+use std::{
+    path::PathBuf,
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
+
+use anyhow::Context;
+use multiarch_ebpf::{
+    cgroup_id,
+    cri::{ContainerDirectory, CriClient},
+    locate::Locator,
+    probe::{ExecProbe, ProbeError},
+};
+use multiarch_scheduler::{
+    enoexec::daemon::{Daemon, DaemonMetrics, DaemonOptions},
+    ops::{
+        http::{OpsState, serve},
+        logging,
+    },
+};
+use prometheus_client::registry::Registry;
+use tracing::{error, info};
+
+use crate::cli::EnoexecDaemonArgs;
+
+/// containerd's and CRI-O's default sockets, in the order the kubelet documents them.
+const RUNTIME_SOCKETS: [&str; 2] = ["/run/containerd/containerd.sock", "/var/run/crio/crio.sock"];
+
+fn runtime_socket(endpoint: Option<&str>) -> anyhow::Result<PathBuf> {
+    if let Some(endpoint) = endpoint {
+        let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+        return Ok(PathBuf::from(path));
+    }
+    RUNTIME_SOCKETS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .with_context(|| {
+            format!(
+                "no container runtime socket at {} (set --runtime-endpoint)",
+                RUNTIME_SOCKETS.join(" or ")
+            )
+        })
+}
+
+pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
+    let _ = logging::init(args.log.log_format, &args.log.log_level);
+    let client = kube::Client::try_default()
+        .await
+        .context("no kubeconfig and not in a cluster")?;
+    let socket = runtime_socket(args.runtime_endpoint.as_deref())?;
+    let runtime = CriClient::connect(&socket, Duration::from_secs(5)).await?;
+    let mut probe = ExecProbe::attach()?;
+    let locator = Locator::new(args.proc_root.clone(), cgroup_id::v2_root(), runtime);
+    let metrics = DaemonMetrics::default();
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
+    let options = DaemonOptions {
+        node_name: args.node_name.clone(),
+        namespace: args.namespace.clone(),
+        rate: args.rate,
+        burst: args.burst,
+        dedup_window: args.dedup_window,
+        queue_capacity: args.queue_capacity,
+    };
+    let (daemon, writer) = Daemon::start(client, locator, options, metrics.clone());
+    let ops = OpsState {
+        registry: Arc::new(registry),
+        ready: Arc::new(AtomicBool::new(true)),
+    };
+    let addr = args.metrics_addr;
+    tokio::spawn(async move {
+        if let Err(e) = serve(addr, ops).await {
+            error!(error = %e, "operations endpoint stopped");
+        }
+    });
+    info!(node = %args.node_name, socket = %socket.display(), "watching for exec format errors");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        result = read_events(&mut probe, &daemon, &metrics) => result.map_err(anyhow::Error::from),
+        result = writer => result.context("ENoExecEvent writer stopped"),
+    }
+}
+
+/// Hands every kernel record to the daemon, and mirrors the kernel's lost-record counter.
+async fn read_events<D: ContainerDirectory>(
+    probe: &mut ExecProbe,
+    daemon: &Daemon<D>,
+    metrics: &DaemonMetrics,
+) -> Result<(), ProbeError> {
+    let mut lost_seen = 0;
+    loop {
+        for record in probe.next_batch().await? {
+            daemon.handle(record).await;
+        }
+        let lost = probe.lost_events();
+        if lost > lost_seen {
+            metrics.lost.inc_by(lost - lost_seen);
+            lost_seen = lost;
+        }
+    }
+}

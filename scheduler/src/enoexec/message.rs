@@ -1,0 +1,91 @@
+//! The text users read in `kubectl describe pod`.
+
+/// What the handler knows about the failing container.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Failure<'a> {
+    /// The container's name and image, when the pod's status still lists its ID.
+    pub container: Option<(&'a str, &'a str)>,
+    /// The node's `kubernetes.io/arch`.
+    pub node_arch: Option<&'a str>,
+    /// Whether the image has a build for the node's architecture, when it was inspected.
+    pub image_has_arch: Option<bool>,
+}
+
+pub const REASON: &str = "ExecFormatError";
+
+/// e.g. `container app (image quay.io/x/y:1) cannot run on this arm64 node: exec format
+/// error; the image has no arm64 build`.
+pub fn message(failure: &Failure<'_>) -> String {
+    let who = match failure.container {
+        Some((name, image)) => format!("container {name} (image {image})"),
+        None => "a container of this pod".to_owned(),
+    };
+    let Some(arch) = failure.node_arch.filter(|a| !a.is_empty()) else {
+        return format!(
+            "{who} cannot run on this node: exec format error; a binary in it is built for another architecture"
+        );
+    };
+    let why = match failure.image_has_arch {
+        Some(false) => format!("the image has no {arch} build"),
+        Some(true) => {
+            format!("the image's {arch} build contains a binary built for another architecture")
+        }
+        None => format!("check that the image is built for {arch}"),
+    };
+    format!("{who} cannot run on this {arch} node: exec format error; {why}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_combination_reads_as_a_sentence() {
+        let app = Some(("app", "quay.io/x/y:1"));
+        let cases = [
+            (
+                Failure {
+                    container: app,
+                    node_arch: Some("arm64"),
+                    image_has_arch: Some(false),
+                },
+                "container app (image quay.io/x/y:1) cannot run on this arm64 node: exec format error; the image has no arm64 build",
+            ),
+            (
+                Failure {
+                    container: app,
+                    node_arch: Some("arm64"),
+                    image_has_arch: Some(true),
+                },
+                "container app (image quay.io/x/y:1) cannot run on this arm64 node: exec format error; the image's arm64 build contains a binary built for another architecture",
+            ),
+            (
+                Failure {
+                    container: app,
+                    node_arch: Some("s390x"),
+                    image_has_arch: None,
+                },
+                "container app (image quay.io/x/y:1) cannot run on this s390x node: exec format error; check that the image is built for s390x",
+            ),
+            (
+                Failure {
+                    container: None,
+                    node_arch: Some("amd64"),
+                    image_has_arch: None,
+                },
+                "a container of this pod cannot run on this amd64 node: exec format error; check that the image is built for amd64",
+            ),
+            (
+                Failure {
+                    container: app,
+                    node_arch: Some(""),
+                    image_has_arch: Some(false),
+                },
+                "container app (image quay.io/x/y:1) cannot run on this node: exec format error; a binary in it is built for another architecture",
+            ),
+        ];
+        for (failure, expected) in cases {
+            assert_eq!(message(&failure), expected);
+        }
+    }
+}
