@@ -4,16 +4,13 @@
 //! counted as invalid; API errors are retried with backoff. Leader-elected.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use futures_util::StreamExt;
-use k8s_openapi::{
-    api::core::v1::{Node, Pod},
-    jiff::Timestamp,
-};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
@@ -105,6 +102,8 @@ struct Shared {
     queue: mpsc::UnboundedSender<String>,
     /// Names queued or being handled: one pass per object at a time.
     pending: Mutex<HashSet<String>>,
+    /// Objects seen without a status, and since when.
+    incomplete_since: Mutex<HashMap<String, Instant>>,
 }
 
 enum Pass {
@@ -140,6 +139,7 @@ pub fn start(
         metrics,
         queue,
         pending: Mutex::default(),
+        incomplete_since: Mutex::default(),
     });
     watch_objects(shared.clone());
     let task = tokio::spawn(async move {
@@ -150,6 +150,13 @@ pub fn start(
                 let _ = leading.wait_for(|l| *l).await;
             }
             let pass = shared.handle(&name).await;
+            if matches!(pass, Ok(Pass::Done)) {
+                shared
+                    .incomplete_since
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&name);
+            }
             shared
                 .pending
                 .lock()
@@ -226,13 +233,17 @@ impl Shared {
         let (Some(pod_name), Some(pod_ns), Some(node_name)) =
             (status.pod_name, status.pod_namespace, status.node_name)
         else {
-            let age = object
-                .creation_timestamp()
-                .map(|t| Timestamp::now().duration_since(t.0))
-                .and_then(|d| Duration::try_from(d).ok())
-                .unwrap_or_default();
-            if age < self.options.incomplete_grace {
-                return Ok(Pass::Later(self.options.incomplete_grace - age));
+            // Timed from when this replica first saw it: the API server's whole-second
+            // timestamps and clock skew make creationTimestamp too coarse for this.
+            let first_seen = *self
+                .incomplete_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(name.to_owned())
+                .or_insert_with(Instant::now);
+            let waited = first_seen.elapsed();
+            if waited < self.options.incomplete_grace {
+                return Ok(Pass::Later(self.options.incomplete_grace - waited));
             }
             return self.discard(&objects, name, "incomplete").await;
         };
