@@ -11,12 +11,12 @@ use std::{
 /// Deep enough for kubepods/qos/pod/container under a nested (kind, systemd) root.
 const MAX_DEPTH: usize = 12;
 
-/// The mounted cgroup v2 hierarchy: `/sys/fs/cgroup` on unified hosts, `/sys/fs/cgroup/unified`
-/// on hybrid ones, or none (cgroup v1 only: the kernel program then reports id 0 or 1).
-pub fn v2_root() -> Option<PathBuf> {
-    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+/// The cgroup v2 hierarchy under a cgroup mount point (`/sys/fs/cgroup`, or where the
+/// host's is mounted): the mount itself on unified hosts, its `unified` child on hybrid
+/// ones, or none (cgroup v1 only: the kernel program then reports id 0 or 1).
+pub fn v2_root(base: &Path) -> Option<PathBuf> {
+    [base.to_path_buf(), base.join("unified")]
         .into_iter()
-        .map(PathBuf::from)
         .find(|p| p.join("cgroup.controllers").is_file())
 }
 
@@ -26,12 +26,14 @@ pub fn path_of(root: &Path, id: u64) -> Option<String> {
     if id <= 1 {
         return None;
     }
-    let found = find(root, id, 0)?;
+    // Inode numbers are per file system: never follow into another mount.
+    let device = std::fs::metadata(root).ok()?.dev();
+    let found = find(root, device, id, 0)?;
     let relative = found.strip_prefix(root).ok()?;
     Some(format!("/{}", relative.display()))
 }
 
-fn find(dir: &Path, id: u64, depth: usize) -> Option<PathBuf> {
+fn find(dir: &Path, device: u64, id: u64, depth: usize) -> Option<PathBuf> {
     if depth > MAX_DEPTH {
         return None;
     }
@@ -44,15 +46,20 @@ fn find(dir: &Path, id: u64, depth: usize) -> Option<PathBuf> {
         if !file_type.is_dir() {
             continue;
         }
-        let path = entry.path();
-        if entry.metadata().is_ok_and(|m| m.ino() == id) {
-            return Some(path);
+        let Ok(metadata) = entry.metadata() else {
+            continue;
+        };
+        if metadata.dev() != device {
+            continue;
         }
-        children.push(path);
+        if metadata.ino() == id {
+            return Some(entry.path());
+        }
+        children.push(entry.path());
     }
     children
         .into_iter()
-        .find_map(|child| find(&child, id, depth + 1))
+        .find_map(|child| find(&child, device, id, depth + 1))
 }
 
 #[cfg(test)]
@@ -72,6 +79,21 @@ mod tests {
             path_of(root.path(), id).as_deref(),
             Some("/kubepods.slice/kubepods-pod1.slice/crio-abc.scope")
         );
+    }
+
+    #[test]
+    fn the_v2_hierarchy_is_found_on_unified_and_hybrid_hosts() {
+        let unified = tempfile::tempdir().unwrap();
+        std::fs::write(unified.path().join("cgroup.controllers"), "cpu memory").unwrap();
+        assert_eq!(v2_root(unified.path()).as_deref(), Some(unified.path()));
+        let hybrid = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(hybrid.path().join("memory")).unwrap();
+        std::fs::create_dir_all(hybrid.path().join("unified")).unwrap();
+        std::fs::write(hybrid.path().join("unified/cgroup.controllers"), "").unwrap();
+        assert_eq!(v2_root(hybrid.path()), Some(hybrid.path().join("unified")));
+        let v1_only = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(v1_only.path().join("memory")).unwrap();
+        assert_eq!(v2_root(v1_only.path()), None);
     }
 
     #[test]

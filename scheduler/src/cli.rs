@@ -284,13 +284,19 @@ pub struct EnoexecDaemonArgs {
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
     pub namespace: String,
 
-    /// The CRI socket; by default the first of containerd's and CRI-O's that exists.
+    /// The CRI socket; by default the first of containerd's and CRI-O's that exists, under
+    /// /host/run (the DaemonSet's mount of the host's /run) or /run.
     #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT")]
     pub runtime_endpoint: Option<String>,
 
     /// The host's /proc (the daemon runs with hostPID).
     #[arg(long, default_value = "/proc")]
     pub proc_root: PathBuf,
+
+    /// Where the host's cgroup file system is mounted (its v2 hierarchy, or a hybrid
+    /// host's `unified` child, is searched); by default /sys/fs/cgroup.
+    #[arg(long)]
+    pub cgroup_root: Option<PathBuf>,
 
     /// Steady ENoExecEvent writes per second.
     #[arg(long, default_value_t = 5.0)]

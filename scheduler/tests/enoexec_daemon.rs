@@ -5,6 +5,8 @@
 
 #[path = "../../tests/support/fake_cri.rs"]
 mod fake_cri;
+#[path = "../../tests/support/rbac.rs"]
+mod rbac;
 
 use std::{path::Path, time::Duration};
 
@@ -154,6 +156,34 @@ async fn a_container_error_becomes_an_enoexecevent_with_its_pod() {
         );
         assert_eq!(s.metrics.get("reported"), 1);
     }
+}
+
+#[tokio::test]
+async fn the_daemon_role_grants_every_call_the_daemon_makes() {
+    let s = Setup::new("containerd").await;
+    s.cri.add(container(1));
+    s.cri.add(container(2));
+    in_container(s.proc.path(), 100, 1);
+    in_container(s.proc.path(), 200, 2);
+    // A success, then a failed status write (create, patch, delete).
+    let daemon = s.daemon(100.0, 10, 16).await;
+    daemon.handle(Ok(event(100))).await;
+    s.wait_for_objects(1).await;
+    s.server.fail_next_patches(500, 1);
+    daemon.handle(Ok(event(200))).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while s.metrics.get("write_failed") == 0 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let rules = rbac::rules(&[multiarch_scheduler::manifests::enoexec_daemon_rules()]);
+    rbac::assert_granted(&rules, &s.server.requests());
+    assert!(s.server.requests().iter().any(|r| r.starts_with("DELETE ")));
+    // The check itself fails when a permission is missing.
+    let without_delete = rbac::rules(&[json!([rules[1].clone(), {
+        "apiGroups": ["multiarch.openshift.io"], "resources": ["enoexecevents"], "verbs": ["create"]}])]);
+    let requests = s.server.requests();
+    assert!(std::panic::catch_unwind(|| rbac::assert_granted(&without_delete, &requests)).is_err());
 }
 
 #[tokio::test]

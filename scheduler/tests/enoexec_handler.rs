@@ -5,6 +5,8 @@
 
 #[path = "../../tests/support/fake_cri.rs"]
 mod fake_cri;
+#[path = "../../tests/support/rbac.rs"]
+mod rbac;
 #[path = "../../tests/support/table_inspector.rs"]
 mod table_inspector;
 

@@ -12,6 +12,7 @@ fn checked_in_manifests_match_the_code() {
     in_sync("scheduler", &manifests::scheduler());
     in_sync("webhook", &manifests::webhook());
     in_sync("gate-controller", &manifests::gate_controller());
+    in_sync("enoexec", &manifests::enoexec());
 }
 
 #[test]
@@ -138,5 +139,56 @@ fn the_deployment_runs_two_replicas_with_probes() {
     assert_eq!(
         deployment["spec"]["template"]["spec"]["schedulerName"],
         "default-scheduler"
+    );
+}
+
+#[test]
+fn the_enoexec_daemon_has_capabilities_not_privileges() {
+    let all = manifests::enoexec();
+    let ds = &all.iter().find(|(f, _)| *f == "daemon.yaml").unwrap().1[0];
+    assert_eq!(ds["kind"], "DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["hostPID"], true,
+        "reads /proc/PID/cgroup of container processes"
+    );
+    assert_eq!(
+        pod["tolerations"][0]["operator"], "Exists",
+        "runs on tainted nodes too"
+    );
+    let container = &pod["containers"][0];
+    let security = &container["securityContext"];
+    assert_eq!(security["privileged"], false);
+    assert_eq!(security["capabilities"]["drop"][0], "ALL");
+    assert_eq!(
+        security["capabilities"]["add"],
+        serde_json::json!(["BPF", "PERFMON", "SYS_RESOURCE"])
+    );
+    assert_eq!(
+        container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "spec.nodeName"
+    );
+    let mounts: Vec<&str> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            assert_eq!(m["readOnly"], true, "{m}");
+            m["mountPath"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        mounts,
+        ["/sys/kernel/tracing", "/host/run", "/host/sys/fs/cgroup"]
+    );
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.contains(&"--cgroup-root=/host/sys/fs/cgroup"),
+        "{args:?}"
     );
 }

@@ -25,8 +25,14 @@ use tracing::{error, info};
 
 use crate::cli::EnoexecDaemonArgs;
 
-/// containerd's and CRI-O's default sockets, in the order the kubelet documents them.
-const RUNTIME_SOCKETS: [&str; 2] = ["/run/containerd/containerd.sock", "/var/run/crio/crio.sock"];
+/// containerd's and CRI-O's default sockets, through the DaemonSet's mount of the host's
+/// /run first, then as seen on the host itself.
+const RUNTIME_SOCKETS: [&str; 4] = [
+    "/host/run/containerd/containerd.sock",
+    "/host/run/crio/crio.sock",
+    "/run/containerd/containerd.sock",
+    "/var/run/crio/crio.sock",
+];
 
 fn runtime_socket(endpoint: Option<&str>) -> anyhow::Result<PathBuf> {
     if let Some(endpoint) = endpoint {
@@ -53,7 +59,12 @@ pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
     let socket = runtime_socket(args.runtime_endpoint.as_deref())?;
     let runtime = CriClient::connect(&socket, Duration::from_secs(5)).await?;
     let mut probe = ExecProbe::attach()?;
-    let locator = Locator::new(args.proc_root.clone(), cgroup_id::v2_root(), runtime);
+    let cgroup_base = args
+        .cgroup_root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup"));
+    let cgroup_root = cgroup_id::v2_root(&cgroup_base);
+    let locator = Locator::new(args.proc_root.clone(), cgroup_root, runtime);
     let metrics = DaemonMetrics::default();
     let mut registry = Registry::default();
     metrics.register(&mut registry);

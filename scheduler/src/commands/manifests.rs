@@ -10,6 +10,7 @@ pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
         ("scheduler", manifests::scheduler()),
         ("webhook", manifests::webhook()),
         ("gate-controller", manifests::gate_controller()),
+        ("enoexec", manifests::enoexec()),
     ] {
         let dir = args.dir.join(name);
         std::fs::create_dir_all(&dir)

@@ -1,0 +1,78 @@
+//! Does a set of RBAC rules grant every request a component made to the fake API server?
+//! Ties the generated manifests to what the code really calls.
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// `(api group, resource or resource/subresource, name)` of a logged request path.
+fn target(path: &str) -> Option<(String, String, Option<String>)> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => (String::new(), rest),
+        ["apis", group, _version, rest @ ..] => ((*group).to_owned(), rest),
+        _ => return None,
+    };
+    let rest = match rest {
+        ["namespaces", _ns, rest @ ..] if !rest.is_empty() => rest,
+        other => other,
+    };
+    match rest {
+        [resource] => Some((group, (*resource).to_owned(), None)),
+        [resource, name] => Some((group, (*resource).to_owned(), Some((*name).to_owned()))),
+        [resource, name, sub] => {
+            Some((group, format!("{resource}/{sub}"), Some((*name).to_owned())))
+        }
+        _ => None,
+    }
+}
+
+fn grants(rules: &[Value], group: &str, resource: &str, name: Option<&str>, verb: &str) -> bool {
+    let has = |rule: &Value, key: &str, value: &str| {
+        rule[key]
+            .as_array()
+            .is_some_and(|list| list.iter().any(|v| v == value || v == "*"))
+    };
+    rules.iter().any(|rule| {
+        has(rule, "apiGroups", group)
+            && has(rule, "resources", resource)
+            && has(rule, "verbs", verb)
+            && match rule["resourceNames"].as_array() {
+                None => true,
+                Some(names) => name.is_some_and(|n| names.iter().any(|v| v == n)),
+            }
+    })
+}
+
+/// Panics naming the first request (`"METHOD /path"`) the rules do not grant.
+pub fn assert_granted(rules: &[Value], requests: &[String]) {
+    assert!(!requests.is_empty(), "no requests to check");
+    for request in requests {
+        let (method, path) = request.split_once(' ').unwrap();
+        let (group, resource, name) =
+            target(path).unwrap_or_else(|| panic!("unparsed request {request}"));
+        let verbs: &[&str] = match (method, &name) {
+            ("GET", Some(_)) => &["get"],
+            // A watcher lists, then watches; the log does not keep the query.
+            ("GET", None) => &["list", "watch"],
+            ("POST", _) => &["create"],
+            ("PUT", _) => &["update"],
+            ("PATCH", _) => &["patch"],
+            ("DELETE", _) => &["delete"],
+            _ => panic!("unexpected method in {request}"),
+        };
+        for verb in verbs {
+            assert!(
+                grants(rules, &group, &resource, name.as_deref(), verb),
+                "RBAC does not grant {verb} on {group}/{resource} ({request})"
+            );
+        }
+    }
+}
+
+/// The rules of a generated Role/ClusterRole list, flattened.
+pub fn rules(lists: &[Value]) -> Vec<Value> {
+    lists
+        .iter()
+        .flat_map(|list| list.as_array().cloned().unwrap_or_default())
+        .collect()
+}
