@@ -35,13 +35,14 @@ pub struct ContainerInfo {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CriError {
-    #[error("container runtime at {socket}: {source}")]
+    #[error("cannot reach the container runtime at {socket}")]
     Connect {
         socket: PathBuf,
         source: tonic::transport::Error,
     },
+    // Not a `source`: logged with Display at run time, where the status is the useful part.
     #[error("container runtime: {0}")]
-    Rpc(#[from] tonic::Status),
+    Rpc(tonic::Status),
     #[error("container {0} is not known to the runtime")]
     NotFound(String),
     #[error("container {id} has no {label} label: not created by a kubelet")]
@@ -91,7 +92,8 @@ impl CriClient {
             .version(proto::VersionRequest {
                 version: "v1".into(),
             })
-            .await?
+            .await
+            .map_err(CriError::Rpc)?
             .into_inner();
         tracing::info!(
             socket = %socket.display(),

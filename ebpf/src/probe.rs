@@ -37,23 +37,23 @@ pub enum ProbeError {
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
     #[error(
-        "loading the eBPF program failed: {0} (the daemon needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root, and a kernel >= 5.8 with BTF at /sys/kernel/btf/vmlinux)"
+        "loading the eBPF program failed (the daemon needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root, and a kernel >= 5.8 with BTF at /sys/kernel/btf/vmlinux)"
     )]
     Load(#[source] aya::EbpfError),
     #[error("the eBPF object has no {0}")]
     Missing(&'static str),
-    #[error("attaching {program} to syscalls/{tracepoint} failed: {source}")]
+    #[error("attaching {program} to syscalls/{tracepoint} failed")]
     Attach {
         program: &'static str,
         tracepoint: &'static str,
         source: ProgramError,
     },
-    #[error("opening the {map} map failed: {source}")]
+    #[error("opening the {map} map failed")]
     Map {
         map: &'static str,
         source: aya::maps::MapError,
     },
-    #[error("waiting for ring buffer events failed: {0}")]
+    #[error("waiting for ring buffer events failed")]
     Poll(#[source] std::io::Error),
 }
 

@@ -183,7 +183,65 @@ fn a_missing_runtime_socket_stops_the_daemon_with_its_path() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains(&format!("container runtime at {}", socket.display())),
+        stderr.contains(&format!(
+            "cannot reach the container runtime at {}",
+            socket.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn without_privileges_the_daemon_says_what_is_missing() {
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: setpriv (util-linux) is not installed"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FakeApiServer::start());
+    let config = kubeconfig(dir.path(), &server);
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = |setpriv: &[&str]| {
+        let output = Command::new("setpriv")
+            .args(setpriv)
+            .arg(env!("CARGO_BIN_EXE_multiarch"))
+            .args(["enoexec-daemon", "--node-name", "node-1"])
+            .env("KUBECONFIG", &config)
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    // Root without any capability: the kernel refuses the program (tracefs mounted first, as
+    // the kernel tests would, so that the mount is not what fails).
+    if let Err(e) = multiarch_ebpf::tracefs::ensure_mounted() {
+        let _ = writeln!(std::io::stderr(), "SKIPPED: cannot mount tracefs: {e}");
+        return;
+    }
+    let stderr = run(&["--bounding-set=-all", "--inh-caps=-all", "--"]);
+    assert!(
+        stderr.contains("loading the eBPF program failed (the daemon needs CAP_BPF, CAP_PERFMON"),
+        "{stderr}"
+    );
+    // Not root: tracefs cannot even be read.
+    let stderr = run(&[
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ]);
+    assert!(
+        stderr.contains("needs to run as root") || stderr.contains("needs CAP_SYS_ADMIN"),
         "{stderr}"
     );
 }

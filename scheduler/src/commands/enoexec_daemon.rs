@@ -56,9 +56,10 @@ pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("no kubeconfig and not in a cluster")?;
+    // The kernel first: without it nothing else matters, and its error names what is missing.
+    let mut probe = ExecProbe::attach()?;
     let socket = runtime_socket(args.runtime_endpoint.as_deref())?;
     let runtime = CriClient::connect(&socket, Duration::from_secs(5)).await?;
-    let mut probe = ExecProbe::attach()?;
     let cgroup_base = args
         .cgroup_root
         .clone()
