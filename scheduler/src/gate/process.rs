@@ -16,7 +16,7 @@ use multiarch_plugins::{
         preferred_architectures,
     },
     model::platform::Platform,
-    preferences::{applied, architecture_preferences, sources_annotation},
+    preferences::{ArchPreference, architecture_preferences, sources_annotation},
 };
 
 pub const LABEL_INSPECT_ERROR: &str = "multiarch.openshift.io/image-inspect-error";
@@ -194,20 +194,10 @@ pub fn process(
     {
         if merge_preferred(&mut pod, &preferences) > 0 {
             set_label(&mut pod, LABEL_PREFERRED_NODE_AFFINITY, "set");
-            let applied: Vec<String> = applied(&preferences)
-                .iter()
-                .map(|(a, w)| format!("{a}:{w}"))
-                .collect();
-            events.push(normal(
-                "ArchAwarePredicateSet",
-                format!("Applied architecture preferences: {}", applied.join(", ")),
-            ));
-        } else {
-            events.push(normal(
-                "ArchAwarePreferredAffinityDuplicates",
-                "Skipped all architecture preferences from configuration; all were already set"
-                    .into(),
-            ));
+        }
+        // The pod's own arch preference wins over every config: annotated, not announced.
+        if own.is_empty() {
+            events.extend(preference_events(&preferences));
         }
         pod.metadata
             .annotations
@@ -304,6 +294,48 @@ pub fn process(
         events,
         retry: None,
     })
+}
+
+/// MTO's events for preferred affinity, one per configuration source in priority order.
+fn preference_events(preferences: &[ArchPreference]) -> Vec<GateEvent> {
+    let mut sources: Vec<&str> = Vec::new();
+    for p in preferences {
+        if !sources.contains(&p.source.as_str()) {
+            sources.push(&p.source);
+        }
+    }
+    sources
+        .into_iter()
+        .map(|source| {
+            let of_source = || preferences.iter().filter(move |p| p.source == source);
+            let skipped: Vec<&str> = of_source()
+                .filter(|p| p.skipped)
+                .map(|p| p.architecture.as_str())
+                .collect();
+            if skipped.is_empty() {
+                normal(
+                    "ArchAwarePredicateSet",
+                    format!("Applied all architecture preferences from configuration source: {source}"),
+                )
+            } else if skipped.len() < of_source().count() {
+                normal(
+                    "ArchAwarePredicateSet",
+                    format!(
+                        "Applied some architecture preferences from configuration; others were already set source: {source}, skipped: {}",
+                        skipped.join(", ")
+                    ),
+                )
+            } else {
+                normal(
+                    "ArchAwarePreferredAffinityDuplicates",
+                    format!(
+                        "Skipped all architecture preferences from configuration; all were already set source: {source}, architectures: {}",
+                        skipped.join(", ")
+                    ),
+                )
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -500,6 +532,98 @@ mod tests {
             done.events
                 .iter()
                 .any(|e| e.reason == "NoSupportedArchitecturesFound")
+        );
+    }
+
+    #[test]
+    fn preference_events_name_each_source_in_priority_order() {
+        let config = |name: &str,
+                      priority: u8,
+                      platforms: serde_json::Value|
+         -> PodPlacementConfig {
+            serde_json::from_value(json!({
+                "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
+                "metadata": {"name": name, "namespace": "shop"},
+                "spec": {"priority": priority, "plugins": {"nodeAffinityScoring": {"enabled": true, "platforms": platforms}}}
+            }))
+            .unwrap()
+        };
+        let configs = [
+            config(
+                "low",
+                10,
+                json!([{"architecture": "arm64", "weight": 5}, {"architecture": "s390x", "weight": 5}]),
+            ),
+            config(
+                "high",
+                200,
+                json!([{"architecture": "arm64", "weight": 50}]),
+            ),
+        ];
+        let cluster: ClusterPlugins = serde_json::from_value(json!({
+            "nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": "arm64", "weight": 1}]}
+        }))
+        .unwrap();
+        let inputs = GateInputs {
+            cluster_plugins: Some(&cluster),
+            configs: &configs,
+            fallback_architecture: None,
+            own_namespace: "multiarch",
+            max_attempts: 3,
+        };
+        let done = process(
+            &gated(json!({})),
+            &inputs,
+            Inspection::Compatible(vec![Platform::linux("arm64")]),
+        )
+        .unwrap();
+        let preference_events: Vec<(&str, &str)> = done
+            .events
+            .iter()
+            .filter(|e| e.message.contains("source:"))
+            .map(|e| (e.reason, e.message.as_str()))
+            .collect();
+        assert_eq!(
+            preference_events,
+            [
+                (
+                    "ArchAwarePredicateSet",
+                    "Applied all architecture preferences from configuration source: PodPlacementConfig-high"
+                ),
+                (
+                    "ArchAwarePredicateSet",
+                    "Applied some architecture preferences from configuration; others were already set source: PodPlacementConfig-low, skipped: arm64"
+                ),
+                (
+                    "ArchAwarePreferredAffinityDuplicates",
+                    "Skipped all architecture preferences from configuration; all were already set source: ClusterPodPlacementConfig, architectures: arm64"
+                ),
+            ]
+        );
+        assert_eq!(
+            done.pod.metadata.annotations.as_ref().unwrap()[ANNOTATION_SOURCES],
+            "arm64:50:PodPlacementConfig-high,arm64:5:PodPlacementConfig-low:skipped,s390x:5:PodPlacementConfig-low,arm64:1:ClusterPodPlacementConfig:skipped"
+        );
+
+        // The pod states its own arch preference: annotated as skipped, no events.
+        let own = gated(
+            json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}]}}}),
+        );
+        let done = process(
+            &own,
+            &inputs,
+            Inspection::Compatible(vec![Platform::linux("arm64")]),
+        )
+        .unwrap();
+        assert!(
+            !done.events.iter().any(|e| e.message.contains("source:")),
+            "{:?}",
+            done.events
+        );
+        assert!(
+            done.pod.metadata.annotations.as_ref().unwrap()[ANNOTATION_SOURCES]
+                .ends_with("ClusterPodPlacementConfig:skipped")
         );
     }
 }
