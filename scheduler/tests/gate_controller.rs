@@ -13,10 +13,8 @@ use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_scheduler::gate::controller::{GateController, GateMetrics, GateOptions, start};
 use serde_json::{Value, json};
 
-fn controller(server: &FakeApiServer) -> GateController {
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let inspector = table_inspector::standard();
-    let options = GateOptions {
+fn options() -> GateOptions {
+    GateOptions {
         own_namespace: "multiarch".into(),
         identity: "test".into(),
         concurrency: 4,
@@ -24,8 +22,25 @@ fn controller(server: &FakeApiServer) -> GateController {
         initial_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_secs(1),
         election: None,
-    };
-    start(client, inspector, options, GateMetrics::default())
+    }
+}
+
+fn controller_with(
+    server: &FakeApiServer,
+    options: GateOptions,
+    metrics: &GateMetrics,
+) -> GateController {
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    start(
+        client,
+        table_inspector::standard(),
+        options,
+        metrics.clone(),
+    )
+}
+
+fn controller(server: &FakeApiServer) -> GateController {
+    controller_with(server, options(), &GateMetrics::default())
 }
 
 fn gated(name: &str, images: &[&str], labels: Value) -> Value {
@@ -191,4 +206,95 @@ async fn a_pod_modified_between_read_and_write_is_processed_again() {
         .filter(|r| r.starts_with("PUT /api/v1/namespaces/shop/pods/raced"))
         .count();
     assert_eq!(puts, 2, "the conflict was retried from a fresh read");
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gated_pod_gauge_follows_the_cluster() {
+    let server = FakeApiServer::start().await;
+    // A pod gated before the controller starts (seen by the initial list) ...
+    server.apply("pods", gated("early", &["private:1"], json!({})));
+    let metrics = GateMetrics::default();
+    let mut slow = options();
+    slow.max_attempts = 100; // the unknown image keeps both pods gated while retrying
+    let _c = controller_with(&server, slow, &metrics);
+    eventually("the listed pod counted", || metrics.gated.get() == 1).await;
+    // ... one gated later, one that is ungated at once.
+    server.apply("pods", gated("late", &["private:1"], json!({})));
+    server.apply("pods", gated("quick", &["multi:1"], json!({})));
+    eventually("three gated", || metrics.gated.get() >= 2).await;
+    ungated(&server, "quick").await;
+    eventually("the ungated pod no longer counted", || {
+        metrics.gated.get() == 2
+    })
+    .await;
+    server.delete("pods", "shop", "early");
+    eventually("the deleted pod no longer counted", || {
+        metrics.gated.get() == 1
+    })
+    .await;
+    // A dropped watch whose history is compacted away (410 Gone) relists: pods deleted
+    // meanwhile are not counted any more, though no Delete event reaches the controller.
+    server.hold_watches(true);
+    server.break_watches();
+    server.delete("pods", "shop", "late");
+    server.compact();
+    server.hold_watches(false);
+    eventually(
+        "the relist forgets the pod deleted while disconnected",
+        || metrics.gated.get() == 0,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_leaves_gated_pods_to_the_leader() {
+    use multiarch_scheduler::runtime::leader::ElectionConfig;
+    let server = FakeApiServer::start().await;
+    server.apply(
+        "coordination.k8s.io/leases",
+        json!({"metadata": {"name": "multiarch-gate-controller", "namespace": "multiarch"},
+               "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 1,
+                        "acquireTime": "2026-11-22T00:00:00.000000Z", "renewTime": "2026-11-22T00:00:00.000000Z",
+                        "leaseTransitions": 0}}),
+    );
+    let mut standby = options();
+    standby.identity = "replica-b".into();
+    standby.election = Some(ElectionConfig {
+        namespace: "multiarch".into(),
+        lease_name: "multiarch-gate-controller".into(),
+        identity: "replica-b".into(),
+        lease_duration: Duration::from_secs(1),
+        renew_deadline: Duration::from_millis(700),
+        retry_period: Duration::from_millis(100),
+    });
+    let metrics = GateMetrics::default();
+    let _c = controller_with(&server, standby, &metrics);
+    server.apply("pods", gated("web", &["multi:1"], json!({})));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pod = server.get("pods", "shop", "web").unwrap();
+    assert_eq!(
+        pod["spec"]["schedulingGates"].as_array().unwrap().len(),
+        1,
+        "processed while standby"
+    );
+    assert_eq!(metrics.processed.get(), 0);
+    // replica-a stopped renewing: replica-b takes over and processes the pod.
+    ungated(&server, "web").await;
+    let lease = server
+        .get(
+            "coordination.k8s.io/leases",
+            "multiarch",
+            "multiarch-gate-controller",
+        )
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-b");
+    assert_eq!(metrics.processed.get(), 1);
 }

@@ -7,6 +7,7 @@ use std::{
 
 use anyhow::Context;
 use futures_util::StreamExt;
+use kube::runtime::WatchStreamExt;
 use kube::{Api, runtime::watcher};
 use multiarch_crd::{ClusterPodPlacementConfig, PlacementMode};
 use multiarch_scheduler::webhook::{
@@ -38,7 +39,9 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         let shared = config.clone();
         tokio::spawn(async move {
             let api: Api<ClusterPodPlacementConfig> = Api::all(client);
-            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             while let Some(event) = stream.next().await {
                 let spec = match event {
                     Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => Some(c.spec),

@@ -11,6 +11,7 @@ use std::{
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::WatchStreamExt;
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
@@ -189,7 +190,9 @@ fn watch_objects(shared: Arc<Shared>) {
     tokio::spawn(async move {
         let api: Api<ENoExecEvent> =
             Api::namespaced(shared.client.clone(), &shared.options.namespace);
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(event) = stream.next().await {
             match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {

@@ -11,6 +11,7 @@ use std::{
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::runtime::WatchStreamExt;
 use kube::{
     Api, ResourceExt,
     api::{ListParams, PostParams},
@@ -26,7 +27,7 @@ use multiarch_plugins::model::{
     pod::PodInfo,
 };
 use prometheus_client::{
-    metrics::{counter::Counter, histogram::Histogram},
+    metrics::{counter::Counter, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 use tokio::sync::{Semaphore, mpsc, watch as signal};
@@ -49,6 +50,8 @@ pub struct GateOptions {
 /// MTO's metric names, so existing dashboards keep working.
 #[derive(Clone, Debug)]
 pub struct GateMetrics {
+    /// Pods carrying the gate right now, as this controller's watch sees them.
+    pub gated: Gauge,
     pub processed: Counter,
     pub failed_inspections: Counter,
     pub seconds: Histogram,
@@ -57,6 +60,7 @@ pub struct GateMetrics {
 impl Default for GateMetrics {
     fn default() -> Self {
         GateMetrics {
+            gated: Gauge::default(),
             processed: Counter::default(),
             failed_inspections: Counter::default(),
             seconds: Histogram::new([
@@ -69,6 +73,11 @@ impl Default for GateMetrics {
 
 impl GateMetrics {
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "mto_ppo_pods_gated",
+            "Pods that carry the multiarch scheduling gate",
+            self.gated.clone(),
+        );
         registry.register(
             "mto_ppo_ctrl_processed_pods",
             "Gated pods processed",
@@ -201,23 +210,44 @@ fn watch_pods(shared: Arc<Shared>) {
             api,
             watcher::Config::default().fields("status.phase=Pending"),
         )
+        .default_backoff()
         .boxed();
+        // Gated pods seen by the relist in progress: replaces the set when it completes, so
+        // pods deleted while the watch was down do not stay counted.
+        let mut relisted: Option<HashMap<String, HashSet<String>>> = None;
         while let Some(event) = stream.next().await {
             let pod = match event {
-                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
-                Ok(watcher::Event::Delete(p)) => {
-                    let ns = p.namespace().unwrap_or_default();
-                    if let Some(set) = shared
-                        .gated
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .get_mut(&ns)
-                    {
-                        set.remove(&p.name_any());
+                Ok(watcher::Event::Init) => {
+                    relisted = Some(HashMap::new());
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(fresh) = relisted.take() {
+                        *shared.gated() = fresh;
+                        shared.update_gauge();
                     }
                     continue;
                 }
-                Ok(_) => continue,
+                Ok(watcher::Event::InitApply(p)) => {
+                    if let Some(fresh) = relisted.as_mut()
+                        && has_gate(&p)
+                    {
+                        fresh
+                            .entry(p.namespace().unwrap_or_default())
+                            .or_default()
+                            .insert(p.name_any());
+                    }
+                    p
+                }
+                Ok(watcher::Event::Apply(p)) => p,
+                Ok(watcher::Event::Delete(p)) => {
+                    let ns = p.namespace().unwrap_or_default();
+                    if let Some(set) = shared.gated().get_mut(&ns) {
+                        set.remove(&p.name_any());
+                    }
+                    shared.update_gauge();
+                    continue;
+                }
                 Err(e) => {
                     warn!(error = %e, "pod watch failed; retrying");
                     continue;
@@ -225,16 +255,16 @@ fn watch_pods(shared: Arc<Shared>) {
             };
             let ns = pod.namespace().unwrap_or_default();
             let name = pod.name_any();
-            let mut gated = shared
-                .gated
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut gated = shared.gated();
             if has_gate(&pod) {
                 gated.entry(ns.clone()).or_default().insert(name.clone());
                 drop(gated);
+                shared.update_gauge();
                 let _ = shared.queue.send(format!("{ns}/{name}"));
             } else if let Some(set) = gated.get_mut(&ns) {
                 set.remove(&name);
+                drop(gated);
+                shared.update_gauge();
             }
         }
     });
@@ -245,7 +275,9 @@ fn watch_pods(shared: Arc<Shared>) {
 fn watch_configs(shared: Arc<Shared>) {
     tokio::spawn(async move {
         let api: Api<PodPlacementConfig> = Api::all(shared.client.clone());
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(event) = stream.next().await {
             let ns = match event {
                 Ok(
@@ -256,9 +288,7 @@ fn watch_configs(shared: Arc<Shared>) {
                 _ => continue,
             };
             let keys: Vec<String> = shared
-                .gated
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .gated()
                 .get(&ns)
                 .map(|s| s.iter().map(|n| format!("{ns}/{n}")).collect())
                 .unwrap_or_default();
@@ -270,6 +300,19 @@ fn watch_configs(shared: Arc<Shared>) {
 }
 
 impl Shared {
+    fn gated(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
+        self.gated
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn update_gauge(&self) {
+        let count: usize = self.gated().values().map(HashSet::len).sum();
+        self.metrics
+            .gated
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
     async fn handle(self: &Arc<Self>, key: &str) {
         let started = Instant::now();
         let Some((ns, name)) = key.split_once('/') else {
