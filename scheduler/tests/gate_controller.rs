@@ -110,7 +110,8 @@ async fn gated_pods_get_the_architecture_affinity_and_lose_the_gate() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = reasons(&server, "web");
     assert!(
-        r.contains(&"ArchAwarePredicateSet".to_owned())
+        r.contains(&"ArchAwareSchedGateAdded".to_owned())
+            && r.contains(&"ArchAwarePredicateSet".to_owned())
             && r.contains(&"ArchAwareSchedGateRemovalSuccess".to_owned()),
         "{r:?}"
     );
@@ -158,6 +159,14 @@ async fn failed_inspections_back_off_then_use_the_fallback() {
             .unwrap()
             .starts_with("unauthorized at quay.io")
     );
+    // Three passes, one gate announcement (not repeated as an event series either).
+    let added: Vec<Value> = server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == "private" && e["reason"] == "ArchAwareSchedGateAdded")
+        .collect();
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert!(added[0]["series"].is_null(), "{added:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

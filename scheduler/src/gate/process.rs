@@ -163,6 +163,15 @@ pub fn process(
     }
     let mut pod = original.clone();
     let mut events = Vec::new();
+    // MTO's webhook emits this once the pod exists, by polling for it by name, which pods
+    // created from generateName do not have at admission. The controller sees every gated
+    // pod; its first pass (no inspection attempt counted yet) announces the gate instead.
+    if first_pass(&pod) {
+        events.push(normal(
+            "ArchAwareSchedGateAdded",
+            format!("Successfully gated with the {SCHEDULING_GATE} scheduling gate"),
+        ));
+    }
     if ignored(&pod, inputs) {
         remove_gate(&mut pod);
         events.push(warning("ArchAwareGatedPodIgnored", "The gated pod has been modified and is no longer eligible for architecture-aware scheduling".into()));
@@ -296,6 +305,15 @@ pub fn process(
     })
 }
 
+/// No pass has written its outcome to the pod yet (a pass that keeps the gate counts its
+/// inspection attempt in a label).
+fn first_pass(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .is_none_or(|l| !l.contains_key(LABEL_INSPECT_ERROR_COUNT))
+}
+
 /// MTO's events for preferred affinity, one per configuration source in priority order.
 fn preference_events(preferences: &[ArchPreference]) -> Vec<GateEvent> {
     let mut sources: Vec<&str> = Vec::new();
@@ -396,10 +414,18 @@ mod tests {
         let reasons: Vec<&str> = done.events.iter().map(|e| e.reason).collect();
         assert_eq!(
             reasons,
-            ["ArchAwarePredicateSet", "ArchAwareSchedGateRemovalSuccess"]
+            [
+                "ArchAwareSchedGateAdded",
+                "ArchAwarePredicateSet",
+                "ArchAwareSchedGateRemovalSuccess"
+            ]
         );
         assert_eq!(
             done.events[0].message,
+            "Successfully gated with the multiarch.openshift.io/scheduling-gate scheduling gate"
+        );
+        assert_eq!(
+            done.events[1].message,
             "Set the supported architectures to {amd64, arm64}"
         );
         assert!(done.retry.is_none());
@@ -415,6 +441,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(first.retry, Some(1));
+        let gate_added = |events: &[GateEvent]| {
+            events
+                .iter()
+                .filter(|e| e.reason == "ArchAwareSchedGateAdded")
+                .count()
+        };
+        assert_eq!(gate_added(&first.events), 1);
         assert!(has_gate(&first.pod), "the gate stays while retrying");
         assert_eq!(label(&first.pod, LABEL_INSPECT_ERROR_COUNT), Some("1"));
         let second = process(
@@ -424,6 +457,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(second.retry, Some(2));
+        assert_eq!(gate_added(&second.events), 0, "announced once per pod");
         let third = process(
             &second.pod,
             &inputs(None, Some("amd64")),
@@ -469,7 +503,7 @@ mod tests {
         };
         let done = process(&daemon, &inputs(None, None), Inspection::NotNeeded).unwrap();
         assert!(!has_gate(&done.pod));
-        assert_eq!(done.events[0].reason, "ArchAwareGatedPodIgnored");
+        assert_eq!(done.events[1].reason, "ArchAwareGatedPodIgnored");
         // Architecture pinned by nodeSelector, preferences enabled: preferred added, required untouched.
         let plugins: ClusterPlugins = serde_json::from_value(json!({"nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": "arm64", "weight": 10}]}})).unwrap();
         let pinned = gated(json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}));
