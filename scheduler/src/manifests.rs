@@ -203,7 +203,7 @@ pub fn webhook() -> Vec<(&'static str, Vec<Value>)> {
             vec![
                 json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": WEBHOOK, "namespace": NAMESPACE}}),
                 json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": WEBHOOK},
-                   "rules": [{"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs"], "verbs": ["get", "list", "watch"]}]}),
+                   "rules": [{"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]}]}),
                 json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": WEBHOOK},
                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WEBHOOK},
                    "subjects": [{"kind": "ServiceAccount", "name": WEBHOOK, "namespace": NAMESPACE}]}),

@@ -11,7 +11,7 @@ use std::{
 };
 
 use base64::Engine;
-use multiarch_crd::PlacementMode;
+use multiarch_crd::{PlacementMode, PodPlacementConfig};
 use multiarch_scheduler::webhook::{
     decision::{Exemption, WebhookConfig, decide},
     review::review,
@@ -33,6 +33,7 @@ fn config(mode: PlacementMode) -> WebhookConfig {
         scheduler_name: "multiarch-scheduler".into(),
         own_namespace: "multiarch".into(),
         preferences_enabled: false,
+        pod_configs: Default::default(),
     }
 }
 
@@ -233,6 +234,51 @@ fn gate_mode_adds_the_gate_and_mtos_labels() {
     ds["request"]["object"]["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]);
     let (_, pod) = admit(&ds, &config(PlacementMode::SchedulingGate));
     assert!(pod["spec"]["schedulingGates"].is_null());
+}
+
+#[test]
+fn gate_mode_follows_the_pod_placement_configs_that_select_the_pod() {
+    let ppc = |name: &str, namespace: &str, app: &str, enabled: bool| -> PodPlacementConfig {
+        serde_json::from_value(json!({
+            "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"labelSelector": {"matchLabels": {"app": app}},
+                     "plugins": {"nodeAffinityScoring": {"enabled": enabled, "platforms": [{"architecture": "arm64", "weight": 10}]}}}
+        }))
+        .unwrap()
+    };
+    let mut request = fixture("admissionreview-request-1.json");
+    let namespace = request["request"]["namespace"].as_str().unwrap().to_owned();
+    request["request"]["object"]["metadata"]["labels"] = json!({"app": "web"});
+    let label = |configs: Vec<PodPlacementConfig>, request: &Value| {
+        let mut config = config(PlacementMode::SchedulingGate);
+        config.pod_configs = std::sync::Arc::new(configs);
+        let (_, pod) = admit(request, &config);
+        (
+            pod["metadata"]["labels"]["multiarch.openshift.io/preferred-node-affinity"].clone(),
+            pod["spec"]["schedulingGates"].clone(),
+        )
+    };
+    let selecting = ppc("web-on-arm", &namespace, "web", true);
+    assert_eq!(label(vec![selecting.clone()], &request).0, "not-set");
+    for (why, other) in [
+        ("selects other pods", ppc("db", &namespace, "db", true)),
+        (
+            "other namespace",
+            ppc("web-elsewhere", "elsewhere", "web", true),
+        ),
+        ("plugin disabled", ppc("web-off", &namespace, "web", false)),
+    ] {
+        assert!(label(vec![other], &request).0.is_null(), "{why}");
+    }
+    // Architecture pinned by the user: gated anyway when a selecting config will add
+    // preferred affinity, left alone otherwise (MTO's rule).
+    request["request"]["object"]["spec"]["nodeSelector"] = json!({"kubernetes.io/arch": "amd64"});
+    assert_eq!(
+        label(vec![selecting], &request).1,
+        json!([{"name": "multiarch.openshift.io/scheduling-gate"}])
+    );
+    assert!(label(vec![], &request).1.is_null());
 }
 
 #[test]

@@ -7,9 +7,11 @@ use std::{
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use kube::runtime::WatchStreamExt;
-use kube::{Api, runtime::watcher};
-use multiarch_crd::{ClusterPodPlacementConfig, PlacementMode};
+use kube::{
+    Api,
+    runtime::{WatchStreamExt, reflector, watcher},
+};
+use multiarch_crd::{ClusterPodPlacementConfig, PlacementMode, PodPlacementConfig};
 use multiarch_scheduler::webhook::{
     decision::WebhookConfig,
     server::{WebhookMetrics, WebhookState, bind, serve},
@@ -29,12 +31,14 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         scheduler_name: args.scheduler_name.clone(),
         own_namespace: args.namespace.clone(),
         preferences_enabled: false,
+        pod_configs: Arc::default(),
     }));
     if !args.no_kubernetes {
         // The mode and preferences follow the ClusterPodPlacementConfig, unless pinned.
         let client = kube::Client::try_default().await.context(
             "cannot reach the Kubernetes API (use --no-kubernetes with --mode outside a cluster)",
         )?;
+        follow_pod_configs(client.clone(), config.clone());
         let pinned = args.mode.is_some();
         let shared = config.clone();
         tokio::spawn(async move {
@@ -88,4 +92,29 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         () = serve(listener, tls, state) => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
+}
+
+/// Gate mode: a PodPlacementConfig that selects a pod decides its preferred-affinity label
+/// like the cluster-wide config does. Kept whole in memory (a reflector, which relists
+/// after a dropped watch); they are few.
+fn follow_pod_configs(client: kube::Client, config: Arc<RwLock<WebhookConfig>>) {
+    tokio::spawn(async move {
+        let (store, writer) = reflector::store::<PodPlacementConfig>();
+        let api: Api<PodPlacementConfig> = Api::all(client);
+        let mut stream = reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .boxed();
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                warn!(error = %e, "cannot watch PodPlacementConfigs");
+                continue;
+            }
+            let configs: Vec<PodPlacementConfig> =
+                store.state().iter().map(|c| (**c).clone()).collect();
+            config
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pod_configs = Arc::new(configs);
+        }
+    });
 }

@@ -2,15 +2,20 @@
 //! multiarch scheduler (scheduler mode) or gate it for the gate controller (MTO's gate
 //! mode). Pure: tested on recorded AdmissionReviews.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_crd::{
-    PlacementMode,
+    PlacementMode, PodPlacementConfig,
     names::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, OPT_OUT_LABEL,
         OPT_OUT_VALUE, SCHEDULING_GATE,
     },
 };
-use multiarch_plugins::affinity_writer::{architecture_required, preferred_architectures};
+use multiarch_plugins::{
+    affinity_writer::{architecture_required, preferred_architectures},
+    preferences::config_matches,
+};
 use serde_json::{Value, json};
 
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -25,6 +30,23 @@ pub struct WebhookConfig {
     /// `nodeAffinityScoring` is enabled in the ClusterPodPlacementConfig (gate mode adds
     /// preferred affinity then, and labels the pod for it).
     pub preferences_enabled: bool,
+    /// Every PodPlacementConfig (gate mode: one that selects the pod and enables
+    /// `nodeAffinityScoring` has the same effect for that pod).
+    pub pod_configs: Arc<Vec<PodPlacementConfig>>,
+}
+
+impl WebhookConfig {
+    /// Whether the gate controller will add preferred affinity to this pod.
+    fn preferences_for(&self, pod: &Pod, namespace: &str) -> bool {
+        if self.preferences_enabled {
+            return true;
+        }
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        self.pod_configs.iter().any(|c| {
+            c.spec.plugins.enabled_node_affinity_scoring().is_some()
+                && config_matches(c, namespace, &labels)
+        })
+    }
 }
 
 /// Why a pod is left as it is (for metrics and logs).
@@ -139,13 +161,13 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
                 },
             }
         }
-        PlacementMode::SchedulingGate => gate(pod, exempt, config),
+        PlacementMode::SchedulingGate => gate(pod, namespace, exempt, config),
     }
 }
 
 /// MTO's webhook: labels always (except for pods exempt before MTO looks at them), the gate
 /// unless the pod is ignored.
-fn gate(pod: &Pod, exempt: Option<Exemption>, config: &WebhookConfig) -> Decision {
+fn gate(pod: &Pod, namespace: &str, exempt: Option<Exemption>, config: &WebhookConfig) -> Decision {
     if matches!(
         exempt,
         Some(Exemption::SystemNamespace | Exemption::OwnNamespace | Exemption::OptOut)
@@ -156,14 +178,14 @@ fn gate(pod: &Pod, exempt: Option<Exemption>, config: &WebhookConfig) -> Decisio
             gated: false,
         };
     }
-    let exempt = exempt.or_else(|| {
-        architecture_set(pod, config.preferences_enabled).then_some(Exemption::ArchitectureSet)
-    });
+    let preferences = config.preferences_for(pod, namespace);
+    let exempt =
+        exempt.or_else(|| architecture_set(pod, preferences).then_some(Exemption::ArchitectureSet));
     let mut labels: Vec<(&str, &str)> = vec![
         (LABEL_NODE_AFFINITY, "not-set"),
         (LABEL_SCHEDULING_GATE, "not-set"),
     ];
-    if config.preferences_enabled {
+    if preferences {
         labels.push((LABEL_PREFERRED_NODE_AFFINITY, "not-set"));
     }
     let already_gated = pod
