@@ -12,6 +12,9 @@ use multiarch_crd::names::NODE_ARCH_LABEL;
 
 use crate::{model::platform::Platform, preferences::ArchPreference};
 
+/// The kubelet's OS label on every node.
+pub const NODE_OS_LABEL: &str = "kubernetes.io/os";
+
 /// Label no node carries: requiring it keeps a pod with no common architecture pending
 /// (MTO's name).
 pub const NO_SUPPORTED_ARCH: &str = "multiarch.openshift.io/no-supported-arch";
@@ -114,6 +117,32 @@ pub fn preferred_architectures(pod: &Pod) -> Vec<String> {
 /// ANDs the requirement into every required term that lacks its key; creates the
 /// required selector (one term) when there is none or it has no term.
 pub fn merge_required(pod: &mut Pod, requirement: &ArchRequirement) {
+    merge_expression(pod, &requirement.requirement());
+}
+
+/// The operating system every compatible platform shares, when there is exactly one. MTO
+/// ignores the OS: a Windows-only build counted as a usable architecture on Linux nodes.
+pub fn common_os(platforms: &[Platform]) -> Option<&str> {
+    let (first, rest) = platforms.split_first()?;
+    rest.iter()
+        .all(|p| p.os == first.os)
+        .then_some(first.os.as_str())
+}
+
+/// `kubernetes.io/os In [os]`, ANDed like the architecture into every required term that
+/// does not already name the OS (call after [`merge_required`]).
+pub fn merge_required_os(pod: &mut Pod, os: &str) {
+    merge_expression(
+        pod,
+        &NodeSelectorRequirement {
+            key: NODE_OS_LABEL.into(),
+            operator: "In".into(),
+            values: Some(vec![os.to_owned()]),
+        },
+    );
+}
+
+fn merge_expression(pod: &mut Pod, wanted: &NodeSelectorRequirement) {
     let required = node_affinity(pod)
         .required_during_scheduling_ignored_during_execution
         .get_or_insert_with(NodeSelector::default);
@@ -122,7 +151,6 @@ pub fn merge_required(pod: &mut Pod, requirement: &ArchRequirement) {
             .node_selector_terms
             .push(NodeSelectorTerm::default());
     }
-    let wanted = requirement.requirement();
     for term in &mut required.node_selector_terms {
         let expressions = term.match_expressions.get_or_insert_with(Vec::new);
         if !expressions.iter().any(|e| e.key == wanted.key) {
@@ -237,6 +265,38 @@ mod tests {
             };
             assert_eq!(norm(&got), norm(&want), "{name}");
         }
+    }
+
+    #[test]
+    fn a_single_common_os_is_required_too() {
+        assert_eq!(
+            common_os(&[Platform::linux("amd64"), Platform::linux("arm64")]),
+            Some("linux")
+        );
+        assert_eq!(
+            common_os(&[
+                Platform::linux("amd64"),
+                Platform::new("windows", "amd64", None)
+            ]),
+            None
+        );
+        assert_eq!(common_os(&[]), None);
+        let os = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
+        let users_os = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]});
+        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        let mut p = pod(
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [zone.clone()]}, {"matchExpressions": [users_os.clone()]}]}}}),
+        );
+        merge_required(&mut p, &ArchRequirement::In(vec!["arm64".into()]));
+        merge_required_os(&mut p, "linux");
+        assert_eq!(
+            required_terms(&p),
+            json!([
+                {"matchExpressions": [zone, arch(&["arm64"]), os]},
+                {"matchExpressions": [users_os, arch(&["arm64"])]},
+            ]),
+            "the user's own OS term is kept as it is"
+        );
     }
 
     #[test]

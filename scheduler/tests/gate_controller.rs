@@ -93,7 +93,11 @@ async fn gated_pods_get_the_architecture_affinity_and_lose_the_gate() {
     let pod = ungated(&server, "web").await;
     assert_eq!(
         required(&pod),
-        json!([{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}])
+        json!([{"matchExpressions": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            // Every build is linux: the OS is required too (MTO writes the arch only).
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        ]}])
     );
     assert_eq!(
         pod["metadata"]["labels"]["multiarch.openshift.io/node-affinity"],

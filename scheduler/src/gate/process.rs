@@ -12,8 +12,8 @@ use multiarch_crd::{
 };
 use multiarch_plugins::{
     affinity_writer::{
-        ArchRequirement, architecture_required, merge_preferred, merge_required,
-        preferred_architectures,
+        ArchRequirement, architecture_required, common_os, merge_preferred, merge_required,
+        merge_required_os, preferred_architectures,
     },
     model::platform::Platform,
     preferences::{ArchPreference, architecture_preferences, sources_annotation},
@@ -226,6 +226,9 @@ pub fn process(
         Inspection::Compatible(platforms) => {
             let requirement = ArchRequirement::from_platforms(&platforms);
             merge_required(&mut pod, &requirement);
+            if let Some(os) = common_os(&platforms) {
+                merge_required_os(&mut pod, os);
+            }
             set_label(&mut pod, LABEL_NODE_AFFINITY, "set");
             if let Some(labels) = pod.metadata.labels.as_mut() {
                 labels.remove(LABEL_INSPECT_ERROR);
