@@ -145,7 +145,8 @@ pub fn start(
     watch_objects(shared.clone());
     let task = tokio::spawn(async move {
         let mut leading = leading_rx;
-        let mut failures: u32 = 0;
+        // Consecutive API errors per object: its own backoff, not its neighbours'.
+        let mut failures: HashMap<String, u32> = HashMap::new();
         while let Some(name) = rx.recv().await {
             if !*leading.borrow() {
                 let _ = leading.wait_for(|l| *l).await;
@@ -164,14 +165,17 @@ pub fn start(
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .remove(&name);
             match pass {
-                Ok(Pass::Done) => failures = 0,
+                Ok(Pass::Done) => {
+                    failures.remove(&name);
+                }
                 Ok(Pass::Later(delay)) => shared.requeue_after(name, delay),
                 Err(e) => {
-                    failures = failures.saturating_add(1);
+                    let count = failures.entry(name.clone()).or_insert(0);
+                    *count = count.saturating_add(1);
                     let delay = shared
                         .options
                         .initial_backoff
-                        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+                        .saturating_mul(1 << count.saturating_sub(1).min(16))
                         .min(shared.options.max_backoff);
                     warn!(%name, error = %e, retry_in = ?delay, "cannot handle ENoExecEvent");
                     shared.metrics.count("api_error");
