@@ -32,6 +32,10 @@ fn exec_overhead(c: &mut Criterion) {
             group.bench_function("exec_true/with_probe", |b| b.iter(exec_true));
         }
         Err(e) => {
+            assert!(
+                std::env::var_os("MULTIARCH_REQUIRE_KERNEL_TESTS").is_none(),
+                "kernel tests are required here: {e}"
+            );
             let _ = writeln!(
                 std::io::stderr(),
                 "SKIPPED: enoexec/exec_true/with_probe: the kernel refused the eBPF program: {e}"
