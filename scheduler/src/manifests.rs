@@ -66,6 +66,15 @@ fn deployment(
     })
 }
 
+/// The folder's kustomization: its files, and the image every role runs.
+fn kustomization(resources: &[&str]) -> Value {
+    json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": resources,
+        "images": [{"name": "multiarch", "newName": "multiarch", "newTag": "0.1.0"}],
+    })
+}
+
 fn downward_env() -> Value {
     json!([
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -159,11 +168,13 @@ pub fn scheduler() -> Vec<(&'static str, Vec<Value>)> {
         ),
         (
             "kustomization.yaml",
-            vec![json!({
-                "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                "resources": ["../crds", "namespace.yaml", "rbac.yaml", "inspector.yaml", "scheduler.yaml"],
-                "images": [{"name": "multiarch", "newName": "multiarch", "newTag": "0.1.0"}],
-            })],
+            vec![kustomization(&[
+                "../crds",
+                "namespace.yaml",
+                "rbac.yaml",
+                "inspector.yaml",
+                "scheduler.yaml",
+            ])],
         ),
     ]
 }
@@ -247,11 +258,11 @@ pub fn webhook() -> Vec<(&'static str, Vec<Value>)> {
         ),
         (
             "kustomization.yaml",
-            vec![json!({
-                "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                "resources": ["rbac.yaml", "webhook.yaml", "mutatingwebhookconfiguration.yaml"],
-                "images": [{"name": "multiarch", "newName": "multiarch", "newTag": "0.1.0"}],
-            })],
+            vec![kustomization(&[
+                "rbac.yaml",
+                "webhook.yaml",
+                "mutatingwebhookconfiguration.yaml",
+            ])],
         ),
     ]
 }
@@ -302,11 +313,7 @@ pub fn gate_controller() -> Vec<(&'static str, Vec<Value>)> {
         ),
         (
             "kustomization.yaml",
-            vec![json!({
-                "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                "resources": ["rbac.yaml", "gate-controller.yaml"],
-                "images": [{"name": "multiarch", "newName": "multiarch", "newTag": "0.1.0"}],
-            })],
+            vec![kustomization(&["rbac.yaml", "gate-controller.yaml"])],
         ),
     ]
 }
@@ -486,11 +493,7 @@ pub fn enoexec() -> Vec<(&'static str, Vec<Value>)> {
         ),
         (
             "kustomization.yaml",
-            vec![json!({
-                "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                "resources": ["rbac.yaml", "daemon.yaml", "handler.yaml"],
-                "images": [{"name": "multiarch", "newName": "multiarch", "newTag": "0.1.0"}],
-            })],
+            vec![kustomization(&["rbac.yaml", "daemon.yaml", "handler.yaml"])],
         ),
     ]
 }

@@ -16,12 +16,12 @@ use multiarch_ebpf::{
 use multiarch_scheduler::{
     enoexec::daemon::{Daemon, DaemonMetrics, DaemonOptions},
     ops::{
-        http::{OpsState, serve},
+        http::{self, OpsState},
         logging,
     },
 };
 use prometheus_client::registry::Registry;
-use tracing::{error, info};
+use tracing::info;
 
 use crate::cli::EnoexecDaemonArgs;
 
@@ -82,12 +82,7 @@ pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
         registry: Arc::new(registry),
         ready: Arc::new(AtomicBool::new(true)),
     };
-    let addr = args.metrics_addr;
-    tokio::spawn(async move {
-        if let Err(e) = serve(addr, ops).await {
-            error!(error = %e, "operations endpoint stopped");
-        }
-    });
+    http::spawn(args.metrics_addr, ops);
     info!(node = %args.node_name, socket = %socket.display(), "watching for exec format errors");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => Ok(()),

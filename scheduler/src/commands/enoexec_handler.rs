@@ -10,13 +10,13 @@ use multiarch_inspector::{ImageInspector, grpc::RemoteInspector};
 use multiarch_scheduler::{
     enoexec::handler::{HandlerMetrics, HandlerOptions, start},
     ops::{
-        http::{OpsState, serve},
+        http::{self, OpsState},
         logging,
     },
     runtime::leader::ElectionConfig,
 };
 use prometheus_client::registry::Registry;
-use tracing::{error, info};
+use tracing::info;
 
 use crate::cli::EnoexecHandlerArgs;
 
@@ -54,12 +54,7 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
         registry: Arc::new(registry),
         ready: Arc::new(AtomicBool::new(true)),
     };
-    let addr = args.metrics_addr;
-    tokio::spawn(async move {
-        if let Err(e) = serve(addr, ops).await {
-            error!(error = %e, "operations endpoint stopped");
-        }
-    });
+    http::spawn(args.metrics_addr, ops);
     info!("ENoExecEvent handler started");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => Ok(()),

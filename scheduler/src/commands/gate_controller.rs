@@ -8,13 +8,13 @@ use multiarch_inspector::{ImageInspector, grpc::RemoteInspector};
 use multiarch_scheduler::{
     gate::controller::{GateMetrics, GateOptions, start},
     ops::{
-        http::{OpsState, serve},
+        http::{self, OpsState},
         logging,
     },
     runtime::leader::ElectionConfig,
 };
 use prometheus_client::registry::Registry;
-use tracing::{error, info};
+use tracing::info;
 
 use crate::cli::GateControllerArgs;
 
@@ -50,12 +50,7 @@ pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
         registry: Arc::new(registry),
         ready: Arc::new(std::sync::atomic::AtomicBool::new(true)),
     };
-    let addr = args.metrics_addr;
-    tokio::spawn(async move {
-        if let Err(e) = serve(addr, ops).await {
-            error!(error = %e, "operations endpoint stopped");
-        }
-    });
+    http::spawn(args.metrics_addr, ops);
     info!("gate controller started");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => Ok(()),

@@ -15,10 +15,10 @@ use multiarch_scheduler::runtime::{
     self, RuntimeOptions, leader::ElectionConfig, metrics::SchedulerMetrics,
 };
 use prometheus_client::registry::Registry;
-use tracing::{error, info};
+use tracing::info;
 
 use multiarch_scheduler::ops::{
-    http::{OpsState, serve},
+    http::{self, OpsState},
     logging,
 };
 
@@ -93,12 +93,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         registry: Arc::new(registry),
         ready: ready.clone(),
     };
-    let addr = args.metrics_addr;
-    tokio::spawn(async move {
-        if let Err(e) = serve(addr, ops).await {
-            error!(error = %e, "operations endpoint stopped");
-        }
-    });
+    http::spawn(args.metrics_addr, ops);
     if let Some(handle) = filter {
         let mut verbosity = runtime.log_verbosity.clone();
         tokio::spawn(async move {

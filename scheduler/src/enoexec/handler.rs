@@ -33,7 +33,7 @@ use super::{
     daemon::OutcomeLabel,
     message::{Failure, REASON, message},
 };
-use crate::runtime::leader::{ElectionConfig, Elector};
+use crate::runtime::leader::{ElectionConfig, Leadership, elect};
 
 /// The pod label users (and alerts) can select on.
 pub const EXEC_FORMAT_ERROR_LABEL: &str = "multiarch.openshift.io/exec-format-error";
@@ -120,12 +120,10 @@ pub fn start(
     metrics: HandlerMetrics,
 ) -> Handler {
     let (queue, mut rx) = mpsc::unbounded_channel::<String>();
-    let (leading_tx, leading_rx) = signal::channel(options.election.is_none());
-    let alive = options.election.clone().map(|election| {
-        let (alive_tx, alive_rx) = signal::channel(false);
-        tokio::spawn(Elector::new(client.clone(), election).run(leading_tx, alive_rx));
-        alive_tx
-    });
+    let Leadership {
+        leading: leading_rx,
+        alive,
+    } = elect(&client, options.election.clone());
     let shared = Arc::new(Shared {
         recorder: Recorder::new(
             client.clone(),

@@ -34,7 +34,7 @@ use tokio::sync::{Semaphore, mpsc, watch as signal};
 use tracing::{debug, warn};
 
 use super::process::{EventType, GateInputs, Inspection, has_gate, needs_inspection, process};
-use crate::runtime::leader::{ElectionConfig, Elector};
+use crate::runtime::leader::{ElectionConfig, Leadership, elect};
 
 #[derive(Clone, Debug)]
 pub struct GateOptions {
@@ -125,12 +125,10 @@ pub fn start(
     metrics: GateMetrics,
 ) -> GateController {
     let (queue_tx, mut queue_rx) = mpsc::unbounded_channel::<String>();
-    let (leading_tx, leading_rx) = signal::channel(options.election.is_none());
-    let alive = options.election.clone().map(|election| {
-        let (alive_tx, alive_rx) = signal::channel(false);
-        tokio::spawn(Elector::new(client.clone(), election).run(leading_tx, alive_rx));
-        alive_tx
-    });
+    let Leadership {
+        leading: leading_rx,
+        alive,
+    } = elect(&client, options.election.clone());
     let shared = Arc::new(Shared {
         recorder: Recorder::new(
             client.clone(),

@@ -67,6 +67,15 @@ async fn readyz(State(state): State<OpsState>) -> impl IntoResponse {
     }
 }
 
+/// Serves in the background; a failure (the port is taken) is logged, the role goes on.
+pub fn spawn(addr: SocketAddr, state: OpsState) {
+    tokio::spawn(async move {
+        if let Err(e) = serve(addr, state).await {
+            tracing::error!(error = %e, "operations endpoint stopped");
+        }
+    });
+}
+
 /// Serves until the process ends.
 pub async fn serve(addr: SocketAddr, state: OpsState) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)

@@ -39,6 +39,24 @@ pub struct Elector {
     observed: Option<(String, Instant)>,
 }
 
+/// Whether this replica leads, and the handle that keeps its elector running.
+pub struct Leadership {
+    pub leading: watch::Receiver<bool>,
+    /// Dropped with the component: the elector stops renewing and releases the lease.
+    pub alive: Option<watch::Sender<bool>>,
+}
+
+/// Starts an elector for `election`; without one this replica always leads.
+pub fn elect(client: &kube::Client, election: Option<ElectionConfig>) -> Leadership {
+    let (leading_tx, leading) = watch::channel(election.is_none());
+    let alive = election.map(|election| {
+        let (alive_tx, alive_rx) = watch::channel(false);
+        tokio::spawn(Elector::new(client.clone(), election).run(leading_tx, alive_rx));
+        alive_tx
+    });
+    Leadership { leading, alive }
+}
+
 impl Elector {
     pub fn new(client: kube::Client, config: ElectionConfig) -> Self {
         Elector {
