@@ -231,6 +231,10 @@ async fn api_errors_are_retried() {
     gone(&server, "e1").await;
     assert_eq!(metrics.get("api_error"), 2);
     assert_eq!(metrics.reported.get(), 1);
+    // Retried passes did not post the event again.
+    let events = events_on(&server, "web");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0]["series"].is_null(), "{events:?}");
     let labels = &server.get("pods", "shop", "web").unwrap()["metadata"]["labels"];
     assert_eq!(labels["multiarch.openshift.io/exec-format-error"], "true");
 }

@@ -285,6 +285,19 @@ impl Shared {
             image_has_arch,
         };
         let note = message(&failure);
+        // The label first: it is idempotent, so a pass retried after an API error does not
+        // post the event twice.
+        let label = serde_json::json!({"metadata": {"labels": {EXEC_FORMAT_ERROR_LABEL: "true"}}});
+        match pods
+            .patch(&pod_name, &PatchParams::default(), &Patch::Merge(&label))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return self.discard(&objects, name, "pod_gone").await;
+            }
+            Err(e) => return Err(e),
+        }
         let event = Event {
             type_: EventType::Warning,
             reason: REASON.into(),
@@ -293,16 +306,6 @@ impl Shared {
             secondary: None,
         };
         self.recorder.publish(&event, &pod.object_ref(&())).await?;
-        let label = serde_json::json!({"metadata": {"labels": {EXEC_FORMAT_ERROR_LABEL: "true"}}});
-        match pods
-            .patch(&pod_name, &PatchParams::default(), &Patch::Merge(&label))
-            .await
-        {
-            Ok(_) => {}
-            // Deleted after the event was written: the event is still worth keeping.
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e),
-        }
         info!(pod = %pod_name, namespace = %pod_ns, node = %node_name, message = %note, "reported exec format error");
         delete(&objects, name).await?;
         self.metrics.reported.inc();
@@ -339,7 +342,12 @@ impl Shared {
             bypass_cache: false,
         };
         match inspector.inspect(&request).await {
-            Ok(info) => Some(info.platforms.iter().any(|p| p.architecture == arch)),
+            // The probe runs on Linux nodes only.
+            Ok(info) => Some(
+                info.platforms
+                    .iter()
+                    .any(|p| p.os == "linux" && p.architecture == arch),
+            ),
             Err(e) => {
                 warn!(%image, error = %e, "cannot inspect the image for the ExecFormatError message");
                 None
