@@ -94,6 +94,7 @@ impl Setup {
             burst,
             dedup_window: Duration::from_secs(60),
             queue_capacity: queue,
+            retry_backoff: Duration::from_millis(10),
         };
         Daemon::start(client, locator, options, self.metrics.clone()).0
     }
@@ -169,7 +170,7 @@ async fn the_daemon_role_grants_every_call_the_daemon_makes() {
     let daemon = s.daemon(100.0, 10, 16).await;
     daemon.handle(Ok(event(100))).await;
     s.wait_for_objects(1).await;
-    s.server.fail_next_patches(500, 1);
+    s.server.fail_next_patches(500, 3);
     daemon.handle(Ok(event(200))).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while s.metrics.get("write_failed") == 0 {
@@ -294,11 +295,36 @@ async fn an_object_left_by_a_previous_daemon_is_not_written_twice() {
 }
 
 #[tokio::test]
+async fn a_failed_write_is_retried() {
+    let s = Setup::new("containerd").await;
+    s.cri.add(container(1));
+    in_container(s.proc.path(), 100, 1);
+    // 500: kube's client already retries 503 and 429 itself.
+    s.server.fail_next_patches(500, 1);
+    let daemon = s.daemon(100.0, 10, 16).await;
+    daemon.handle(Ok(event(100))).await;
+    let objects = s.wait_for_objects(1).await;
+    assert_eq!(objects[0]["status"]["podName"], "web-7d9f");
+    assert_eq!(s.metrics.get("reported"), 1);
+    assert_eq!(s.metrics.get("write_failed"), 0);
+    // First attempt: create, status refused, delete; second: create, status.
+    let methods: Vec<String> = s
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("enoexecevents"))
+        .map(|r| r.split(' ').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(methods, ["POST", "PATCH", "DELETE", "POST", "PATCH"]);
+}
+
+#[tokio::test]
 async fn an_object_whose_status_cannot_be_written_is_deleted_again() {
     let s = Setup::new("containerd").await;
     s.cri.add(container(1));
     in_container(s.proc.path(), 100, 1);
-    s.server.fail_next_patches(500, 1);
+    // Every attempt fails.
+    s.server.fail_next_patches(500, 3);
     let daemon = s.daemon(100.0, 10, 16).await;
     daemon.handle(Ok(event(100))).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

@@ -342,6 +342,7 @@ async fn from_a_kernel_record_to_the_event_on_the_pod() {
             burst: 10,
             dedup_window: Duration::from_secs(60),
             queue_capacity: 256,
+            retry_backoff: Duration::from_millis(10),
         },
         DaemonMetrics::default(),
     );

@@ -76,6 +76,7 @@ pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
         burst: args.burst,
         dedup_window: args.dedup_window,
         queue_capacity: args.queue_capacity,
+        retry_backoff: Duration::from_secs(1),
     };
     let (daemon, writer) = Daemon::start(client, locator, options, metrics.clone());
     let ops = OpsState {

@@ -46,6 +46,8 @@ pub struct DaemonOptions {
     pub dedup_window: Duration,
     /// Located events waiting for the writer; beyond this they are dropped and counted.
     pub queue_capacity: usize,
+    /// Wait before the first retry of a failed write (doubled for the next).
+    pub retry_backoff: Duration,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -171,15 +173,37 @@ async fn write_loop(
     let api: Api<ENoExecEvent> = Api::namespaced(client, &options.namespace);
     let bucket = TokenBucket::new(options.rate, options.burst);
     while let Some(info) = rx.recv().await {
-        bucket.acquire().await;
-        match write(&api, &options.node_name, &info).await {
-            Ok(Written::Created) => metrics.count("reported"),
-            Ok(Written::AlreadyThere) => metrics.count("duplicate"),
-            Err(e) => {
-                warn!(pod = %info.pod_name, namespace = %info.pod_namespace, error = %e, "cannot write the ENoExecEvent");
-                metrics.count("write_failed");
+        let mut attempt = 1;
+        loop {
+            bucket.acquire().await;
+            match write(&api, &options.node_name, &info).await {
+                Ok(Written::Created) => metrics.count("reported"),
+                Ok(Written::AlreadyThere) => metrics.count("duplicate"),
+                Err(e) if attempt < WRITE_ATTEMPTS && retriable(&e) => {
+                    let delay = options.retry_backoff.saturating_mul(1 << (attempt - 1));
+                    debug!(pod = %info.pod_name, error = %e, retry_in = ?delay, "ENoExecEvent write failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                    continue;
+                }
+                Err(e) => {
+                    warn!(pod = %info.pod_name, namespace = %info.pod_namespace, error = %e, "cannot write the ENoExecEvent");
+                    metrics.count("write_failed");
+                }
             }
+            break;
         }
+    }
+}
+
+/// Attempts per report before it is dropped (and counted as `write_failed`).
+const WRITE_ATTEMPTS: u32 = 3;
+
+/// Server errors, throttling and lost connections pass; a 4xx answer will not change.
+fn retriable(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        _ => true,
     }
 }
 
