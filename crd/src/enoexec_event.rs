@@ -70,4 +70,10 @@ pub struct ENoExecEventStatus {
     )]
     #[schemars(regex(pattern = r"^.+://[a-f0-9]{64}$"))]
     pub container_id: Option<String>,
+
+    /// The file the container tried to execute, as passed to exec (multiarch addition;
+    /// MTO's daemon does not set it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub executable: Option<String>,
 }

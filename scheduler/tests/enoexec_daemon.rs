@@ -99,6 +99,18 @@ impl Setup {
         Daemon::start(client, locator, options, self.metrics.clone()).0
     }
 
+    /// The writer counts a report after the API server has it: wait for the count.
+    async fn counted(&self, outcome: &'static str, count: u64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.metrics.get(outcome) < count {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{outcome} never reached {count}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     fn objects(&self) -> Vec<serde_json::Value> {
         self.server.list("multiarch.openshift.io/enoexecevents")
     }
@@ -135,7 +147,7 @@ async fn a_container_error_becomes_an_enoexecevent_with_its_pod() {
         assert_eq!(
             object["status"],
             json!({"nodeName": "arm-1", "podName": "web-7d9f", "podNamespace": "shop",
-                   "containerID": format!("{runtime}://{}", id(1))})
+                   "containerID": format!("{runtime}://{}", id(1)), "executable": "/app"})
         );
         // Create (status ignored by the server), then the status subresource.
         let writes: Vec<String> = s
@@ -155,6 +167,7 @@ async fn a_container_error_becomes_an_enoexecevent_with_its_pod() {
                 ),
             ]
         );
+        s.counted("reported", 1).await;
         assert_eq!(s.metrics.get("reported"), 1);
     }
 }
@@ -202,6 +215,7 @@ async fn bursts_from_one_container_are_reported_once_without_asking_the_runtime_
     s.wait_for_objects(2).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(s.objects().len(), 2);
+    s.counted("reported", 2).await;
     assert_eq!(s.metrics.get("reported"), 2);
     assert_eq!(s.metrics.get("duplicate"), 3);
     assert_eq!(s.cri.status_calls(), 2);
@@ -251,6 +265,7 @@ async fn writes_are_rate_limited() {
         "the 2nd write waits for a token (~1 s)"
     );
     s.wait_for_objects(3).await;
+    s.counted("reported", 3).await;
     assert_eq!(s.metrics.get("reported"), 3);
 }
 
@@ -305,6 +320,7 @@ async fn a_failed_write_is_retried() {
     daemon.handle(Ok(event(100))).await;
     let objects = s.wait_for_objects(1).await;
     assert_eq!(objects[0]["status"]["podName"], "web-7d9f");
+    s.counted("reported", 1).await;
     assert_eq!(s.metrics.get("reported"), 1);
     assert_eq!(s.metrics.get("write_failed"), 0);
     // First attempt: create, status refused, delete; second: create, status.

@@ -164,7 +164,8 @@ async fn a_foreign_exec_in_a_container_becomes_an_enoexecevent() {
     assert_eq!(
         object["status"],
         serde_json::json!({"nodeName": "node-1", "podName": "web", "podNamespace": "shop",
-                           "containerID": format!("cri-o://{container_id}")})
+                           "containerID": format!("cri-o://{container_id}"),
+                           "executable": binary.to_str().unwrap()})
     );
 }
 

@@ -78,6 +78,18 @@ async fn gone(server: &FakeApiServer, name: &str) {
     }
 }
 
+/// The handler deletes an object, then counts it: wait for the count too.
+async fn handled(metrics: &HandlerMetrics, count: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while metrics.reported.get() + metrics.invalid.get() < count {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{count} objects never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn events_on(server: &FakeApiServer, pod: &str) -> Vec<Value> {
     server
         .list("events.k8s.io/events")
@@ -95,6 +107,7 @@ async fn the_error_is_reported_on_the_pod_and_the_object_deleted() {
     pod(&server, "web", "arm-1", "amd:1");
     object(&server, "e1", Some(status("web", "arm-1")));
     gone(&server, "e1").await;
+    handled(&metrics, 1).await;
 
     let events = events_on(&server, "web");
     assert_eq!(events.len(), 1, "{events:?}");
@@ -135,6 +148,7 @@ async fn the_message_says_what_is_known_about_the_image() {
     for name in ["e1", "e2", "e3"] {
         gone(&server, name).await;
     }
+    handled(&metrics, 3).await;
     let note = |pod: &str| {
         events_on(&server, pod)[0]["note"]
             .as_str()
@@ -185,6 +199,7 @@ async fn objects_about_vanished_pods_and_nodes_are_cleaned_up_and_counted() {
     for name in ["no-pod", "moved", "no-node"] {
         gone(&server, name).await;
     }
+    handled(&metrics, 3).await;
     assert_eq!(metrics.invalid.get(), 3);
     assert_eq!(metrics.reported.get(), 0);
     for outcome in ["pod_gone", "pod_moved", "node_gone"] {
@@ -214,6 +229,7 @@ async fn an_object_waits_for_its_status_then_gives_up() {
     object(&server, "never", None);
     gone(&server, "late").await;
     gone(&server, "never").await;
+    handled(&metrics, 2).await;
     assert_eq!(metrics.reported.get(), 1);
     assert_eq!(metrics.get("incomplete"), 1);
 }
@@ -229,6 +245,7 @@ async fn api_errors_are_retried() {
     object(&server, "e1", Some(status("web", "arm-1")));
     let _h = handler(&server, None, &metrics);
     gone(&server, "e1").await;
+    handled(&metrics, 1).await;
     assert_eq!(metrics.get("api_error"), 2);
     assert_eq!(metrics.reported.get(), 1);
     // Retried passes did not post the event again.
@@ -279,6 +296,7 @@ async fn a_standby_replica_leaves_objects_to_the_leader() {
     assert!(events_on(&server, "web").is_empty());
     // replica-a stopped renewing: this replica takes over and handles the object.
     gone(&server, "e1").await;
+    handled(&metrics, 1).await;
     let lease = server
         .get(
             "coordination.k8s.io/leases",
@@ -369,7 +387,7 @@ async fn from_a_kernel_record_to_the_event_on_the_pod() {
     }
     assert_eq!(
         events_on(&server, "web")[0]["note"],
-        "container app (image amd:1) cannot run on this arm64 node: exec format error; the image has no arm64 build"
+        "container app (image amd:1) cannot run /usr/local/bin/app on this arm64 node: exec format error; the image has no arm64 build"
     );
     assert!(
         server.list(OBJECTS).is_empty(),

@@ -89,7 +89,7 @@ impl DaemonMetrics {
 pub struct Daemon<D> {
     locator: Locator<D>,
     bursts: Mutex<BurstFilter>,
-    queue: mpsc::Sender<ContainerInfo>,
+    queue: mpsc::Sender<Report>,
     metrics: DaemonMetrics,
 }
 
@@ -157,7 +157,11 @@ impl<D: ContainerDirectory> Daemon<D> {
             }
         };
         info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = ?event.filename, "exec format error");
-        if self.queue.try_send(info).is_err() {
+        let report = Report {
+            container: info,
+            executable: event.filename,
+        };
+        if self.queue.try_send(report).is_err() {
             warn!("ENoExecEvent queue full; dropping a report");
             self.metrics.count("queue_full");
         }
@@ -168,15 +172,16 @@ async fn write_loop(
     client: kube::Client,
     options: DaemonOptions,
     metrics: DaemonMetrics,
-    mut rx: mpsc::Receiver<ContainerInfo>,
+    mut rx: mpsc::Receiver<Report>,
 ) {
     let api: Api<ENoExecEvent> = Api::namespaced(client, &options.namespace);
     let bucket = TokenBucket::new(options.rate, options.burst);
-    while let Some(info) = rx.recv().await {
+    while let Some(report) = rx.recv().await {
+        let info = &report.container;
         let mut attempt = 1;
         loop {
             bucket.acquire().await;
-            match write(&api, &options.node_name, &info).await {
+            match write(&api, &options.node_name, &report).await {
                 Ok(Written::Created) => metrics.count("reported"),
                 Ok(Written::AlreadyThere) => metrics.count("duplicate"),
                 Err(e) if attempt < WRITE_ATTEMPTS && retriable(&e) => {
@@ -207,6 +212,13 @@ fn retriable(error: &kube::Error) -> bool {
     }
 }
 
+/// A located error waiting for the writer.
+struct Report {
+    container: ContainerInfo,
+    /// The file passed to exec, when the kernel program could read it.
+    executable: Option<String>,
+}
+
 enum Written {
     Created,
     /// Reported before (by this daemon before a restart) and not handled yet.
@@ -228,8 +240,9 @@ pub fn object_name(container_id: &str) -> String {
 async fn write(
     api: &Api<ENoExecEvent>,
     node: &str,
-    info: &ContainerInfo,
+    report: &Report,
 ) -> Result<Written, kube::Error> {
+    let info = &report.container;
     let name = object_name(&info.container_id);
     let object = ENoExecEvent {
         metadata: ObjectMeta {
@@ -250,6 +263,7 @@ async fn write(
         pod_name: Some(info.pod_name.clone()),
         pod_namespace: Some(info.pod_namespace.clone()),
         container_id: Some(info.container_id.clone()),
+        executable: report.executable.clone().filter(|e| !e.is_empty()),
     };
     let patch = serde_json::json!({ "status": status });
     if let Err(e) = api

@@ -283,6 +283,7 @@ impl Shared {
             container: container.as_ref().map(|(n, i)| (n.as_str(), i.as_str())),
             node_arch: node_arch.as_deref(),
             image_has_arch,
+            executable: status.executable.as_deref(),
         };
         let note = message(&failure);
         // The label first: it is idempotent, so a pass retried after an API error does not

@@ -9,20 +9,26 @@ pub struct Failure<'a> {
     pub node_arch: Option<&'a str>,
     /// Whether the image has a build for the node's architecture, when it was inspected.
     pub image_has_arch: Option<bool>,
+    /// The file the container tried to execute, when the node could read it.
+    pub executable: Option<&'a str>,
 }
 
 pub const REASON: &str = "ExecFormatError";
 
-/// e.g. `container app (image quay.io/x/y:1) cannot run on this arm64 node: exec format
-/// error; the image has no arm64 build`.
+/// e.g. `container app (image quay.io/x/y:1) cannot run /app on this arm64 node: exec
+/// format error; the image has no arm64 build`.
 pub fn message(failure: &Failure<'_>) -> String {
-    let who = match failure.container {
+    let container = match failure.container {
         Some((name, image)) => format!("container {name} (image {image})"),
         None => "a container of this pod".to_owned(),
     };
+    let who = match failure.executable.filter(|e| !e.is_empty()) {
+        Some(executable) => format!("{container} cannot run {executable}"),
+        None => format!("{container} cannot run"),
+    };
     let Some(arch) = failure.node_arch.filter(|a| !a.is_empty()) else {
         return format!(
-            "{who} cannot run on this node: exec format error; a binary in it is built for another architecture"
+            "{who} on this node: exec format error; a binary in it is built for another architecture"
         );
     };
     let why = match failure.image_has_arch {
@@ -32,7 +38,7 @@ pub fn message(failure: &Failure<'_>) -> String {
         }
         None => format!("check that the image is built for {arch}"),
     };
-    format!("{who} cannot run on this {arch} node: exec format error; {why}")
+    format!("{who} on this {arch} node: exec format error; {why}")
 }
 
 #[cfg(test)]
@@ -48,6 +54,7 @@ mod tests {
                     container: app,
                     node_arch: Some("arm64"),
                     image_has_arch: Some(false),
+                    executable: None,
                 },
                 "container app (image quay.io/x/y:1) cannot run on this arm64 node: exec format error; the image has no arm64 build",
             ),
@@ -56,6 +63,7 @@ mod tests {
                     container: app,
                     node_arch: Some("arm64"),
                     image_has_arch: Some(true),
+                    executable: None,
                 },
                 "container app (image quay.io/x/y:1) cannot run on this arm64 node: exec format error; the image's arm64 build contains a binary built for another architecture",
             ),
@@ -64,6 +72,7 @@ mod tests {
                     container: app,
                     node_arch: Some("s390x"),
                     image_has_arch: None,
+                    executable: None,
                 },
                 "container app (image quay.io/x/y:1) cannot run on this s390x node: exec format error; check that the image is built for s390x",
             ),
@@ -72,6 +81,7 @@ mod tests {
                     container: None,
                     node_arch: Some("amd64"),
                     image_has_arch: None,
+                    executable: None,
                 },
                 "a container of this pod cannot run on this amd64 node: exec format error; check that the image is built for amd64",
             ),
@@ -80,10 +90,21 @@ mod tests {
                     container: app,
                     node_arch: Some(""),
                     image_has_arch: Some(false),
+                    executable: None,
                 },
                 "container app (image quay.io/x/y:1) cannot run on this node: exec format error; a binary in it is built for another architecture",
             ),
         ];
+        let with_path = Failure {
+            container: app,
+            node_arch: Some("arm64"),
+            image_has_arch: Some(false),
+            executable: Some("/usr/local/bin/app"),
+        };
+        assert_eq!(
+            message(&with_path),
+            "container app (image quay.io/x/y:1) cannot run /usr/local/bin/app on this arm64 node: exec format error; the image has no arm64 build"
+        );
         for (failure, expected) in cases {
             assert_eq!(message(&failure), expected);
         }
