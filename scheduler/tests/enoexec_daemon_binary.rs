@@ -92,7 +92,9 @@ async fn a_foreign_exec_in_a_container_becomes_an_enoexecevent() {
         let mut line = String::new();
         if stderr.read_line(&mut line).unwrap() == 0 {
             let _ = daemon.wait();
-            if log.contains("loading the eBPF program failed") || log.contains("attaching") {
+            // The kernel or the privileges refused (see ProbeError and TracefsError).
+            let refused = ["loading the eBPF program failed", "attaching", "tracefs"];
+            if refused.iter().any(|r| log.contains(r)) {
                 assert!(
                     std::env::var_os("MULTIARCH_REQUIRE_KERNEL_TESTS").is_none(),
                     "kernel tests are required here: {log}"
@@ -169,8 +171,23 @@ async fn a_foreign_exec_in_a_container_becomes_an_enoexecevent() {
     );
 }
 
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
 #[test]
 fn a_missing_runtime_socket_stops_the_daemon_with_its_path() {
+    // The daemon checks the kernel first; only root gets as far as the socket.
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: the runtime check comes after the kernel's, which needs root"
+        );
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(FakeApiServer::start());
@@ -194,6 +211,10 @@ fn a_missing_runtime_socket_stops_the_daemon_with_its_path() {
 
 #[test]
 fn without_privileges_the_daemon_says_what_is_missing() {
+    if !is_root() {
+        let _ = writeln!(std::io::stderr(), "SKIPPED: dropping privileges needs root");
+        return;
+    }
     if std::process::Command::new("setpriv")
         .arg("--version")
         .output()
