@@ -35,6 +35,14 @@ impl BurstFilter {
     }
 }
 
+impl BurstFilter {
+    /// Forgets a container, so that its next event is reported: for a report that could
+    /// not be completed (the runtime did not answer).
+    pub fn forget(&mut self, container_id: &str) {
+        self.seen.pop(container_id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +70,15 @@ mod tests {
             "reported again after the window"
         );
         assert!(!f.admit("a", t0 + Duration::from_secs(61)));
+    }
+
+    #[test]
+    fn a_forgotten_container_is_reported_again() {
+        let mut f = filter(16);
+        let t0 = Instant::now();
+        assert!(f.admit("a", t0));
+        f.forget("a");
+        assert!(f.admit("a", t0 + Duration::from_secs(1)));
     }
 
     #[test]

@@ -152,6 +152,11 @@ impl<D: ContainerDirectory> Daemon<D> {
             Ok(info) => info,
             Err(e) => {
                 warn!(container = %cgroup.container_id, error = %e, "cannot find the pod of a container with an exec format error");
+                // The next event of this container tries again.
+                self.bursts
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .forget(&cgroup.container_id);
                 self.metrics.count("unresolved");
                 return;
             }
