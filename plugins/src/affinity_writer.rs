@@ -10,7 +10,10 @@ use k8s_openapi::api::core::v1::{
 };
 use multiarch_crd::names::NODE_ARCH_LABEL;
 
-use crate::{model::platform::Platform, preferences::ArchPreference};
+use crate::{
+    model::{node::NODE_VARIANT_LABEL, platform::Platform},
+    preferences::ArchPreference,
+};
 
 /// The kubelet's OS label on every node.
 pub const NODE_OS_LABEL: &str = "kubernetes.io/os";
@@ -118,6 +121,103 @@ pub fn preferred_architectures(pod: &Pod) -> Vec<String> {
 /// required selector (one term) when there is none or it has no term.
 pub fn merge_required(pod: &mut Pod, requirement: &ArchRequirement) {
     merge_expression(pod, &requirement.requirement());
+}
+
+/// What a node's variant label must say for a build of `arch` with `variant` to run there,
+/// as alternatives (ORed) of expressions (ANDed). The scheduler's rule: a node without the
+/// label runs any variant; 32-bit arm runs its own and older levels; elsewhere the variant
+/// must be the same.
+fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequirement>> {
+    let expression = |operator: &str, values: Option<Vec<String>>| NodeSelectorRequirement {
+        key: NODE_VARIANT_LABEL.into(),
+        operator: operator.into(),
+        values,
+    };
+    let level = variant
+        .strip_prefix('v')
+        .and_then(|n| n.parse::<u32>().ok());
+    match level {
+        Some(level) if arch == "arm" => {
+            let older: Vec<String> = (1..level).map(|l| format!("v{l}")).collect();
+            if older.is_empty() {
+                Vec::new()
+            } else {
+                vec![vec![expression("NotIn", Some(older))]]
+            }
+        }
+        _ => vec![
+            vec![expression("DoesNotExist", None)],
+            vec![expression("In", Some(vec![variant.to_owned()]))],
+        ],
+    }
+}
+
+/// Like [`merge_required`], and the CPU variants the builds need (arm/v7 cannot run on an
+/// arm/v6 node). Without variant needs the result is exactly `merge_required`'s; with them,
+/// each term that gets the architecture is split per architecture (terms are ORed, so the
+/// split keeps its meaning) and the variant expressions join that architecture's term.
+pub fn merge_required_for(pod: &mut Pod, requirement: &ArchRequirement, platforms: &[Platform]) {
+    let ArchRequirement::In(archs) = requirement else {
+        return merge_required(pod, requirement);
+    };
+    let needs: Vec<(&String, Vec<Vec<NodeSelectorRequirement>>)> = archs
+        .iter()
+        .filter_map(|arch| {
+            let mut builds = platforms.iter().filter(|p| &p.architecture == arch);
+            // A build without a variant runs on every node of the architecture.
+            let variant = builds.next()?.variant.as_deref()?;
+            if builds.any(|p| p.variant.is_none()) {
+                return None;
+            }
+            let alternatives = variant_alternatives(arch, variant);
+            (!alternatives.is_empty()).then_some((arch, alternatives))
+        })
+        .collect();
+    if needs.is_empty() {
+        return merge_required(pod, requirement);
+    }
+    let plain: Vec<String> = archs
+        .iter()
+        .filter(|a| !needs.iter().any(|(n, _)| n == a))
+        .cloned()
+        .collect();
+    let arch_in = |values: Vec<String>| NodeSelectorRequirement {
+        key: NODE_ARCH_LABEL.into(),
+        operator: "In".into(),
+        values: Some(values),
+    };
+    let required = node_affinity(pod)
+        .required_during_scheduling_ignored_during_execution
+        .get_or_insert_with(NodeSelector::default);
+    if required.node_selector_terms.is_empty() {
+        required
+            .node_selector_terms
+            .push(NodeSelectorTerm::default());
+    }
+    let mut terms = Vec::new();
+    for term in std::mem::take(&mut required.node_selector_terms) {
+        let expressions = term.match_expressions.clone().unwrap_or_default();
+        if expressions.iter().any(|e| e.key == NODE_ARCH_LABEL) {
+            terms.push(term);
+            continue;
+        }
+        let with = |extra: Vec<NodeSelectorRequirement>| {
+            let mut split = term.clone();
+            split.match_expressions = Some(expressions.iter().cloned().chain(extra).collect());
+            split
+        };
+        if !plain.is_empty() {
+            terms.push(with(vec![arch_in(plain.clone())]));
+        }
+        for (arch, alternatives) in &needs {
+            for alternative in alternatives {
+                let mut extra = vec![arch_in(vec![(*arch).clone()])];
+                extra.extend(alternative.iter().cloned());
+                terms.push(with(extra));
+            }
+        }
+    }
+    required.node_selector_terms = terms;
 }
 
 /// The operating system every compatible platform shares, when there is exactly one. MTO
@@ -264,6 +364,65 @@ mod tests {
                 .unwrap()
             };
             assert_eq!(norm(&got), norm(&want), "{name}");
+        }
+    }
+
+    #[test]
+    fn variant_needs_split_terms_per_architecture() {
+        let variant = |op: &str, values: Option<&[&str]>| match values {
+            Some(v) => {
+                json!({"key": "multiarch.openshift.io/arch-variant", "operator": op, "values": v})
+            }
+            None => json!({"key": "multiarch.openshift.io/arch-variant", "operator": op}),
+        };
+        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        let arm_v7 = Platform::new("linux", "arm", Some("v7"));
+        let cases: Vec<(&str, Value, Vec<Platform>, Value)> = vec![
+            (
+                "no variant: the same as merge_required",
+                Value::Null,
+                vec![Platform::linux("amd64"), Platform::linux("arm64")],
+                json!([{"matchExpressions": [arch(&["amd64", "arm64"])]}]),
+            ),
+            (
+                "arm/v7 only: v1-v6 nodes excluded, unlabelled nodes kept",
+                Value::Null,
+                vec![arm_v7.clone()],
+                json!([{"matchExpressions": [arch(&["arm"]), variant("NotIn", Some(&["v1", "v2", "v3", "v4", "v5", "v6"]))]}]),
+            ),
+            (
+                "amd64 or arm/v7, in a user's term",
+                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [zone.clone()]}]}}}),
+                vec![Platform::linux("amd64"), arm_v7.clone()],
+                json!([
+                    {"matchExpressions": [zone.clone(), arch(&["amd64"])]},
+                    {"matchExpressions": [zone.clone(), arch(&["arm"]), variant("NotIn", Some(&["v1", "v2", "v3", "v4", "v5", "v6"]))]},
+                ]),
+            ),
+            (
+                "another architecture's variant must match exactly, or the node not say",
+                Value::Null,
+                vec![Platform::new("linux", "riscv64", Some("rva23"))],
+                json!([
+                    {"matchExpressions": [arch(&["riscv64"]), variant("DoesNotExist", None)]},
+                    {"matchExpressions": [arch(&["riscv64"]), variant("In", Some(&["rva23"]))]},
+                ]),
+            ),
+            (
+                "a term that already names the architecture is left alone",
+                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [arch(&["arm"])]}]}}}),
+                vec![arm_v7.clone()],
+                json!([{"matchExpressions": [arch(&["arm"])]}]),
+            ),
+        ];
+        for (name, affinity, platforms, want) in cases {
+            let mut p = pod(affinity);
+            merge_required_for(
+                &mut p,
+                &ArchRequirement::from_platforms(&platforms),
+                &platforms,
+            );
+            assert_eq!(required_terms(&p), want, "{name}");
         }
     }
 

@@ -13,7 +13,7 @@ use multiarch_crd::{
 use multiarch_plugins::{
     affinity_writer::{
         ArchRequirement, architecture_required, common_os, merge_preferred, merge_required,
-        merge_required_os, preferred_architectures,
+        merge_required_for, merge_required_os, preferred_architectures,
     },
     model::platform::Platform,
     preferences::{ArchPreference, architecture_preferences, sources_annotation},
@@ -225,7 +225,7 @@ pub fn process(
         }
         Inspection::Compatible(platforms) => {
             let requirement = ArchRequirement::from_platforms(&platforms);
-            merge_required(&mut pod, &requirement);
+            merge_required_for(&mut pod, &requirement, &platforms);
             if let Some(os) = common_os(&platforms) {
                 merge_required_os(&mut pod, os);
             }
@@ -661,6 +661,43 @@ mod tests {
         assert!(
             done.pod.metadata.annotations.as_ref().unwrap()[ANNOTATION_SOURCES]
                 .ends_with("ClusterPodPlacementConfig:skipped")
+        );
+    }
+
+    #[test]
+    fn the_required_affinity_carries_os_and_variant() {
+        let pod = gated(json!({}));
+        let done = process(
+            &pod,
+            &inputs(None, None),
+            Inspection::Compatible(vec![Platform::new("linux", "arm", Some("v7"))]),
+        )
+        .unwrap();
+        let terms = serde_json::to_value(
+            &done
+                .pod
+                .spec
+                .as_ref()
+                .unwrap()
+                .affinity
+                .as_ref()
+                .unwrap()
+                .node_affinity
+                .as_ref()
+                .unwrap()
+                .required_during_scheduling_ignored_during_execution
+                .as_ref()
+                .unwrap()
+                .node_selector_terms,
+        )
+        .unwrap();
+        assert_eq!(
+            terms,
+            json!([{"matchExpressions": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm"]},
+                {"key": "multiarch.openshift.io/arch-variant", "operator": "NotIn", "values": ["v1", "v2", "v3", "v4", "v5", "v6"]},
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+            ]}])
         );
     }
 }
