@@ -186,16 +186,9 @@ pub fn merge_required_for(pod: &mut Pod, requirement: &ArchRequirement, platform
         operator: "In".into(),
         values: Some(values),
     };
-    let required = node_affinity(pod)
-        .required_during_scheduling_ignored_during_execution
-        .get_or_insert_with(NodeSelector::default);
-    if required.node_selector_terms.is_empty() {
-        required
-            .node_selector_terms
-            .push(NodeSelectorTerm::default());
-    }
+    let required = required_terms_mut(pod);
     let mut terms = Vec::new();
-    for term in std::mem::take(&mut required.node_selector_terms) {
+    for term in std::mem::take(required) {
         let expressions = term.match_expressions.clone().unwrap_or_default();
         if expressions.iter().any(|e| e.key == NODE_ARCH_LABEL) {
             terms.push(term);
@@ -217,7 +210,7 @@ pub fn merge_required_for(pod: &mut Pod, requirement: &ArchRequirement, platform
             }
         }
     }
-    required.node_selector_terms = terms;
+    *required = terms;
 }
 
 /// The operating system every compatible platform shares, when there is exactly one. MTO
@@ -242,16 +235,21 @@ pub fn merge_required_os(pod: &mut Pod, os: &str) {
     );
 }
 
-fn merge_expression(pod: &mut Pod, wanted: &NodeSelectorRequirement) {
-    let required = node_affinity(pod)
+/// The required node selector's terms, created as one empty term when there are none
+/// (an empty term list would match no node).
+fn required_terms_mut(pod: &mut Pod) -> &mut Vec<NodeSelectorTerm> {
+    let terms = &mut node_affinity(pod)
         .required_during_scheduling_ignored_during_execution
-        .get_or_insert_with(NodeSelector::default);
-    if required.node_selector_terms.is_empty() {
-        required
-            .node_selector_terms
-            .push(NodeSelectorTerm::default());
+        .get_or_insert_with(NodeSelector::default)
+        .node_selector_terms;
+    if terms.is_empty() {
+        terms.push(NodeSelectorTerm::default());
     }
-    for term in &mut required.node_selector_terms {
+    terms
+}
+
+fn merge_expression(pod: &mut Pod, wanted: &NodeSelectorRequirement) {
+    for term in required_terms_mut(pod).iter_mut() {
         let expressions = term.match_expressions.get_or_insert_with(Vec::new);
         if !expressions.iter().any(|e| e.key == wanted.key) {
             expressions.push(wanted.clone());
