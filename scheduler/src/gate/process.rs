@@ -389,6 +389,13 @@ mod tests {
         }
     }
 
+    /// The pod's required node-selector terms, as JSON.
+    fn required_terms(pod: &Pod) -> serde_json::Value {
+        serde_json::to_value(pod).unwrap()["spec"]["affinity"]["nodeAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            .clone()
+    }
+
     fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
         pod.metadata
             .labels
@@ -543,26 +550,8 @@ mod tests {
             Inspection::Compatible(vec![]),
         )
         .unwrap();
-        let required = done
-            .pod
-            .spec
-            .as_ref()
-            .unwrap()
-            .affinity
-            .as_ref()
-            .unwrap()
-            .node_affinity
-            .as_ref()
-            .unwrap()
-            .required_during_scheduling_ignored_during_execution
-            .as_ref()
-            .unwrap();
         assert_eq!(
-            required.node_selector_terms[0]
-                .match_expressions
-                .as_ref()
-                .unwrap()[0]
-                .key,
+            required_terms(&done.pod)[0]["matchExpressions"][0]["key"],
             "multiarch.openshift.io/no-supported-arch"
         );
         assert!(
@@ -673,24 +662,7 @@ mod tests {
             Inspection::Compatible(vec![Platform::new("linux", "arm", Some("v7"))]),
         )
         .unwrap();
-        let terms = serde_json::to_value(
-            &done
-                .pod
-                .spec
-                .as_ref()
-                .unwrap()
-                .affinity
-                .as_ref()
-                .unwrap()
-                .node_affinity
-                .as_ref()
-                .unwrap()
-                .required_during_scheduling_ignored_during_execution
-                .as_ref()
-                .unwrap()
-                .node_selector_terms,
-        )
-        .unwrap();
+        let terms = required_terms(&done.pod);
         assert_eq!(
             terms,
             json!([{"matchExpressions": [
