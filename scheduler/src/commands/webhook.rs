@@ -105,9 +105,15 @@ fn follow_pod_configs(client: kube::Client, config: Arc<RwLock<WebhookConfig>>) 
             .default_backoff()
             .boxed();
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                warn!(error = %e, "cannot watch PodPlacementConfigs");
-                continue;
+            match event {
+                Err(e) => {
+                    warn!(error = %e, "cannot watch PodPlacementConfigs");
+                    continue;
+                }
+                // A relist fills the store's buffer and swaps it in at InitDone: copying
+                // the unchanged store for each listed object would be quadratic.
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+                Ok(_) => {}
             }
             let configs: Vec<PodPlacementConfig> =
                 store.state().iter().map(|c| (**c).clone()).collect();
