@@ -45,17 +45,22 @@ pub fn ensure_mounted() -> Result<PathBuf, TracefsError> {
         }
     }
     let path = PathBuf::from(MOUNT_POINTS[0]);
-    rustix::mount::mount(
+    match rustix::mount::mount(
         "nodev",
         &path,
         "tracefs",
         rustix::mount::MountFlags::empty(),
         None,
-    )
-    .map_err(|e| TracefsError::Mount {
-        path: path.clone(),
-        source: e.into(),
-    })?;
-    tracing::info!(path = %path.display(), "mounted tracefs");
+    ) {
+        Ok(()) => tracing::info!(path = %path.display(), "mounted tracefs"),
+        // Another process (or thread) mounted it between the check and the mount.
+        Err(_) if is_mounted(&path)? => {}
+        Err(e) => {
+            return Err(TracefsError::Mount {
+                path,
+                source: e.into(),
+            });
+        }
+    }
     Ok(path)
 }
