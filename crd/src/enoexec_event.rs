@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
     kind = "ENoExecEvent",
     plural = "enoexecevents",
     singular = "enoexecevent",
+    shortname = "enoexec",
+    category = "multiarch",
     namespaced,
     status = "ENoExecEventStatus",
     derive = "PartialEq",

@@ -32,9 +32,7 @@ pub struct Placement {
     /// large ones); 100 always considers every node.
     #[serde(default)]
     #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message(
-        Message::Expression(
-            "'percentageOfNodesToScore ' + string(self) + ' is out of range: use 0 (adaptive) to 100'".into()
-        )
+        "percentageOfNodesToScore is out of range: use 0 (adaptive) to 100"
     ))]
     pub percentage_of_nodes_to_score: i32,
 
@@ -46,7 +44,7 @@ pub struct Placement {
         "self.all(p, self.filter(q, q.name == p.name).size() == 1)"
     ).message(
         "each plugin may appear only once in scoring: merge the duplicate entries into one"
-    ).reason(Reason::FieldValueDuplicate))]
+    ))]
     pub scoring: Vec<ScorePluginWeight>,
 }
 
@@ -84,9 +82,7 @@ pub struct ScorePluginWeight {
 
     /// Its weight, from 0 (score off) to 100.
     #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message(
-        Message::Expression(
-            "'weight ' + string(self) + ' is out of range: use a value from 0 (off) to 100'".into()
-        )
+        "weight is out of range: use a value from 0 (off) to 100"
     ))]
     pub weight: i32,
 }

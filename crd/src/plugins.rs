@@ -68,7 +68,7 @@ pub struct NodeAffinityScoring {
         "self.all(p, self.filter(q, q.architecture == p.architecture).size() == 1)"
     ).message(
         "each architecture may appear only once in platforms: merge the duplicate entries into one"
-    ).reason(Reason::FieldValueDuplicate))]
+    ))]
     pub platforms: Vec<PlatformWeight>,
 }
 
@@ -81,9 +81,7 @@ pub struct PlatformWeight {
 
     /// The preference for this architecture, from 1 (weak) to 100 (strong).
     #[x_kube(validation = Rule::new("self >= 1 && self <= 100").message(
-        Message::Expression(
-            "'weight ' + string(self) + ' is out of range: use a value from 1 to 100'".into()
-        )
+        "weight is out of range: use a value from 1 to 100"
     ))]
     pub weight: i32,
 }

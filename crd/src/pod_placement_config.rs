@@ -19,6 +19,8 @@ use crate::LocalPlugins;
     kind = "PodPlacementConfig",
     plural = "podplacementconfigs",
     singular = "podplacementconfig",
+    shortname = "ppc",
+    category = "multiarch",
     namespaced,
     status = "PodPlacementConfigStatus",
     derive = "PartialEq",

@@ -25,7 +25,7 @@ pub(crate) fn priority(_: &mut SchemaGenerator) -> Schema {
         "default": 0,
         "x-kubernetes-validations": [{
             "rule": "self >= 0 && self <= 255",
-            "messageExpression": "'priority ' + string(self) + ' is out of range: use a value from 0 to 255'",
+            "message": "priority is out of range: use a value from 0 to 255",
         }],
     })
 }

@@ -22,6 +22,8 @@ use crate::LogVerbosity;
     kind = "ClusterPodPlacementConfig",
     plural = "clusterpodplacementconfigs",
     singular = "clusterpodplacementconfig",
+    shortname = "cppc",
+    category = "multiarch",
     status = "ClusterPodPlacementConfigStatus",
     derive = "PartialEq",
     doc = "ClusterPodPlacementConfig configures architecture-aware placement of pods for the whole cluster (v1alpha1: use v1beta1). It is a singleton: the only accepted name is 'cluster'.",

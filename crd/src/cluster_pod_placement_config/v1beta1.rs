@@ -18,6 +18,8 @@ use crate::{Architecture, ClusterPlugins, LogVerbosity, Placement, architecture:
     kind = "ClusterPodPlacementConfig",
     plural = "clusterpodplacementconfigs",
     singular = "clusterpodplacementconfig",
+    shortname = "cppc",
+    category = "multiarch",
     status = "ClusterPodPlacementConfigStatus",
     derive = "PartialEq",
     doc = "ClusterPodPlacementConfig configures architecture-aware placement of pods for the whole cluster. It is a singleton: the only accepted name is 'cluster'.",

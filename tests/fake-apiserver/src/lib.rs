@@ -7,9 +7,16 @@
 //! patches (conditions merged by type), server-side apply (approximated as a merge),
 //! optimistic concurrency on `resourceVersion`, events and leases.
 //!
-//! Test hooks: direct object writes (as kubelets and users), request log, compaction,
-//! broken watch connections, and injected binding, update and patch failures.
+//! CustomResourceDefinitions are checked as the real server checks them before creating
+//! them (`apiextensions`), multiarch's own are installed from the start, and custom
+//! resources written through the API are pruned, defaulted and validated against their CRD.
+//!
+//! Test hooks: direct object writes (as kubelets and users, without admission), request
+//! log, compaction, broken watch connections, and injected binding, update and patch
+//! failures.
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test infrastructure
+
+pub mod apiextensions;
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -63,6 +70,8 @@ struct Store {
     update_failures: VecDeque<u16>,
     patch_failures: VecDeque<u16>,
     requests: Vec<String>,
+    /// Installed CRDs by `group/plural`: custom resources are admitted against them.
+    crds: BTreeMap<String, Value>,
 }
 
 struct Shared {
@@ -104,6 +113,7 @@ fn kind_of(resource: &str) -> &'static str {
         "clusterpodplacementconfigs" => "ClusterPodPlacementConfig",
         "podplacementconfigs" => "PodPlacementConfig",
         "enoexecevents" => "ENoExecEvent",
+        "customresourcedefinitions" => "CustomResourceDefinition",
         _ => "Unknown",
     }
 }
@@ -283,10 +293,16 @@ impl Store {
 }
 
 impl FakeApiServer {
+    /// Starts a server on a loopback port with multiarch's CRDs installed.
     pub async fn start() -> FakeApiServer {
         let (changes, _) = broadcast::channel(65_536);
+        let mut store = Store::default();
+        for crd in multiarch_crd::render::crds().unwrap() {
+            let crd = serde_json::to_value(crd).unwrap();
+            store.crds.insert(crd_key(&crd), crd);
+        }
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::default()),
+            store: Mutex::new(store),
             hold_watches: std::sync::atomic::AtomicBool::new(false),
             changes,
         });
@@ -550,8 +566,59 @@ fn get(shared: &Shared, target: &Target, name: &str) -> Response {
     }
 }
 
+/// `group/plural` of a CRD, the key its custom resources are found by.
+fn crd_key(crd: &Value) -> String {
+    format!(
+        "{}/{}",
+        crd["spec"]["group"].as_str().unwrap_or(""),
+        crd["spec"]["names"]["plural"].as_str().unwrap_or("")
+    )
+}
+
+/// A custom resource as the API server would store it, or the body of its 422.
+fn admit_custom(
+    store: &Store,
+    target: &Target,
+    name: &str,
+    object: Value,
+    old: Option<&Value>,
+) -> Result<Value, Value> {
+    let Some(crd) = store.crds.get(&target.resource) else {
+        return Ok(object);
+    };
+    apiextensions::custom_resource::admit(crd, object, old).map_err(|errors| {
+        let group = target.resource.split('/').next().unwrap_or("");
+        apiextensions::invalid_status(group, kind_of(&target.resource), name, &errors)
+    })
+}
+
+/// `POST customresourcedefinitions`: refused with the API server's 422 unless it would
+/// be created.
+fn create_crd(store: &mut Store, body: &Value) -> Option<Response> {
+    let errors = apiextensions::check_crd(body).errors;
+    if errors.is_empty() {
+        store.crds.insert(crd_key(body), body.clone());
+        return None;
+    }
+    let name = body["metadata"]["name"].as_str().unwrap_or("");
+    Some(json_response(
+        422,
+        &apiextensions::invalid_status(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            &errors,
+        ),
+    ))
+}
+
 fn create(shared: &Shared, target: &Target, mut body: Value) -> Response {
     let mut store = shared.store.lock().unwrap();
+    if target.resource == "apiextensions.k8s.io/customresourcedefinitions"
+        && let Some(refused) = create_crd(&mut store, &body)
+    {
+        return refused;
+    }
     let name = match body["metadata"]["name"].as_str() {
         Some(n) => n.to_owned(),
         None => match body["metadata"]["generateName"].as_str() {
@@ -601,8 +668,12 @@ fn create(shared: &Shared, target: &Target, mut body: Value) -> Response {
     {
         object.remove("status");
     }
-    store.uid += 1;
     body["metadata"]["name"] = json!(name);
+    body = match admit_custom(&store, target, &name, body, None) {
+        Ok(admitted) => admitted,
+        Err(refused) => return json_response(422, &refused),
+    };
+    store.uid += 1;
     body["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", store.uid));
     body["metadata"]["creationTimestamp"] = json!(now());
     if !target.namespace.is_empty() {
@@ -659,6 +730,10 @@ fn update(shared: &Shared, target: &Target, name: &str, mut body: Value) -> Resp
     body["metadata"]["creationTimestamp"] = existing["metadata"]["creationTimestamp"].clone();
     body["kind"] = json!(kind_of(&target.resource));
     body["apiVersion"] = json!(api_version_of(&target.resource));
+    let body = match admit_custom(&store, target, name, body, Some(&existing)) {
+        Ok(admitted) => admitted,
+        Err(refused) => return json_response(422, &refused),
+    };
     let stored = store.write(key, Some(body), &shared.changes).unwrap();
     json_response(200, &stored)
 }
@@ -715,6 +790,11 @@ fn patch(
     }
     patched["kind"] = json!(kind_of(&target.resource));
     patched["apiVersion"] = json!(api_version_of(&target.resource));
+    let old = store.objects.get(&key);
+    let patched = match admit_custom(&store, target, name, patched, old) {
+        Ok(admitted) => admitted,
+        Err(refused) => return json_response(422, &refused),
+    };
     let stored = store.write(key, Some(patched), &shared.changes).unwrap();
     json_response(200, &stored)
 }

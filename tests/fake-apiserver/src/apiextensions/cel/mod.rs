@@ -1,0 +1,6 @@
+//! CEL as the API server compiles CRD validation rules: declarations from the schema, a
+//! type checker and the static cost estimator.
+
+pub mod check;
+pub mod cost;
+pub mod decl;
