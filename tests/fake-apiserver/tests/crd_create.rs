@@ -29,6 +29,8 @@ fn yaml(path: &Path) -> Value {
     serde_yaml_ng::from_str(&text).unwrap()
 }
 
+/// The objects of a `manifests/` folder in the order `kubectl apply -f DIR` sends them:
+/// files by name, documents in file order.
 fn manifests(dir: &str) -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../manifests")
@@ -40,7 +42,17 @@ fn manifests(dir: &str) -> Vec<Value> {
         .filter(|p| !p.ends_with("kustomization.yaml"))
         .collect();
     paths.sort();
-    paths.iter().map(|p| yaml(p)).collect()
+    let mut objects = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let object: Value = serde::Deserialize::deserialize(document).unwrap();
+            if !object.is_null() {
+                objects.push(object);
+            }
+        }
+    }
+    objects
 }
 
 fn sorted_causes(status: &Value) -> Vec<String> {
@@ -189,7 +201,18 @@ async fn kubectl_apply_of_the_crds_then_the_samples_succeeds() {
             .contains("estimated messageExpression cost exceeds budget")
     );
 
+    // A fresh cluster has only these namespaces; the samples create the others they use.
+    let mut namespaces = vec!["default".to_owned()];
     for sample in manifests("samples") {
+        if let Some(ns) = sample["metadata"]["namespace"].as_str() {
+            assert!(
+                namespaces.iter().any(|n| n == ns),
+                "namespace {ns} is not created first"
+            );
+        }
+        if sample["kind"] == "Namespace" {
+            namespaces.push(sample["metadata"]["name"].as_str().unwrap().to_owned());
+        }
         let created = api_for(&client, &sample)
             .create(&pp, &object(&sample))
             .await;
@@ -199,14 +222,23 @@ async fn kubectl_apply_of_the_crds_then_the_samples_succeeds() {
             sample["metadata"]["name"]
         );
     }
+    assert_eq!(
+        server
+            .list("multiarch.openshift.io/clusterpodplacementconfigs")
+            .len(),
+        1
+    );
+    assert_eq!(
+        server
+            .list("multiarch.openshift.io/podplacementconfigs")
+            .len(),
+        1
+    );
 }
 
 fn api_for(client: &Client, object: &Value) -> Api<DynamicObject> {
-    let (group, version) = object["apiVersion"]
-        .as_str()
-        .unwrap()
-        .split_once('/')
-        .unwrap();
+    let api_version = object["apiVersion"].as_str().unwrap();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap());
     let resource = ApiResource::from_gvk(&gvk);
     match object["metadata"]["namespace"].as_str() {
