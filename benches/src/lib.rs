@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
 use multiarch_plugins::{
-    images::{ContainerImagePlatforms, PodImagePlatforms},
+    image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
     testing::{Fixture, known},
 };

@@ -9,7 +9,7 @@ use crate::names::DEFAULT_SCHEDULER_NAME;
 /// How multiarch places pods.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Placement {
+pub struct PlacementSpec {
     /// `Scheduler` (default): the webhook routes pods to the multiarch scheduler, which
     /// reads image architectures itself. `SchedulingGate`: MTO's compatibility path; pods
     /// are gated, given a `kubernetes.io/arch` node affinity and left to the default
@@ -48,9 +48,9 @@ pub struct Placement {
     pub scoring: Vec<ScorePluginWeight>,
 }
 
-impl Default for Placement {
+impl Default for PlacementSpec {
     fn default() -> Self {
-        Placement {
+        PlacementSpec {
             mode: PlacementMode::default(),
             scheduler_name: default_scheduler_name(),
             percentage_of_nodes_to_score: 0,

@@ -3,6 +3,7 @@
 use std::{sync::Arc, time::Instant};
 
 use async_trait::async_trait;
+use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -24,6 +25,21 @@ pub struct InspectRequest {
     pub service_account: Option<String>,
     /// `imagePullPolicy: Always`: the tag may have moved; do not answer from the cache.
     pub bypass_cache: bool,
+}
+
+impl InspectRequest {
+    /// The request for one container image of a pod: the pod's namespace, pull secrets and
+    /// service account say where the credentials are; `imagePullPolicy: Always` bypasses
+    /// the cache.
+    pub fn for_container(pod: &PodInfo, image: &ContainerImage) -> Self {
+        InspectRequest {
+            image: image.image.clone(),
+            namespace: pod.namespace.clone(),
+            pull_secrets: pod.image_pull_secrets.clone(),
+            service_account: pod.service_account.clone(),
+            bypass_cache: image.pull_always,
+        }
+    }
 }
 
 #[async_trait]

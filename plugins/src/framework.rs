@@ -8,7 +8,7 @@ use std::{
 };
 
 use crate::{
-    images::PodImagePlatforms,
+    image_platforms::PodImagePlatforms,
     model::{
         cluster::{ClusterEvent, ClusterState},
         node::NodeInfo,

@@ -3,8 +3,9 @@
 //! architectures a pod can run on. No I/O: everything here is tested directly.
 
 pub mod affinity_writer;
+pub mod exemption;
 pub mod framework;
-pub mod images;
+pub mod image_platforms;
 pub mod model;
 pub mod plugins;
 pub mod preferences;

@@ -29,6 +29,23 @@ pub fn config_matches(config: &PodPlacementConfig, namespace: &str, labels: &Lab
             .is_none_or(|s| LabelSelector::from(s).matches(labels))
 }
 
+/// Whether any preference applies to a pod of this namespace and labels: the cluster
+/// config or a PodPlacementConfig that selects it enables `nodeAffinityScoring`.
+pub fn preferences_apply(
+    namespace: &str,
+    labels: &Labels,
+    configs: &[PodPlacementConfig],
+    cluster: Option<&ClusterPlugins>,
+) -> bool {
+    cluster
+        .and_then(ClusterPlugins::enabled_node_affinity_scoring)
+        .is_some()
+        || configs.iter().any(|c| {
+            c.spec.plugins.enabled_node_affinity_scoring().is_some()
+                && config_matches(c, namespace, labels)
+        })
+}
+
 /// The preferences for a pod. `pod_prefers_architectures` lists architectures the pod's
 /// own preferred node affinity already names: those are skipped, as MTO does.
 pub fn architecture_preferences(

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use multiarch_crd::{Placement, ScorePlugin as ScorePluginName};
+use multiarch_crd::{PlacementSpec, ScorePlugin as ScorePluginName};
 
 use crate::{
     framework::{FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin},
@@ -34,7 +34,7 @@ pub struct Profile {
 }
 
 impl Profile {
-    pub fn new(placement: &Placement) -> Self {
+    pub fn new(placement: &PlacementSpec) -> Self {
         let image_architecture = Arc::new(ImageArchitecture);
         let taints = Arc::new(TaintToleration);
         let node_affinity = Arc::new(NodeAffinity);
@@ -139,7 +139,7 @@ impl Profile {
 
 impl Default for Profile {
     fn default() -> Self {
-        Profile::new(&Placement::default())
+        Profile::new(&PlacementSpec::default())
     }
 }
 
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn placement_overrides_weights_and_zero_turns_a_score_off() {
-        let placement = Placement {
+        let placement = PlacementSpec {
             scoring: vec![
                 ScorePluginWeight {
                     name: ScorePluginName::ImageArchitecture,
@@ -187,7 +187,7 @@ mod tests {
                 },
             ],
             percentage_of_nodes_to_score: 30,
-            ..Placement::default()
+            ..PlacementSpec::default()
         };
         let profile = Profile::new(&placement);
         assert_eq!(profile.scorers[0].weight, 10);

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::{
     framework::CycleContext,
-    images::{ImagePlatforms, PodImagePlatforms},
+    image_platforms::{ImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, platform::Platform, pod::PodInfo},
 };
 

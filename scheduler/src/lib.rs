@@ -1,11 +1,7 @@
-//! The multiarch scheduler: the I/O-free core (queue, cycle, diagnosis) and the roles of
-//! the `multiarch` binary.
+//! The multiarch scheduler: the I/O-free core (queue, cycle, diagnosis), the scheduler
+//! running in a cluster (watches, binder, events, leader election), and `simulate`, the
+//! same core on an in-memory cluster.
 
 pub mod core;
-pub mod enoexec;
-pub mod gate;
-pub mod manifests;
-pub mod ops;
-pub mod runtime;
+pub mod in_cluster;
 pub mod simulate;
-pub mod webhook;

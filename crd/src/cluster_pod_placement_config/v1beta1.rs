@@ -5,7 +5,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Architecture, ClusterPlugins, LogVerbosity, Placement, architecture::empty_as_none};
+use crate::{
+    Architecture, ClusterPlugins, LogVerbosity, PlacementSpec, architecture::empty_as_none,
+};
 
 /// The cluster-wide configuration of multiarch pod placement. Only one object may exist,
 /// named `cluster`.
@@ -65,12 +67,12 @@ pub struct ClusterPodPlacementConfigSpec {
     /// How pods reach a compatible node: through the multiarch scheduler (default) or
     /// through MTO's scheduling-gate path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<Placement>,
+    pub placement: Option<PlacementSpec>,
 }
 
 impl ClusterPodPlacementConfigSpec {
     /// The placement settings, with defaults when the section is absent.
-    pub fn placement_or_default(&self) -> Placement {
+    pub fn placement_or_default(&self) -> PlacementSpec {
         self.placement.clone().unwrap_or_default()
     }
 }

@@ -11,7 +11,7 @@ use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 use super::{node::NodeInfo, pod::PodInfo, selectors::Labels};
 
 #[derive(Clone, Debug)]
-struct Placement {
+struct PodLocation {
     node: String,
     assumed: bool,
 }
@@ -31,7 +31,7 @@ pub enum ClusterEvent {
 pub struct ClusterState {
     nodes: Vec<NodeInfo>,
     index: HashMap<String, usize>,
-    placements: HashMap<String, Placement>,
+    placements: HashMap<String, PodLocation>,
     /// Pods bound to nodes not (or no longer) known; kept so that their resources count
     /// as soon as the node appears.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
@@ -186,7 +186,7 @@ impl ClusterState {
     fn attach(&mut self, pod: Arc<PodInfo>, node: &str, assumed: bool) {
         self.placements.insert(
             pod.uid.clone(),
-            Placement {
+            PodLocation {
                 node: node.to_owned(),
                 assumed,
             },

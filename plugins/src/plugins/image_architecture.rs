@@ -8,7 +8,7 @@ use crate::{
         CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin, Reason,
         ScorePlugin, Status,
     },
-    images::ImagePlatforms,
+    image_platforms::ImagePlatforms,
     model::{
         cluster::ClusterEvent,
         node::NodeInfo,
@@ -229,7 +229,7 @@ mod tests {
     use super::*;
     use crate::{
         framework::Code,
-        images::{ContainerImagePlatforms, PodImagePlatforms},
+        image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
         model::{node::NodeBuilder, pod::PodBuilder},
         testing::{Fixture, known},
     };

@@ -43,7 +43,7 @@ pub fn num_feasible_nodes_to_find(nodes: usize, percentage: u32) -> usize {
 }
 
 #[derive(Clone, Debug)]
-pub struct Placement {
+pub struct NodeChoice {
     pub node: usize,
     pub feasible: usize,
     pub evaluated: usize,
@@ -59,7 +59,7 @@ pub fn run(
     ctx: &CycleContext<'_>,
     rotation: &mut Rotation,
     rng: &mut SmallRng,
-) -> Result<Placement, Diagnosis> {
+) -> Result<NodeChoice, Diagnosis> {
     let nodes = ctx.cluster.nodes();
     let mut diagnosis = Diagnosis {
         num_nodes: nodes.len(),
@@ -142,7 +142,7 @@ pub fn run(
             rng,
         )
     };
-    Ok(Placement {
+    Ok(NodeChoice {
         node,
         feasible: feasible.len(),
         evaluated,
@@ -292,7 +292,7 @@ fn pick(totals: &[i64], feasible: &[usize], rng: &mut SmallRng) -> usize {
 #[cfg(test)]
 mod tests {
     use multiarch_plugins::{
-        images::{ContainerImagePlatforms, PodImagePlatforms},
+        image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
         model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
         testing::{Fixture, known},
     };

@@ -1,10 +1,9 @@
 //! The scheduler core: queue, cycle, diagnosis and the state machine that ties them to
 //! the plugins. Free of Kubernetes I/O so that it is tested and measured directly.
 
-pub mod backoff;
 pub mod binder;
 pub mod cycle;
 pub mod diagnosis;
-pub mod images;
+pub mod image_source;
 pub mod queue;
 pub mod scheduler;

@@ -12,7 +12,7 @@ use std::{
 use multiarch_plugins::model::{cluster::ClusterEvent, pod::PodInfo};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::backoff::Backoff;
+use multiarch_runtime::backoff::Backoff;
 
 /// How long a pod may wait in unschedulable before it is retried anyway.
 pub const MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(5 * 60);

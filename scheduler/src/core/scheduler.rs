@@ -5,8 +5,9 @@ use std::{sync::Arc, time::Instant};
 
 use multiarch_crd::{ClusterPlugins, PodPlacementConfig, names::NODE_ARCH_LABEL};
 use multiarch_plugins::{
+    exemption,
     framework::CycleContext,
-    images::{ContainerImagePlatforms, ImagePlatforms, PodImagePlatforms},
+    image_platforms::{ContainerImagePlatforms, ImagePlatforms, PodImagePlatforms},
     model::{
         cluster::{ClusterEvent, ClusterState},
         node::NodeInfo,
@@ -16,13 +17,13 @@ use multiarch_plugins::{
     preferences::{applied, architecture_preferences},
     profile::Profile,
 };
+use multiarch_runtime::backoff::Backoff;
 use rand::{SeedableRng, rngs::SmallRng};
 
 use super::{
-    backoff::Backoff,
     cycle::{self, Rotation},
     diagnosis::Diagnosis,
-    images::{ImageLookup, ImageSource},
+    image_source::{ImageLookup, ImageSource},
     queue::SchedulingQueue,
 };
 
@@ -120,7 +121,7 @@ impl SchedulerCore {
     /// the conditions under which a pod may be scheduled at all).
     pub fn responsible_for(&self, pod: &PodInfo) -> bool {
         pod.scheduler_name == self.profile.scheduler_name
-            && pod.node_name.is_none()
+            && !exemption::assigned(pod.node_name.as_deref())
             && pod.scheduling_gates.is_empty()
             && !pod.deleting
     }
@@ -327,7 +328,7 @@ mod tests {
     use multiarch_plugins::model::{node::NodeBuilder, platform::Platform, pod::PodBuilder};
 
     use super::*;
-    use crate::core::images::CatalogImages;
+    use crate::core::image_source::CatalogImages;
 
     const SCHED: &str = "multiarch-scheduler";
 

@@ -19,7 +19,7 @@ use multiarch_plugins::{
 use super::scenario::{Scenario, ScenarioError};
 use crate::core::{
     binder::{Binder, Binding, InMemoryBinder},
-    images::CatalogImages,
+    image_source::CatalogImages,
     scheduler::{Outcome, PlacementInputs, SchedulerCore},
 };
 
@@ -29,7 +29,7 @@ pub struct Prepared {
     pub pods: Vec<PodInfo>,
     pub images: CatalogImages,
     pub inputs: PlacementInputs,
-    pub profile_placement: multiarch_crd::Placement,
+    pub profile_placement: multiarch_crd::PlacementSpec,
 }
 
 impl Prepared {

@@ -12,7 +12,7 @@ use multiarch_plugins::model::{
 };
 use serde::Deserialize;
 
-use crate::core::images::CatalogImages;
+use crate::core::image_source::CatalogImages;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {

@@ -107,6 +107,7 @@ fn kind_of(resource: &str) -> &'static str {
         "nodes" => "Node",
         "namespaces" => "Namespace",
         "secrets" => "Secret",
+        "configmaps" => "ConfigMap",
         "serviceaccounts" => "ServiceAccount",
         "events" => "Event",
         "leases" => "Lease",

@@ -1,0 +1,132 @@
+//! `multiarch gate-controller`: a controller over pending pods (the shared controller
+//! loop: one pass per pod at a time, bounded concurrency, per-pod backoff on API errors)
+//! that runs [`super::pass`] on each gated pod, leader-elected like the scheduler. A
+//! PodPlacementConfig change re-runs the gated pods of its namespace (MTO's fix for
+//! MULTIARCH-6239). The gauge of gated pods follows the controller's own cache.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Api, ResourceExt,
+    runtime::{Controller, reflector::ObjectRef, watcher},
+};
+use multiarch_crd::PodPlacementConfig;
+use multiarch_inspector::ImageInspector;
+use multiarch_runtime::{
+    backoff::Backoff,
+    controller::{self, ControllerSettings},
+    leader_election::{ElectionConfig, Leadership},
+    pod_events::PodEvents,
+    supervisor::Tasks,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{metrics::GateMetrics, pass, process::has_gate};
+
+#[derive(Clone, Debug)]
+pub struct GateOptions {
+    pub own_namespace: String,
+    pub identity: String,
+    pub concurrency: usize,
+    /// Inspection attempts before the fallback (or ungating without affinity).
+    pub max_attempts: u32,
+    /// Backoff between inspection attempts, and after API errors.
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub election: Option<ElectionConfig>,
+}
+
+/// What every pass shares.
+pub(super) struct GateContext {
+    pub client: kube::Client,
+    pub inspector: Arc<dyn ImageInspector>,
+    pub options: GateOptions,
+    pub metrics: GateMetrics,
+    pub events: PodEvents,
+    /// Pods waiting out an inspection backoff: their own updates (labels written by the
+    /// failed pass) must not trigger the next attempt early, as they did in MTO.
+    pub backoff_until: Mutex<HashMap<String, Instant>>,
+}
+
+/// Starts the controller under `tasks`: it waits for the lease, then runs until shutdown;
+/// losing the lease ends the role.
+pub fn start(
+    client: kube::Client,
+    inspector: Arc<dyn ImageInspector>,
+    options: GateOptions,
+    metrics: GateMetrics,
+    tasks: &Tasks,
+) {
+    let leadership = Leadership::start(&client, options.election.clone(), tasks);
+    let context = Arc::new(GateContext {
+        events: PodEvents::new(
+            client.clone(),
+            "multiarch-gate-controller",
+            &options.identity,
+        ),
+        client,
+        inspector,
+        options,
+        metrics,
+        backoff_until: Mutex::default(),
+    });
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn("gate controller", async move {
+        leadership
+            .run_while_leading(&shutdown, |stop| run(context, stop))
+            .await
+    });
+}
+
+async fn run(context: Arc<GateContext>, stop: CancellationToken) {
+    let pods = Api::<Pod>::all(context.client.clone());
+    let controller = Controller::new(
+        pods,
+        watcher::Config::default().fields("status.phase=Pending"),
+    );
+    let cache = controller.store();
+    let in_namespace = cache.clone();
+    let controller = controller.watches(
+        Api::<PodPlacementConfig>::all(context.client.clone()),
+        watcher::Config::default(),
+        move |config: PodPlacementConfig| {
+            let namespace = config.namespace().unwrap_or_default();
+            in_namespace
+                .state()
+                .into_iter()
+                .filter(|pod| {
+                    pod.namespace().as_deref() == Some(namespace.as_str()) && has_gate(pod)
+                })
+                .map(|pod| ObjectRef::from_obj(pod.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    );
+    let gauge = {
+        let metrics = context.metrics.clone();
+        let stop = stop.clone();
+        async move {
+            loop {
+                let gated = cache.state().iter().filter(|pod| has_gate(pod)).count();
+                metrics.gated.set(i64::try_from(gated).unwrap_or(i64::MAX));
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+        }
+    };
+    let settings = ControllerSettings {
+        name: "gate",
+        concurrency: u16::try_from(context.options.concurrency.max(1)).unwrap_or(u16::MAX),
+        backoff: Backoff::new(context.options.initial_backoff, context.options.max_backoff),
+    };
+    tokio::join!(
+        controller::run(controller, settings, context, pass::reconcile, stop),
+        gauge
+    );
+}

@@ -1,0 +1,192 @@
+//! One pass of the gate controller over a gated pod, against the API server: a fresh
+//! read of the pod and of the placement configuration, the images inspected when the
+//! pure [`process`] needs them, its result written with one update (a conflict is retried
+//! from a fresh read), its events published. Failed inspections wait out a backoff.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, ResourceExt, api::PostParams, runtime::controller::Action};
+use multiarch_inspector::InspectRequest;
+use multiarch_plugins::model::{
+    platform::{ContainerPlatforms, compatible_platforms},
+    pod::PodInfo,
+};
+use multiarch_runtime::{
+    backoff::Backoff,
+    placement_config,
+    pod_events::{Severity, pod_reference},
+};
+use tracing::debug;
+
+use super::{
+    controller::GateContext,
+    process::{EventType, GateInputs, Inspection, has_gate, needs_inspection, process},
+};
+
+/// Passes over a pod that keeps changing under the controller before it waits for the
+/// next change.
+const CONFLICT_RETRIES: usize = 3;
+
+enum Pass {
+    Done,
+    Conflict,
+    /// Inspection failed for the `n`th time: try again after a backoff.
+    Retry(u32),
+}
+
+/// The controller's reconcile: `pod` is the cached copy that triggered it.
+pub(super) async fn reconcile(
+    pod: Arc<Pod>,
+    context: Arc<GateContext>,
+) -> Result<Action, kube::Error> {
+    if !has_gate(&pod) {
+        return Ok(Action::await_change());
+    }
+    let namespace = pod.namespace().unwrap_or_default();
+    let name = pod.name_any();
+    let key = format!("{namespace}/{name}");
+    if let Some(wait) = waiting(&context, &key) {
+        return Ok(Action::requeue(wait));
+    }
+    let started = Instant::now();
+    let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
+    let mut outcome = Ok(Action::await_change());
+    for _ in 0..CONFLICT_RETRIES {
+        match pass(&context, &pods, &namespace, &name).await {
+            Ok(Pass::Done) => {
+                backoffs(&context).remove(&key);
+                break;
+            }
+            Ok(Pass::Conflict) => {
+                debug!(%key, "the pod changed meanwhile; processing a fresh copy");
+            }
+            Ok(Pass::Retry(attempts)) => {
+                let options = &context.options;
+                let delay =
+                    Backoff::new(options.initial_backoff, options.max_backoff).after(attempts);
+                backoffs(&context).insert(key.clone(), Instant::now() + delay);
+                outcome = Ok(Action::requeue(delay));
+                break;
+            }
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    context
+        .metrics
+        .seconds
+        .observe(started.elapsed().as_secs_f64());
+    outcome
+}
+
+fn backoffs(
+    context: &GateContext,
+) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Instant>> {
+    context
+        .backoff_until
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How long the pod still waits out an inspection backoff.
+fn waiting(context: &GateContext, key: &str) -> Option<Duration> {
+    let until = *backoffs(context).get(key)?;
+    until.checked_duration_since(Instant::now())
+}
+
+async fn pass(
+    context: &GateContext,
+    pods: &Api<Pod>,
+    namespace: &str,
+    name: &str,
+) -> Result<Pass, kube::Error> {
+    let Some(pod) = pods.get_opt(name).await? else {
+        return Ok(Pass::Done);
+    };
+    if !has_gate(&pod) {
+        return Ok(Pass::Done);
+    }
+    // Read fresh: a config created just before the pod is never missed.
+    let configs = placement_config::read(&context.client, namespace).await?;
+    let spec = configs.cluster_or_default();
+    let fallback = spec.fallback_architecture.map(|a| a.as_str().to_owned());
+    let inputs = GateInputs {
+        cluster_plugins: spec.plugins.as_ref(),
+        configs: &configs.pod_configs,
+        fallback_architecture: fallback.as_deref(),
+        own_namespace: &context.options.own_namespace,
+        max_attempts: context.options.max_attempts,
+    };
+    let inspection = if needs_inspection(&pod, &inputs) {
+        inspect(context, &pod).await
+    } else {
+        Inspection::NotNeeded
+    };
+    if matches!(inspection, Inspection::Failed(_)) {
+        context.metrics.failed_inspections.inc();
+    }
+    let Some(done) = process(&pod, &inputs, inspection) else {
+        return Ok(Pass::Done);
+    };
+    match pods.replace(name, &PostParams::default(), &done.pod).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Pass::Conflict),
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Pass::Done),
+        Err(e) => return Err(e),
+    }
+    context.metrics.processed.inc();
+    let reference = pod_reference(namespace, name, pod.uid());
+    for event in done.events {
+        let severity = match event.type_ {
+            EventType::Warning => Severity::Warning,
+            EventType::Normal => Severity::Normal,
+        };
+        if let Err(e) = context
+            .events
+            .publish(
+                &reference,
+                severity,
+                event.reason,
+                "PlacingByArchitecture",
+                event.message,
+            )
+            .await
+        {
+            debug!(error = %e, "cannot publish event");
+        }
+    }
+    Ok(match done.retry {
+        Some(attempts) => Pass::Retry(attempts),
+        None => Pass::Done,
+    })
+}
+
+/// The platforms all containers and init containers support, or the first error.
+async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
+    let info = match PodInfo::from_pod(pod) {
+        Ok(info) => info,
+        Err(e) => return Inspection::Failed(e.to_string()),
+    };
+    let mut per_image = Vec::new();
+    for image in &info.images {
+        let request = InspectRequest::for_container(&info, image);
+        match context.inspector.inspect(&request).await {
+            Ok(found) => per_image.push((image.container.clone(), found.platform_list())),
+            Err(e) => return Inspection::Failed(e.to_string()),
+        }
+    }
+    let containers: Vec<ContainerPlatforms<'_>> = per_image
+        .iter()
+        .map(|(container, platforms)| ContainerPlatforms {
+            container,
+            platforms,
+        })
+        .collect();
+    Inspection::Compatible(compatible_platforms(&containers))
+}

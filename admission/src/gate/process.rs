@@ -1,0 +1,341 @@
+//! One pass of the gate controller over a gated pod (MTO's pod reconciler, reference
+//! §2.4-2.9, improved): pure, so every branch is a table test. The caller inspects the
+//! images (when `needs_inspection`), writes the returned pod with one update, and
+//! publishes the events.
+
+use k8s_openapi::api::core::v1::Pod;
+use multiarch_crd::{
+    ClusterPlugins, PodPlacementConfig,
+    names::{
+        LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
+    },
+};
+use multiarch_plugins::{
+    affinity_writer::{
+        ArchRequirement, architecture_required, common_os, merge_preferred, merge_required,
+        merge_required_for, merge_required_os, preferred_architectures,
+    },
+    exemption::{architecture_set, exemption},
+    model::platform::Platform,
+    preferences::{
+        ArchPreference, architecture_preferences, preferences_apply, sources_annotation,
+    },
+};
+
+pub const LABEL_INSPECT_ERROR: &str = "multiarch.openshift.io/image-inspect-error";
+pub const LABEL_INSPECT_ERROR_COUNT: &str = "multiarch.openshift.io/image-inspect-error-count";
+pub const LABEL_FALLBACK: &str = "multiarch.openshift.io/fallback-arch";
+pub const ANNOTATION_INSPECT_ERROR: &str = "multiarch.openshift.io/image-inspect-error";
+pub const ANNOTATION_SOURCES: &str = "multiarch.openshift.io/preferred-affinity-sources";
+const KNOWN_ARCHS: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
+
+/// What the controller knows besides the pod.
+pub struct GateInputs<'a> {
+    pub cluster_plugins: Option<&'a ClusterPlugins>,
+    pub configs: &'a [PodPlacementConfig],
+    pub fallback_architecture: Option<&'a str>,
+    pub own_namespace: &'a str,
+    /// Inspection attempts before the fallback (or ungating without affinity).
+    pub max_attempts: u32,
+}
+
+/// The images' answer for this pass.
+#[derive(Clone, Debug)]
+pub enum Inspection {
+    /// The platforms every image supports (the shared compatibility function's result).
+    Compatible(Vec<Platform>),
+    Failed(String),
+    /// The required affinity is the user's; nothing was inspected.
+    NotNeeded,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GateEvent {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Processed {
+    pub pod: Pod,
+    pub events: Vec<GateEvent>,
+    /// The gate stays: inspect again after a backoff (this was attempt `attempts`).
+    pub retry: Option<u32>,
+}
+
+pub fn has_gate(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == SCHEDULING_GATE))
+}
+
+fn namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or_default()
+}
+
+/// MTO's `shouldIgnorePod`, on the controller side: the shared exemptions, and MTO's
+/// gate-mode rule that the pod's own architecture constraints are complete.
+fn ignored(pod: &Pod, inputs: &GateInputs<'_>) -> bool {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let preferences = preferences_apply(
+        namespace(pod),
+        &labels,
+        inputs.configs,
+        inputs.cluster_plugins,
+    );
+    exemption(pod, namespace(pod), inputs.own_namespace).is_some()
+        || architecture_set(pod, preferences)
+}
+
+/// Whether this pass needs the images' platforms.
+pub fn needs_inspection(pod: &Pod, inputs: &GateInputs<'_>) -> bool {
+    has_gate(pod) && !ignored(pod, inputs) && !architecture_required(pod)
+}
+
+fn set_label(pod: &mut Pod, key: &str, value: &str) {
+    pod.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+}
+
+fn remove_gate(pod: &mut Pod) {
+    if let Some(gates) = pod.spec.as_mut().and_then(|s| s.scheduling_gates.as_mut()) {
+        gates.retain(|g| g.name != SCHEDULING_GATE);
+    }
+    set_label(pod, LABEL_SCHEDULING_GATE, "removed");
+}
+
+fn normal(reason: &'static str, message: String) -> GateEvent {
+    GateEvent {
+        type_: EventType::Normal,
+        reason,
+        message,
+    }
+}
+
+fn warning(reason: &'static str, message: String) -> GateEvent {
+    GateEvent {
+        type_: EventType::Warning,
+        reason,
+        message,
+    }
+}
+
+/// One pass. `None` when the pod is not (or no longer) gated by us.
+pub fn process(
+    original: &Pod,
+    inputs: &GateInputs<'_>,
+    inspection: Inspection,
+) -> Option<Processed> {
+    if !has_gate(original) {
+        return None;
+    }
+    let mut pod = original.clone();
+    let mut events = Vec::new();
+    // MTO's webhook emits this once the pod exists, by polling for it by name, which pods
+    // created from generateName do not have at admission. The controller sees every gated
+    // pod; its first pass (no inspection attempt counted yet) announces the gate instead.
+    if first_pass(&pod) {
+        events.push(normal(
+            "ArchAwareSchedGateAdded",
+            format!("Successfully gated with the {SCHEDULING_GATE} scheduling gate"),
+        ));
+    }
+    if ignored(&pod, inputs) {
+        remove_gate(&mut pod);
+        events.push(warning("ArchAwareGatedPodIgnored", "The gated pod has been modified and is no longer eligible for architecture-aware scheduling".into()));
+        return Some(Processed {
+            pod,
+            events,
+            retry: None,
+        });
+    }
+
+    // Preferred affinity first: it is there even when inspection fails.
+    let own = preferred_architectures(&pod);
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let preferences = architecture_preferences(
+        namespace(&pod),
+        &labels,
+        &own,
+        inputs.configs,
+        inputs.cluster_plugins,
+    );
+    if !preferences.is_empty()
+        && pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_PREFERRED_NODE_AFFINITY))
+            .map(String::as_str)
+            != Some("set")
+    {
+        if merge_preferred(&mut pod, &preferences) > 0 {
+            set_label(&mut pod, LABEL_PREFERRED_NODE_AFFINITY, "set");
+        }
+        // The pod's own arch preference wins over every config: annotated, not announced.
+        if own.is_empty() {
+            events.extend(preference_events(&preferences));
+        }
+        pod.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_SOURCES.into(), sources_annotation(&preferences));
+    }
+
+    match inspection {
+        Inspection::NotNeeded => {
+            set_label(&mut pod, LABEL_NODE_AFFINITY, "not-set");
+            events.push(normal(
+                "ArchAwarePredicatesConflict",
+                "All the scheduling predicates already include architecture-specific constraints"
+                    .into(),
+            ));
+        }
+        Inspection::Compatible(platforms) => {
+            let requirement = ArchRequirement::from_platforms(&platforms);
+            merge_required_for(&mut pod, &requirement, &platforms);
+            if let Some(os) = common_os(&platforms) {
+                merge_required_os(&mut pod, os);
+            }
+            set_label(&mut pod, LABEL_NODE_AFFINITY, "set");
+            if let Some(labels) = pod.metadata.labels.as_mut() {
+                labels.remove(LABEL_INSPECT_ERROR);
+            }
+            match &requirement {
+                ArchRequirement::In(archs) => {
+                    let kind = if archs.len() == 1 {
+                        "multiarch.openshift.io/single-arch"
+                    } else {
+                        "multiarch.openshift.io/multi-arch"
+                    };
+                    set_label(&mut pod, kind, "");
+                    for arch in archs.iter().filter(|a| KNOWN_ARCHS.contains(&a.as_str())) {
+                        set_label(&mut pod, &format!("multiarch.openshift.io/{arch}"), "");
+                    }
+                    events.push(normal(
+                        "ArchAwarePredicateSet",
+                        format!(
+                            "Set the supported architectures to {{{}}}",
+                            archs.join(", ")
+                        ),
+                    ));
+                }
+                ArchRequirement::NoSupportedArch => {
+                    events.push(normal(
+                        "NoSupportedArchitecturesFound",
+                        "Pod cannot be scheduled due to incompatible image architectures; container images have no supported architectures in common".into(),
+                    ));
+                }
+            }
+        }
+        Inspection::Failed(error) => {
+            let attempts = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_INSPECT_ERROR_COUNT))
+                .and_then(|c| c.parse::<u32>().ok())
+                .unwrap_or(0)
+                + 1;
+            set_label(&mut pod, LABEL_INSPECT_ERROR, "");
+            set_label(&mut pod, LABEL_INSPECT_ERROR_COUNT, &attempts.to_string());
+            let short: String = error.chars().take(256).collect();
+            pod.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ANNOTATION_INSPECT_ERROR.into(), short);
+            if attempts < inputs.max_attempts {
+                events.push(warning("ArchAwareInspectionError", format!("The images' architectures could not be read; retrying with backoff. Registry error: {error}")));
+                return Some(Processed {
+                    pod,
+                    events,
+                    retry: Some(attempts),
+                });
+            }
+            events.push(warning("ArchAwareInspectionError", format!("The images' architectures could not be read after {attempts} attempts. Registry error: {error}")));
+            match inputs.fallback_architecture {
+                Some(fallback) => {
+                    merge_required(&mut pod, &ArchRequirement::In(vec![fallback.to_owned()]));
+                    set_label(&mut pod, LABEL_FALLBACK, fallback);
+                    set_label(&mut pod, LABEL_NODE_AFFINITY, "set");
+                    events.push(warning("ArchAwareFallbackPredicateSet", format!("Image inspection failed; setting the nodeAffinity to the fallback architecture: {{{fallback}}}")));
+                }
+                None => set_label(&mut pod, LABEL_NODE_AFFINITY, "not-set"),
+            }
+        }
+    }
+    remove_gate(&mut pod);
+    events.push(normal(
+        "ArchAwareSchedGateRemovalSuccess",
+        format!("Successfully removed the {SCHEDULING_GATE} scheduling gate"),
+    ));
+    Some(Processed {
+        pod,
+        events,
+        retry: None,
+    })
+}
+
+/// No pass has written its outcome to the pod yet (a pass that keeps the gate counts its
+/// inspection attempt in a label).
+fn first_pass(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .is_none_or(|l| !l.contains_key(LABEL_INSPECT_ERROR_COUNT))
+}
+
+/// MTO's events for preferred affinity, one per configuration source in priority order.
+fn preference_events(preferences: &[ArchPreference]) -> Vec<GateEvent> {
+    let mut sources: Vec<&str> = Vec::new();
+    for p in preferences {
+        if !sources.contains(&p.source.as_str()) {
+            sources.push(&p.source);
+        }
+    }
+    sources
+        .into_iter()
+        .map(|source| {
+            let of_source = || preferences.iter().filter(move |p| p.source == source);
+            let skipped: Vec<&str> = of_source()
+                .filter(|p| p.skipped)
+                .map(|p| p.architecture.as_str())
+                .collect();
+            if skipped.is_empty() {
+                normal(
+                    "ArchAwarePredicateSet",
+                    format!("Applied all architecture preferences from configuration source: {source}"),
+                )
+            } else if skipped.len() < of_source().count() {
+                normal(
+                    "ArchAwarePredicateSet",
+                    format!(
+                        "Applied some architecture preferences from configuration; others were already set source: {source}, skipped: {}",
+                        skipped.join(", ")
+                    ),
+                )
+            } else {
+                normal(
+                    "ArchAwarePreferredAffinityDuplicates",
+                    format!(
+                        "Skipped all architecture preferences from configuration; all were already set source: {source}, architectures: {}",
+                        skipped.join(", ")
+                    ),
+                )
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

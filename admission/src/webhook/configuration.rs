@@ -1,0 +1,102 @@
+//! The webhook's configuration follows the cluster's placement configuration: the mode
+//! (unless pinned on the command line), whether preferences apply, and every
+//! PodPlacementConfig (gate mode: one that selects a pod decides its preferred-affinity
+//! label like the cluster-wide config does).
+
+use std::sync::{Arc, RwLock};
+
+use multiarch_runtime::{placement_config::PlacementConfigs, supervisor::Tasks};
+use tokio::sync::watch;
+use tracing::info;
+
+use super::decision::WebhookConfig;
+
+/// Applies a snapshot of the placement configuration to the webhook's.
+pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, mode_pinned: bool) {
+    let spec = configs.cluster.as_ref();
+    if !mode_pinned {
+        config.mode = spec
+            .map(|s| s.placement_or_default())
+            .unwrap_or_default()
+            .mode;
+    }
+    config.preferences_enabled = spec
+        .and_then(|s| s.plugins.as_ref())
+        .and_then(|p| p.enabled_node_affinity_scoring())
+        .is_some();
+    config.pod_configs = configs.pod_configs.clone();
+}
+
+/// Keeps `config` in step with `configs` until shutdown.
+pub fn follow(
+    mut configs: watch::Receiver<Arc<PlacementConfigs>>,
+    config: Arc<RwLock<WebhookConfig>>,
+    mode_pinned: bool,
+    tasks: &Tasks,
+) {
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn("webhook configuration", async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                changed = configs.changed() => {
+                    if changed.is_err() {
+                        return Err("the configuration watch ended");
+                    }
+                }
+            }
+            let snapshot = configs.borrow_and_update().clone();
+            let mut current = config
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mode = current.mode;
+            apply(&mut current, &snapshot, mode_pinned);
+            if current.mode != mode {
+                info!(mode = ?current.mode, "webhook mode changed by the ClusterPodPlacementConfig");
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use multiarch_crd::{ClusterPodPlacementConfigSpec, PlacementMode, PlacementSpec};
+
+    use super::*;
+
+    fn webhook_config() -> WebhookConfig {
+        WebhookConfig {
+            mode: PlacementMode::Scheduler,
+            scheduler_name: "multiarch-scheduler".into(),
+            own_namespace: "multiarch".into(),
+            preferences_enabled: false,
+            pod_configs: Arc::default(),
+        }
+    }
+
+    fn gate_mode() -> PlacementConfigs {
+        PlacementConfigs {
+            cluster: Some(ClusterPodPlacementConfigSpec {
+                placement: Some(PlacementSpec {
+                    mode: PlacementMode::SchedulingGate,
+                    ..PlacementSpec::default()
+                }),
+                ..ClusterPodPlacementConfigSpec::default()
+            }),
+            pod_configs: Arc::default(),
+            synced: true,
+        }
+    }
+
+    #[test]
+    fn the_mode_follows_the_cluster_config_unless_pinned() {
+        let mut config = webhook_config();
+        apply(&mut config, &gate_mode(), false);
+        assert_eq!(config.mode, PlacementMode::SchedulingGate);
+        // Deleting the cluster config brings the default mode back.
+        apply(&mut config, &PlacementConfigs::default(), false);
+        assert_eq!(config.mode, PlacementMode::Scheduler);
+        apply(&mut config, &gate_mode(), true);
+        assert_eq!(config.mode, PlacementMode::Scheduler);
+    }
+}

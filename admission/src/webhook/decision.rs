@@ -1,0 +1,160 @@
+//! What the admission webhook does to a new pod, as a minimal JSONPatch: route it to the
+//! multiarch scheduler (scheduler mode) or gate it for the gate controller (MTO's gate
+//! mode). Pure: tested on recorded AdmissionReviews.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use multiarch_crd::{
+    PlacementMode, PodPlacementConfig,
+    names::{
+        LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
+    },
+};
+pub use multiarch_plugins::exemption::Exemption;
+use multiarch_plugins::{
+    exemption::{architecture_set, exemption, names_other_scheduler},
+    preferences::preferences_apply,
+};
+use serde_json::{Value, json};
+
+/// What the webhook knows when a pod arrives.
+#[derive(Clone, Debug)]
+pub struct WebhookConfig {
+    pub mode: PlacementMode,
+    pub scheduler_name: String,
+    /// multiarch's own namespace: never routed or gated.
+    pub own_namespace: String,
+    /// `nodeAffinityScoring` is enabled in the ClusterPodPlacementConfig (gate mode adds
+    /// preferred affinity then, and labels the pod for it).
+    pub preferences_enabled: bool,
+    /// Every PodPlacementConfig (gate mode: one that selects the pod and enables
+    /// `nodeAffinityScoring` has the same effect for that pod).
+    pub pod_configs: Arc<Vec<PodPlacementConfig>>,
+}
+
+impl WebhookConfig {
+    /// Whether the gate controller will add preferred affinity to this pod.
+    fn preferences_for(&self, pod: &Pod, namespace: &str) -> bool {
+        self.preferences_enabled
+            || preferences_apply(
+                namespace,
+                pod.metadata.labels.as_ref().unwrap_or(&Default::default()),
+                &self.pod_configs,
+                None,
+            )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// RFC 6902 operations (empty: admit unchanged).
+    pub patch: Vec<Value>,
+    pub exemption: Option<Exemption>,
+    /// Gate mode: the gate was added (the gate-added event is due once the pod exists).
+    pub gated: bool,
+}
+
+/// `/` and `~` escaped for a JSON pointer.
+fn pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
+    let exempt = exemption(pod, namespace, &config.own_namespace);
+    match config.mode {
+        PlacementMode::Scheduler => {
+            if exempt.is_some() {
+                return Decision {
+                    patch: Vec::new(),
+                    exemption: exempt,
+                    gated: false,
+                };
+            }
+            if names_other_scheduler(pod) {
+                return Decision {
+                    patch: Vec::new(),
+                    exemption: Some(Exemption::OtherScheduler),
+                    gated: false,
+                };
+            }
+            // The API server defaults the name before mutating webhooks see the pod; a
+            // pod without one (older servers, tests) gets it added.
+            let op = match pod.spec.as_ref().and_then(|s| s.scheduler_name.as_ref()) {
+                Some(_) => "replace",
+                None => "add",
+            };
+            Decision {
+                patch: vec![
+                    json!({"op": op, "path": "/spec/schedulerName", "value": config.scheduler_name}),
+                ],
+                exemption: None,
+                gated: false,
+            }
+        }
+        PlacementMode::SchedulingGate => gate(pod, namespace, exempt, config),
+    }
+}
+
+/// MTO's webhook: labels always (except for pods exempt before MTO looks at them), the gate
+/// unless the pod is ignored.
+fn gate(pod: &Pod, namespace: &str, exempt: Option<Exemption>, config: &WebhookConfig) -> Decision {
+    if matches!(
+        exempt,
+        Some(Exemption::SystemNamespace | Exemption::OwnNamespace | Exemption::OptOut)
+    ) {
+        return Decision {
+            patch: Vec::new(),
+            exemption: exempt,
+            gated: false,
+        };
+    }
+    let preferences = config.preferences_for(pod, namespace);
+    let exempt =
+        exempt.or_else(|| architecture_set(pod, preferences).then_some(Exemption::ArchitectureSet));
+    let mut labels: Vec<(&str, &str)> = vec![
+        (LABEL_NODE_AFFINITY, "not-set"),
+        (LABEL_SCHEDULING_GATE, "not-set"),
+    ];
+    if preferences {
+        labels.push((LABEL_PREFERRED_NODE_AFFINITY, "not-set"));
+    }
+    let already_gated = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == SCHEDULING_GATE));
+    let gated = exempt.is_none();
+    if gated {
+        labels.retain(|(k, _)| *k != LABEL_SCHEDULING_GATE);
+        labels.push((LABEL_SCHEDULING_GATE, "gated"));
+    }
+    let mut patch = Vec::new();
+    match &pod.metadata.labels {
+        None => {
+            let map: serde_json::Map<String, Value> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                .collect();
+            patch.push(json!({"op": "add", "path": "/metadata/labels", "value": map}));
+        }
+        Some(existing) => {
+            for (k, v) in labels {
+                if existing.get(k).map(String::as_str) != Some(v) {
+                    patch.push(json!({"op": "add", "path": format!("/metadata/labels/{}", pointer(k)), "value": v}));
+                }
+            }
+        }
+    }
+    if gated && !already_gated {
+        match pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()) {
+            None => patch.push(json!({"op": "add", "path": "/spec/schedulingGates", "value": [{"name": SCHEDULING_GATE}]})),
+            Some(_) => patch.push(json!({"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": SCHEDULING_GATE}})),
+        }
+    }
+    Decision {
+        patch,
+        exemption: exempt,
+        gated: gated && !already_gated,
+    }
+}

@@ -1,0 +1,9 @@
+//! The mutating admission webhook for pods: routing to the multiarch scheduler, or gating
+//! for the gate controller (MTO's gate mode).
+
+pub mod configuration;
+pub mod decision;
+pub mod metrics;
+pub mod review;
+pub mod server;
+pub mod tls;

@@ -1,0 +1,151 @@
+//! The HTTPS server: `/mutate-pods` (AdmissionReview), `/healthz`, `/readyz`, `/metrics`.
+//! It never blocks a request on anything but its own decision.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, RwLock},
+    time::Instant,
+};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use hyper_util::{rt::TokioIo, server::conn::auto, service::TowerToHyperService};
+use prometheus_client::registry::Registry;
+use rustls::ServerConfig;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::{
+    decision::WebhookConfig,
+    metrics::{ReviewResultLabel, WebhookMetrics},
+    review::review,
+};
+
+#[derive(Clone)]
+pub struct WebhookState {
+    pub config: Arc<RwLock<WebhookConfig>>,
+    pub metrics: WebhookMetrics,
+    pub registry: Arc<Registry>,
+}
+
+pub fn router(state: WebhookState) -> Router {
+    Router::new()
+        .route("/mutate-pods", post(mutate))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ready" }))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let config = state
+        .config
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let answer = review(&body, &config);
+    let elapsed = started.elapsed().as_secs_f64();
+    state.metrics.seconds.observe(elapsed);
+    state.metrics.mto_seconds.observe(elapsed);
+    state.metrics.mto_processed.inc();
+    match answer {
+        Ok((review, decision)) => {
+            let result = match &decision {
+                Some(d) if d.gated => {
+                    state.metrics.mto_gated.inc();
+                    "gated"
+                }
+                Some(d) if !d.patch.is_empty() && d.exemption.is_none() => "routed",
+                Some(_) => "exempt",
+                None => "ignored",
+            };
+            state
+                .metrics
+                .reviews
+                .get_or_create(&ReviewResultLabel { result })
+                .inc();
+            debug!(?decision, "admission review answered");
+            match serde_json::to_vec(&review) {
+                Ok(bytes) => (
+                    StatusCode::OK,
+                    [("content-type", "application/json")],
+                    bytes,
+                )
+                    .into_response(),
+                Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+            }
+        }
+        Err(e) => {
+            // An HTTP error is a webhook failure: with failurePolicy Ignore the API
+            // server admits the pod unchanged.
+            state
+                .metrics
+                .reviews
+                .get_or_create(&ReviewResultLabel { result: "error" })
+                .inc();
+            warn!(error = %e, "undecodable admission request");
+            (StatusCode::BAD_REQUEST, e.to_string()).into_response()
+        }
+    }
+}
+
+async fn metrics(State(state): State<WebhookState>) -> Response {
+    multiarch_runtime::ops_server::metrics_response(&state.registry)
+}
+
+/// Serves HTTPS on `listener` until `shutdown` is cancelled; connections in progress
+/// finish on their own (an admission review is one short request).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    state: WebhookState,
+    shutdown: CancellationToken,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let app = router(state);
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (socket, peer) = match accepted {
+            Ok(connection) => connection,
+            Err(e) => {
+                // Out of file descriptors and the like: wait a little instead of spinning.
+                warn!(error = %e, "cannot accept a connection");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(socket).await {
+                Ok(s) => s,
+                Err(e) => {
+                    debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let service = TowerToHyperService::new(app);
+            if let Err(e) = auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}
+
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}

@@ -1,0 +1,322 @@
+//! The gate controller against the fake API server: success, inspection failures with
+//! backoff then fallback, no common architecture, a PodPlacementConfig created just
+//! before the pod, and a pod modified between read and write.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+#[path = "../../tests/support/table_inspector.rs"]
+mod table_inspector;
+
+use std::time::Duration;
+
+use multiarch_admission::gate::{
+    controller::{GateOptions, start},
+    metrics::GateMetrics,
+};
+use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_runtime::supervisor::Supervisor;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn options() -> GateOptions {
+    GateOptions {
+        own_namespace: "multiarch".into(),
+        identity: "test".into(),
+        concurrency: 4,
+        max_attempts: 3,
+        initial_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(1),
+        election: None,
+    }
+}
+
+fn controller_with(
+    server: &FakeApiServer,
+    options: GateOptions,
+    metrics: &GateMetrics,
+) -> Supervisor {
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    // The controller's tasks run while the supervisor is kept.
+    let supervisor = Supervisor::new(CancellationToken::new());
+    start(
+        client,
+        table_inspector::standard(),
+        options,
+        metrics.clone(),
+        &supervisor.tasks(),
+    );
+    supervisor
+}
+
+fn controller(server: &FakeApiServer) -> Supervisor {
+    controller_with(server, options(), &GateMetrics::default())
+}
+
+fn gated(name: &str, images: &[&str], labels: Value) -> Value {
+    let containers: Vec<Value> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+        .collect();
+    json!({"metadata": {"name": name, "namespace": "shop", "labels": labels},
+           "spec": {"containers": containers, "schedulingGates": [{"name": "multiarch.openshift.io/scheduling-gate"}]},
+           "status": {"phase": "Pending"}})
+}
+
+async fn ungated(server: &FakeApiServer, name: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let pod = server.get("pods", "shop", name).unwrap();
+        if pod["spec"]["schedulingGates"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        {
+            return pod;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} still gated: {pod}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn reasons(server: &FakeApiServer, pod: &str) -> Vec<String> {
+    server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == pod)
+        .map(|e| e["reason"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn required(pod: &Value) -> Value {
+    pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gated_pods_get_the_architecture_affinity_and_lose_the_gate() {
+    let server = FakeApiServer::start().await;
+    let _c = controller(&server);
+    server.apply("pods", gated("web", &["multi:1", "amd:1"], json!({})));
+    let pod = ungated(&server, "web").await;
+    assert_eq!(
+        required(&pod),
+        json!([{"matchExpressions": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            // Every build is linux: the OS is required too (MTO writes the arch only).
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        ]}])
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/node-affinity"],
+        "set"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/scheduling-gate"],
+        "removed"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/single-arch"],
+        ""
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = reasons(&server, "web");
+    assert!(
+        r.contains(&"ArchAwareSchedGateAdded".to_owned())
+            && r.contains(&"ArchAwarePredicateSet".to_owned())
+            && r.contains(&"ArchAwareSchedGateRemovalSuccess".to_owned()),
+        "{r:?}"
+    );
+
+    server.apply(
+        "pods",
+        gated("nothing-common", &["amd:1", "arm:1"], json!({})),
+    );
+    let pod = ungated(&server, "nothing-common").await;
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["key"],
+        "multiarch.openshift.io/no-supported-arch"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_inspections_back_off_then_use_the_fallback() {
+    let server = FakeApiServer::start().await;
+    server.apply("multiarch.openshift.io/clusterpodplacementconfigs", json!({"metadata": {"name": "cluster"}, "spec": {"fallbackArchitecture": "arm64", "placement": {"mode": "SchedulingGate"}}}));
+    let _c = controller(&server);
+    let started = std::time::Instant::now();
+    server.apply("pods", gated("private", &["quay.io/private:1"], json!({})));
+    let pod = ungated(&server, "private").await;
+    // Three attempts with 100 ms and 200 ms waits between them.
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/image-inspect-error-count"],
+        "3"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/fallback-arch"],
+        "arm64"
+    );
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["values"],
+        json!(["arm64"])
+    );
+    assert!(
+        pod["metadata"]["annotations"]["multiarch.openshift.io/image-inspect-error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unauthorized at quay.io")
+    );
+    // Three passes, one gate announcement (not repeated as an event series either).
+    let added: Vec<Value> = server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == "private" && e["reason"] == "ArchAwareSchedGateAdded")
+        .collect();
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert!(added[0]["series"].is_null(), "{added:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_created_just_before_the_pod_applies() {
+    let server = FakeApiServer::start().await;
+    let _c = controller(&server);
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"metadata": {"name": "cluster"}, "spec": {}}),
+    );
+    server.apply("multiarch.openshift.io/podplacementconfigs", json!({"metadata": {"name": "prefer-arm", "namespace": "shop"},
+        "spec": {"priority": 5, "plugins": {"nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": "arm64", "weight": 60}]}}}}));
+    server.apply("pods", gated("fresh", &["multi:1"], json!({"app": "web"})));
+    let pod = ungated(&server, "fresh").await;
+    let preferred =
+        &pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+    assert_eq!(preferred[0]["weight"], 60);
+    assert_eq!(
+        preferred[0]["preference"]["matchExpressions"][0]["values"],
+        json!(["arm64"])
+    );
+    assert_eq!(
+        pod["metadata"]["annotations"]["multiarch.openshift.io/preferred-affinity-sources"],
+        "arm64:60:PodPlacementConfig-prefer-arm"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/preferred-node-affinity"],
+        "set"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_modified_between_read_and_write_is_processed_again() {
+    let server = FakeApiServer::start().await;
+    server.fail_next_updates(409, 1);
+    let _c = controller(&server);
+    server.apply("pods", gated("raced", &["multi:1"], json!({})));
+    let pod = ungated(&server, "raced").await;
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["values"],
+        json!(["amd64", "arm64"])
+    );
+    let puts = server
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("PUT /api/v1/namespaces/shop/pods/raced"))
+        .count();
+    assert_eq!(puts, 2, "the conflict was retried from a fresh read");
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gated_pod_gauge_follows_the_cluster() {
+    let server = FakeApiServer::start().await;
+    // A pod gated before the controller starts (seen by the initial list) ...
+    server.apply("pods", gated("early", &["private:1"], json!({})));
+    let metrics = GateMetrics::default();
+    let mut slow = options();
+    slow.max_attempts = 100; // the unknown image keeps both pods gated while retrying
+    let _c = controller_with(&server, slow, &metrics);
+    eventually("the listed pod counted", || metrics.gated.get() == 1).await;
+    // ... one gated later, one that is ungated at once.
+    server.apply("pods", gated("late", &["private:1"], json!({})));
+    server.apply("pods", gated("quick", &["multi:1"], json!({})));
+    eventually("three gated", || metrics.gated.get() >= 2).await;
+    ungated(&server, "quick").await;
+    eventually("the ungated pod no longer counted", || {
+        metrics.gated.get() == 2
+    })
+    .await;
+    server.delete("pods", "shop", "early");
+    eventually("the deleted pod no longer counted", || {
+        metrics.gated.get() == 1
+    })
+    .await;
+    // A dropped watch whose history is compacted away (410 Gone) relists: pods deleted
+    // meanwhile are not counted any more, though no Delete event reaches the controller.
+    server.hold_watches(true);
+    server.break_watches();
+    server.delete("pods", "shop", "late");
+    server.compact();
+    server.hold_watches(false);
+    eventually(
+        "the relist forgets the pod deleted while disconnected",
+        || metrics.gated.get() == 0,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_leaves_gated_pods_to_the_leader() {
+    use multiarch_runtime::leader_election::ElectionConfig;
+    let server = FakeApiServer::start().await;
+    server.apply(
+        "coordination.k8s.io/leases",
+        json!({"metadata": {"name": "multiarch-gate-controller", "namespace": "multiarch"},
+               "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 1,
+                        "acquireTime": "2026-11-22T00:00:00.000000Z", "renewTime": "2026-11-22T00:00:00.000000Z",
+                        "leaseTransitions": 0}}),
+    );
+    let mut standby = options();
+    standby.identity = "replica-b".into();
+    standby.election = Some(ElectionConfig {
+        namespace: "multiarch".into(),
+        lease_name: "multiarch-gate-controller".into(),
+        identity: "replica-b".into(),
+        lease_duration: Duration::from_secs(1),
+        renew_deadline: Duration::from_millis(700),
+        retry_period: Duration::from_millis(100),
+    });
+    let metrics = GateMetrics::default();
+    let _c = controller_with(&server, standby, &metrics);
+    server.apply("pods", gated("web", &["multi:1"], json!({})));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pod = server.get("pods", "shop", "web").unwrap();
+    assert_eq!(
+        pod["spec"]["schedulingGates"].as_array().unwrap().len(),
+        1,
+        "processed while standby"
+    );
+    assert_eq!(metrics.processed.get(), 0);
+    // replica-a stopped renewing: replica-b takes over and processes the pod.
+    ungated(&server, "web").await;
+    let lease = server
+        .get(
+            "coordination.k8s.io/leases",
+            "multiarch",
+            "multiarch-gate-controller",
+        )
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-b");
+    assert_eq!(metrics.processed.get(), 1);
+}

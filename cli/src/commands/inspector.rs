@@ -1,0 +1,67 @@
+//! `multiarch inspector --listen ADDR`: the image-inspection gRPC service; in a cluster it
+//! reads the pods' pull secrets itself.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use multiarch_inspector::{
+    ImageInspector, Inspector,
+    cache::CacheOptions,
+    grpc::InspectorService,
+    metrics::InspectorMetrics,
+    registry::RegistryOptions,
+    secrets::{KubeSecrets, SecretSource, StaticKeyring},
+    settings::RegistrySettings,
+};
+use multiarch_runtime::client;
+use tracing::info;
+
+use super::role::Role;
+use crate::args::InspectorArgs;
+
+pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
+    let mut role = Role::begin(&args.log, true);
+    let settings = match &args.registries_config {
+        Some(path) => RegistrySettings::load(path)?,
+        None => RegistrySettings::default(),
+    };
+    let secrets: Arc<dyn SecretSource> = if args.no_kubernetes {
+        Arc::new(StaticKeyring::default())
+    } else {
+        let client = client::connect(None)
+            .await
+            .context("cannot reach the Kubernetes API to read pull secrets (use --no-kubernetes outside a cluster)")?;
+        Arc::new(KubeSecrets::new(client, Duration::from_secs(30)))
+    };
+    let metrics = InspectorMetrics::default();
+    metrics.register(&mut role.registry);
+    let cache = CacheOptions {
+        capacity: args.cache_size,
+        tag_ttl: args.tag_ttl,
+        negative_ttl: args.negative_ttl,
+    };
+    let registry_options = RegistryOptions {
+        connect_timeout: args.connect_timeout,
+        total_timeout: args.timeout,
+        ..RegistryOptions::default()
+    };
+    let inspector: Arc<dyn ImageInspector> = Arc::new(Inspector::new(
+        settings,
+        registry_options,
+        cache,
+        secrets,
+        metrics,
+    ));
+
+    info!(listen = %args.listen, metrics = %args.metrics_addr, "serving image inspection");
+    let listen = args.listen;
+    let shutdown = role.tasks.shutdown().clone();
+    role.tasks.spawn("gRPC server", async move {
+        tonic::transport::Server::builder()
+            .add_service(InspectorService::new(inspector))
+            .serve_with_shutdown(listen, shutdown.cancelled_owned())
+            .await
+            .map_err(|e| format!("cannot serve gRPC on {listen}: {e}"))
+    });
+    role.serve_and_wait(args.metrics_addr).await
+}

@@ -1,0 +1,70 @@
+//! One module per subcommand; a subcommand exists when its role's feature is built in.
+
+mod crds;
+#[cfg(feature = "enoexec-daemon")]
+mod enoexec_daemon;
+#[cfg(feature = "enoexec-handler")]
+mod enoexec_handler;
+#[cfg(feature = "admission")]
+mod gate_controller;
+#[cfg(feature = "inspector")]
+mod inspect;
+#[cfg(feature = "inspector")]
+mod inspector;
+#[cfg(feature = "operator")]
+mod manifests;
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "inspector",
+    feature = "enoexec-daemon",
+    feature = "enoexec-handler"
+))]
+mod role;
+#[cfg(feature = "scheduler")]
+mod scheduler;
+#[cfg(feature = "scheduler")]
+mod simulate;
+#[cfg(feature = "admission")]
+mod webhook;
+
+use crate::args::Command;
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Crds(args) => crds::run(&args),
+        #[cfg(feature = "operator")]
+        Command::Manifests(args) => manifests::run(&args),
+        #[cfg(feature = "scheduler")]
+        Command::Simulate(args) => simulate::run(&args),
+        #[cfg(feature = "inspector")]
+        Command::Inspect(args) => runtime()?.block_on(inspect::run(&args)),
+        #[cfg(feature = "inspector")]
+        Command::Inspector(args) => runtime()?.block_on(inspector::run(&args)),
+        #[cfg(feature = "scheduler")]
+        Command::Scheduler(args) => runtime()?.block_on(scheduler::run(&args)),
+        #[cfg(feature = "admission")]
+        Command::Webhook(args) => runtime()?.block_on(webhook::run(&args)),
+        #[cfg(feature = "admission")]
+        Command::GateController(args) => runtime()?.block_on(gate_controller::run(&args)),
+        #[cfg(feature = "enoexec-daemon")]
+        Command::EnoexecDaemon(args) => runtime()?.block_on(enoexec_daemon::run(&args)),
+        #[cfg(feature = "enoexec-handler")]
+        Command::EnoexecHandler(args) => runtime()?.block_on(enoexec_handler::run(&args)),
+    }
+}
+
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "inspector",
+    feature = "enoexec-daemon",
+    feature = "enoexec-handler"
+))]
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}

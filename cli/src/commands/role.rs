@@ -1,0 +1,61 @@
+//! What every long-running subcommand does around its role: logging, the supervisor that
+//! ends the process on SIGTERM (after letting the tasks drain) or when a task dies, and
+//! the operations server (`/metrics`, `/healthz`, `/readyz`).
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
+
+use multiarch_runtime::{
+    logging::{self, FilterHandle, LogArgs},
+    ops_server::{self, OpsState},
+    shutdown,
+    supervisor::{Supervisor, Tasks},
+};
+use prometheus_client::registry::Registry;
+
+/// How long the tasks get to drain after SIGTERM: inside Kubernetes' default 30 s grace.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(25);
+
+pub struct Role {
+    supervisor: Supervisor,
+    pub tasks: Tasks,
+    /// Every metric of the role, served on `/metrics`.
+    pub registry: Registry,
+    /// `/readyz` answers 200 while this is true.
+    pub ready: Arc<AtomicBool>,
+    /// Changes the log filter (unless `RUST_LOG` pins it).
+    pub log_filter: Option<FilterHandle>,
+}
+
+impl Role {
+    /// Logging set up, and a supervisor that shuts down on SIGTERM or SIGINT.
+    pub fn begin(log: &LogArgs, ready: bool) -> Self {
+        let log_filter = logging::init_from(log);
+        let supervisor = Supervisor::new(shutdown::on_signal());
+        Role {
+            tasks: supervisor.tasks(),
+            supervisor,
+            registry: Registry::default(),
+            ready: Arc::new(AtomicBool::new(ready)),
+            log_filter,
+        }
+    }
+
+    /// Serves the operations endpoint on `addr` and runs until the role ends: `Ok` after
+    /// a clean shutdown, an error naming the task that failed otherwise.
+    pub async fn serve_and_wait(self, addr: SocketAddr) -> anyhow::Result<()> {
+        let state = OpsState {
+            registry: Arc::new(self.registry),
+            ready: self.ready,
+        };
+        self.tasks.spawn(
+            "operations server",
+            ops_server::serve(addr, state, self.tasks.shutdown().clone()),
+        );
+        self.supervisor.wait(DRAIN_GRACE).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,125 @@
+//! `multiarch scheduler`: the secondary scheduler in a cluster.
+
+use std::{sync::Arc, sync::atomic::Ordering, time::Duration};
+
+use multiarch_inspector::{
+    ImageInspector, Inspector, cache::CacheOptions, grpc::RemoteInspector,
+    metrics::InspectorMetrics, registry::RegistryOptions, secrets::KubeSecrets,
+    settings::RegistrySettings,
+};
+use multiarch_runtime::{client, leader_election::ElectionConfig};
+use multiarch_scheduler::in_cluster::{self, SchedulerOptions, metrics::SchedulerMetrics};
+use tracing::info;
+
+use super::role::Role;
+use crate::args::SchedulerArgs;
+
+pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
+    let mut role = Role::begin(&args.log, false);
+    let client = client::connect(args.kubeconfig.as_deref()).await?;
+
+    let metrics = SchedulerMetrics::default();
+    metrics.register(&mut role.registry);
+    let inspector: Arc<dyn ImageInspector> = match &args.inspector_endpoint {
+        Some(endpoint) => Arc::new(RemoteInspector::new(endpoint)?),
+        None => {
+            let settings = match &args.registries_config {
+                Some(path) => RegistrySettings::load(path)?,
+                None => RegistrySettings::default(),
+            };
+            let inspector_metrics = InspectorMetrics::default();
+            inspector_metrics.register(&mut role.registry);
+            Arc::new(Inspector::new(
+                settings,
+                RegistryOptions::default(),
+                CacheOptions::default(),
+                Arc::new(KubeSecrets::new(client.clone(), Duration::from_secs(30))),
+                inspector_metrics,
+            ))
+        }
+    };
+
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let options = SchedulerOptions {
+        scheduler_name: args.scheduler_name.clone(),
+        identity: identity.clone(),
+        election: args.leader_elect.then(|| ElectionConfig {
+            namespace: args.namespace.clone(),
+            lease_name: args
+                .lease_name
+                .clone()
+                .unwrap_or_else(|| args.scheduler_name.clone()),
+            identity: identity.clone(),
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+        }),
+        bind_concurrency: args.bind_concurrency,
+        report_capacity: 10_000,
+        inspection_retry: Duration::from_secs(30),
+        config_grace: Duration::from_secs(30),
+        api_qps: args.kube_api_qps,
+        api_burst: args.kube_api_burst,
+    };
+    let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
+
+    if let Some(handle) = role.log_filter.take() {
+        let mut verbosity = running.log_verbosity.clone();
+        let shutdown = role.tasks.shutdown().clone();
+        role.tasks.spawn("log verbosity", async move {
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
+                    changed = verbosity.changed() => if changed.is_err() {
+                        shutdown.cancelled().await;
+                        return Ok(());
+                    },
+                }
+                let level = *verbosity.borrow_and_update();
+                if handle
+                    .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
+                    .is_ok()
+                {
+                    info!(
+                        ?level,
+                        "log verbosity changed by the ClusterPodPlacementConfig"
+                    );
+                }
+            }
+        });
+    }
+    let mut ready = running.ready.clone();
+    let readiness = role.ready.clone();
+    let shutdown = role.tasks.shutdown().clone();
+    role.tasks.spawn("readiness", async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
+                changed = ready.changed() => if changed.is_err() {
+                    shutdown.cancelled().await;
+                    return Ok(());
+                },
+            }
+            readiness.store(*ready.borrow_and_update(), Ordering::Relaxed);
+        }
+    });
+    role.tasks.spawn("scheduling loop", async move {
+        match running.task.await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the scheduling loop panicked: {e}")),
+        }
+    });
+
+    info!(name = %args.scheduler_name, %identity, "scheduler started");
+    role.serve_and_wait(args.metrics_addr).await
+}
+
+fn default_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "multiarch-scheduler".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{host}_{nanos:08x}")
+}

@@ -1,0 +1,62 @@
+//! `multiarch webhook`: the mutating admission webhook.
+
+use std::{
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use anyhow::Context;
+use multiarch_admission::webhook::{
+    configuration,
+    decision::WebhookConfig,
+    metrics::WebhookMetrics,
+    server::{WebhookState, bind, serve},
+    tls::server_config,
+};
+use multiarch_crd::PlacementMode;
+use multiarch_runtime::{client, placement_config, supervisor::Supervisor};
+use tracing::info;
+
+use super::role::DRAIN_GRACE;
+use crate::args::WebhookArgs;
+
+pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
+    let _ = multiarch_runtime::logging::init_from(&args.log);
+    let supervisor = Supervisor::new(multiarch_runtime::shutdown::on_signal());
+    let tasks = supervisor.tasks();
+    let config = Arc::new(RwLock::new(WebhookConfig {
+        mode: args.mode.unwrap_or(PlacementMode::Scheduler),
+        scheduler_name: args.scheduler_name.clone(),
+        own_namespace: args.namespace.clone(),
+        preferences_enabled: false,
+        pod_configs: Arc::default(),
+    }));
+    if !args.no_kubernetes {
+        // The mode and preferences follow the ClusterPodPlacementConfig, unless pinned.
+        let client = client::connect(None).await.context(
+            "cannot reach the Kubernetes API (use --no-kubernetes with --mode outside a cluster)",
+        )?;
+        let configs = placement_config::follow(&client, &tasks);
+        configuration::follow(configs, config.clone(), args.mode.is_some(), &tasks);
+    }
+    let tls = server_config(args.cert.clone(), args.key.clone(), Duration::from_secs(10))?;
+    let metrics = WebhookMetrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let state = WebhookState {
+        config,
+        metrics,
+        registry: Arc::new(registry),
+    };
+    let listener = bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    info!(listen = %args.listen, "serving admission reviews on /mutate-pods");
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn("admission server", async move {
+        serve(listener, tls, state, shutdown).await;
+        Ok::<(), std::convert::Infallible>(())
+    });
+    supervisor.wait(DRAIN_GRACE).await?;
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! `multiarch enoexec-daemon`'s pipeline: kernel event → container (host only) → burst
+//! filter → pod (runtime) → bounded queue → rate-limited `ENoExecEvent` writer.
+//!
+//! Nothing here blocks the kernel reader for long: the runtime is asked only about the first
+//! event of a burst, and a full queue drops (and counts) instead of waiting.
+
+pub mod burst;
+pub mod metrics;
+pub mod writer;
+
+use std::{
+    num::NonZeroUsize,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use multiarch_ebpf::{
+    cri::ContainerDirectory,
+    event::{DecodeError, ExecEvent},
+    locate::{Found, Locator},
+};
+use multiarch_runtime::supervisor::Tasks;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use self::{
+    burst::BurstFilter,
+    metrics::DaemonMetrics,
+    writer::{LocatedFailure, write_loop},
+};
+
+/// Label on every `ENoExecEvent` the daemon writes: the node it came from.
+pub const NODE_LABEL: &str = "multiarch.openshift.io/node";
+
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    pub node_name: String,
+    /// Where `ENoExecEvent`s are created (multiarch's namespace).
+    pub namespace: String,
+    /// Steady `ENoExecEvent` writes per second, and how many may go at once.
+    pub rate: f64,
+    pub burst: u32,
+    /// One report per container per window.
+    pub dedup_window: Duration,
+    /// Located events waiting for the writer; beyond this they are dropped and counted.
+    pub queue_capacity: usize,
+    /// Wait before the first retry of a failed write (doubled for the next).
+    pub retry_backoff: Duration,
+}
+
+pub struct Daemon<D> {
+    locator: Locator<D>,
+    bursts: Mutex<BurstFilter>,
+    queue: mpsc::Sender<LocatedFailure>,
+    metrics: DaemonMetrics,
+}
+
+impl<D: ContainerDirectory> Daemon<D> {
+    /// Starts the writer under `tasks` (it writes what is queued, then stops on
+    /// shutdown); [`Self::handle`] feeds it.
+    pub fn start(
+        client: kube::Client,
+        locator: Locator<D>,
+        options: DaemonOptions,
+        metrics: DaemonMetrics,
+        tasks: &Tasks,
+    ) -> Self {
+        let (queue, rx) = mpsc::channel(options.queue_capacity.max(1));
+        let bursts = BurstFilter::new(
+            options.dedup_window,
+            NonZeroUsize::new(4096).unwrap_or(NonZeroUsize::MIN),
+        );
+        let shutdown = tasks.shutdown().clone();
+        tasks.spawn(
+            "ENoExecEvent writer",
+            write_loop(client, options, metrics.clone(), rx, shutdown),
+        );
+        Self {
+            locator,
+            bursts: Mutex::new(bursts),
+            queue,
+            metrics,
+        }
+    }
+
+    /// One record from the kernel program.
+    pub async fn handle(&self, record: Result<ExecEvent, DecodeError>) {
+        let event = match record {
+            Ok(event) => event,
+            Err(e) => {
+                warn!(error = %e, "undecodable record from the kernel program");
+                self.metrics.count("undecodable");
+                return;
+            }
+        };
+        let cgroup = match self.locator.find_cgroup(&event) {
+            Found::Cgroup(cgroup) => cgroup,
+            Found::Outside => {
+                debug!(pid = event.tgid, comm = %event.comm, filename = ?event.filename, "exec format error outside Kubernetes containers");
+                self.metrics.count("outside_container");
+                return;
+            }
+            Found::Gone => {
+                debug!(pid = event.tgid, comm = %event.comm, "process and cgroup gone before they could be read");
+                self.metrics.count("process_gone");
+                return;
+            }
+        };
+        let admitted = self
+            .bursts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .admit(&cgroup.container_id, Instant::now());
+        if !admitted {
+            self.metrics.count("duplicate");
+            return;
+        }
+        let info = match self.locator.describe(&cgroup).await {
+            Ok(info) => info,
+            Err(e) => {
+                warn!(container = %cgroup.container_id, error = %e, "cannot find the pod of a container with an exec format error");
+                // The next event of this container tries again.
+                self.bursts
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .forget(&cgroup.container_id);
+                self.metrics.count("unresolved");
+                return;
+            }
+        };
+        info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = ?event.filename, "exec format error");
+        let report = LocatedFailure {
+            container: info,
+            executable: event.filename,
+        };
+        if self.queue.try_send(report).is_err() {
+            warn!("ENoExecEvent queue full; dropping a report");
+            self.metrics.count("queue_full");
+        }
+    }
+}

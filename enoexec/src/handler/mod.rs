@@ -1,0 +1,135 @@
+//! `multiarch enoexec-handler`: each `ENoExecEvent` becomes a Warning event `ExecFormatError`
+//! on its pod and the label `multiarch.openshift.io/exec-format-error=true`, then is
+//! deleted. Objects whose pod or node is gone (or that never got a status) are deleted and
+//! counted as invalid; API errors are retried with a backoff per object. Leader-elected;
+//! built on the shared controller loop.
+
+pub mod message;
+pub mod metrics;
+mod pass;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use kube::{
+    Api,
+    runtime::{Controller, controller::Action, watcher},
+};
+use multiarch_crd::ENoExecEvent;
+use multiarch_inspector::ImageInspector;
+use multiarch_runtime::{
+    backoff::Backoff,
+    controller::{self, ControllerSettings},
+    leader_election::{ElectionConfig, Leadership},
+    pod_events::PodEvents,
+    supervisor::Tasks,
+};
+use tokio_util::sync::CancellationToken;
+
+use self::{metrics::HandlerMetrics, pass::Pass};
+
+/// The pod label users (and alerts) can select on.
+pub const EXEC_FORMAT_ERROR_LABEL: &str = "multiarch.openshift.io/exec-format-error";
+const ARCH_LABEL: &str = "kubernetes.io/arch";
+
+#[derive(Clone, Debug)]
+pub struct HandlerOptions {
+    pub namespace: String,
+    pub identity: String,
+    /// How long an object may wait for the daemon to set its status.
+    pub incomplete_grace: Duration,
+    /// First and longest wait before retrying after an API error.
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub election: Option<ElectionConfig>,
+}
+
+struct HandlerContext {
+    client: kube::Client,
+    inspector: Option<Arc<dyn ImageInspector>>,
+    options: HandlerOptions,
+    metrics: HandlerMetrics,
+    events: PodEvents,
+    /// Objects seen without a status, and since when (this replica's clock: the API
+    /// server's whole-second timestamps and clock skew make creationTimestamp too coarse).
+    incomplete_since: Mutex<HashMap<String, Instant>>,
+}
+
+/// Starts the handler under `tasks`: it waits for the lease, then runs until shutdown;
+/// losing the lease ends the role.
+pub fn start(
+    client: kube::Client,
+    inspector: Option<Arc<dyn ImageInspector>>,
+    options: HandlerOptions,
+    metrics: HandlerMetrics,
+    tasks: &Tasks,
+) {
+    let leadership = Leadership::start(&client, options.election.clone(), tasks);
+    let context = Arc::new(HandlerContext {
+        events: PodEvents::new(
+            client.clone(),
+            "multiarch-enoexec-handler",
+            &options.identity,
+        ),
+        client,
+        inspector,
+        options,
+        metrics,
+        incomplete_since: Mutex::default(),
+    });
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn("ENoExecEvent handler", async move {
+        leadership
+            .run_while_leading(&shutdown, |stop| run(context, stop))
+            .await
+    });
+}
+
+async fn run(context: Arc<HandlerContext>, stop: CancellationToken) {
+    let objects =
+        Api::<ENoExecEvent>::namespaced(context.client.clone(), &context.options.namespace);
+    let settings = ControllerSettings {
+        name: "enoexec-handler",
+        // One object at a time: each report makes a handful of writes, and the daemon's
+        // own rate limit keeps them few.
+        concurrency: 1,
+        backoff: Backoff::new(context.options.initial_backoff, context.options.max_backoff),
+    };
+    controller::run(
+        Controller::new(objects, watcher::Config::default()),
+        settings,
+        context,
+        reconcile,
+        stop,
+    )
+    .await;
+}
+
+async fn reconcile(
+    object: Arc<ENoExecEvent>,
+    context: Arc<HandlerContext>,
+) -> Result<Action, kube::Error> {
+    let name = kube::ResourceExt::name_any(object.as_ref());
+    match context.handle(&name).await {
+        Ok(Pass::Done) => {
+            context.incomplete().remove(&name);
+            Ok(Action::await_change())
+        }
+        Ok(Pass::Later(delay)) => Ok(Action::requeue(delay)),
+        Err(e) => {
+            context.metrics.count("api_error");
+            Err(e)
+        }
+    }
+}
+
+impl HandlerContext {
+    fn incomplete(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.incomplete_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

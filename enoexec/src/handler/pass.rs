@@ -1,0 +1,180 @@
+//! One pass over an `ENoExecEvent`, on a fresh read: the report on its pod (label first,
+//! then the Warning event, then the object deleted), or the object deleted without a
+//! report when its pod or node is gone, the pod moved, or its status never came.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use multiarch_crd::ENoExecEvent;
+use multiarch_inspector::InspectRequest;
+use multiarch_plugins::model::pod::PodInfo;
+use multiarch_runtime::pod_events::{Severity, pod_reference};
+use tracing::{info, warn};
+
+use super::{
+    ARCH_LABEL, EXEC_FORMAT_ERROR_LABEL, HandlerContext,
+    message::{Failure, REASON, message},
+};
+
+pub(super) enum Pass {
+    Done,
+    /// Look again after this long (the status is not written yet).
+    Later(Duration),
+}
+
+impl HandlerContext {
+    /// One pass over a fresh read of the object.
+    pub(super) async fn handle(&self, name: &str) -> Result<Pass, kube::Error> {
+        let objects: Api<ENoExecEvent> =
+            Api::namespaced(self.client.clone(), &self.options.namespace);
+        let Some(object) = objects.get_opt(name).await? else {
+            return Ok(Pass::Done);
+        };
+        let status = object.status.clone().unwrap_or_default();
+        let (Some(pod_name), Some(pod_ns), Some(node_name)) =
+            (status.pod_name, status.pod_namespace, status.node_name)
+        else {
+            // Timed from when this replica first saw it: the API server's whole-second
+            // timestamps and clock skew make creationTimestamp too coarse for this.
+            let first_seen = *self
+                .incomplete_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(name.to_owned())
+                .or_insert_with(Instant::now);
+            let waited = first_seen.elapsed();
+            if waited < self.options.incomplete_grace {
+                return Ok(Pass::Later(self.options.incomplete_grace - waited));
+            }
+            return self.discard(&objects, name, "incomplete").await;
+        };
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod_ns);
+        let Some(pod) = pods.get_opt(&pod_name).await? else {
+            return self.discard(&objects, name, "pod_gone").await;
+        };
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node_name.as_str()) {
+            // A pod of the same name now on another node: the report is about its predecessor.
+            return self.discard(&objects, name, "pod_moved").await;
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let Some(node) = nodes.get_opt(&node_name).await? else {
+            return self.discard(&objects, name, "node_gone").await;
+        };
+        let node_arch = node.labels().get(ARCH_LABEL).cloned().or_else(|| {
+            node.status
+                .as_ref()?
+                .node_info
+                .as_ref()
+                .map(|i| i.architecture.clone())
+        });
+        let container = status
+            .container_id
+            .as_deref()
+            .and_then(|id| container_of(&pod, id));
+        let image_has_arch = match (&container, &node_arch) {
+            (Some((_, image)), Some(arch)) => self.image_has_arch(&pod, image, arch).await,
+            _ => None,
+        };
+        let failure = Failure {
+            container: container.as_ref().map(|(n, i)| (n.as_str(), i.as_str())),
+            node_arch: node_arch.as_deref(),
+            image_has_arch,
+            executable: status.executable.as_deref(),
+        };
+        let note = message(&failure);
+        // The label first: it is idempotent, so a pass retried after an API error does not
+        // post the event twice.
+        let label = serde_json::json!({"metadata": {"labels": {EXEC_FORMAT_ERROR_LABEL: "true"}}});
+        match pods
+            .patch(&pod_name, &PatchParams::default(), &Patch::Merge(&label))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return self.discard(&objects, name, "pod_gone").await;
+            }
+            Err(e) => return Err(e),
+        }
+        let reference = pod_reference(&pod_ns, &pod_name, pod.uid());
+        self.events
+            .publish(
+                &reference,
+                Severity::Warning,
+                REASON,
+                "DetectExecFormatError",
+                note.clone(),
+            )
+            .await?;
+        info!(pod = %pod_name, namespace = %pod_ns, node = %node_name, message = %note, "reported exec format error");
+        delete(&objects, name).await?;
+        self.metrics.reported.inc();
+        self.metrics.count("reported");
+        Ok(Pass::Done)
+    }
+
+    async fn discard(
+        &self,
+        objects: &Api<ENoExecEvent>,
+        name: &str,
+        outcome: &'static str,
+    ) -> Result<Pass, kube::Error> {
+        info!(%name, %outcome, "deleting ENoExecEvent without a report");
+        delete(objects, name).await?;
+        self.metrics.invalid.inc();
+        self.metrics.count(outcome);
+        Ok(Pass::Done)
+    }
+
+    /// Whether the image has a build for `arch`; `None` without an inspector or when the
+    /// registry cannot say (the message then does not guess).
+    async fn image_has_arch(&self, pod: &Pod, image: &str, arch: &str) -> Option<bool> {
+        let inspector = self.inspector.as_ref()?;
+        let info = PodInfo::from_pod(pod).ok()?;
+        let container = info.images.iter().find(|c| c.image == image)?;
+        let request = InspectRequest {
+            // The image already ran: a cached answer is good enough.
+            bypass_cache: false,
+            ..InspectRequest::for_container(&info, container)
+        };
+        match inspector.inspect(&request).await {
+            // The probe runs on Linux nodes only.
+            Ok(info) => Some(
+                info.platforms
+                    .iter()
+                    .any(|p| p.os == "linux" && p.architecture == arch),
+            ),
+            Err(e) => {
+                warn!(%image, error = %e, "cannot inspect the image for the ExecFormatError message");
+                None
+            }
+        }
+    }
+}
+
+async fn delete(objects: &Api<ENoExecEvent>, name: &str) -> Result<(), kube::Error> {
+    match objects.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The name and image of the container with this runtime ID, in any of the pod's
+/// container lists.
+fn container_of(pod: &Pod, container_id: &str) -> Option<(String, String)> {
+    let status = pod.status.as_ref()?;
+    [
+        status.container_statuses.as_deref(),
+        status.init_container_statuses.as_deref(),
+        status.ephemeral_container_statuses.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .find(|s| s.container_id.as_deref() == Some(container_id))
+    .map(|s| (s.name.clone(), s.image.clone()))
+}

@@ -1,0 +1,292 @@
+//! Leader election on a Lease, with client-go's algorithm (kube-scheduler's): acquire or
+//! renew with an optimistic-concurrency update every retry period; another holder's lease
+//! counts as expired only after it has not changed for a whole lease duration *as
+//! observed locally* (so clock skew between nodes does not matter); a leader that cannot
+//! renew within the renew deadline stops leading at once.
+//!
+//! Written here rather than with kube-lease-manager: its mutual exclusion rests on
+//! server-side-apply field ownership and its timing knobs do not map to the
+//! lease/renew/retry triple users know from kube-scheduler.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+    jiff::Timestamp,
+};
+use kube::{
+    Api,
+    api::{ObjectMeta, PostParams},
+};
+use std::future::Future;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::supervisor::Tasks;
+
+#[derive(Clone, Debug)]
+pub struct ElectionConfig {
+    pub namespace: String,
+    pub lease_name: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+pub struct Elector {
+    api: Api<Lease>,
+    config: ElectionConfig,
+    /// The last lease record seen and when it was first seen unchanged.
+    observed: Option<(String, Instant)>,
+}
+
+/// Whether this replica leads. Dropping it stops the elector (the lease then expires);
+/// [`Leadership::release`] gives the lease up at once, for a graceful shutdown.
+pub struct Leadership {
+    leading: watch::Receiver<bool>,
+    alive: Option<watch::Sender<bool>>,
+    /// Without an elector: the sender that keeps `leading` true for good.
+    _always: Option<watch::Sender<bool>>,
+}
+
+/// The lease was lost after this replica led.
+#[derive(Debug, thiserror::Error)]
+#[error("lost the leader lease; exiting so that a fresh replica takes over with a fresh cache")]
+pub struct LostLease;
+
+impl Leadership {
+    /// Starts an elector for `election` (supervised by `tasks`); without one this replica
+    /// always leads.
+    pub fn start(client: &kube::Client, election: Option<ElectionConfig>, tasks: &Tasks) -> Self {
+        let (leading_tx, leading) = watch::channel(election.is_none());
+        let Some(election) = election else {
+            return Leadership {
+                leading,
+                alive: None,
+                _always: Some(leading_tx),
+            };
+        };
+        let (alive_tx, alive_rx) = watch::channel(false);
+        let elector = Elector::new(client.clone(), election);
+        tasks.spawn("leader election", async move {
+            elector.run(leading_tx, alive_rx).await;
+            Ok::<(), std::convert::Infallible>(())
+        });
+        Leadership {
+            leading,
+            alive: Some(alive_tx),
+            _always: None,
+        }
+    }
+
+    pub fn is_leading(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Follows leadership changes.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
+    /// Returns once this replica leads (never, once its elector has stopped).
+    pub async fn acquired(&mut self) {
+        if self.leading.wait_for(|leading| *leading).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Returns once this replica no longer leads (at once if it does not).
+    pub async fn lost(&mut self) {
+        if self.leading.wait_for(|leading| !*leading).await.is_err() && self.is_leading() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Gives the lease up so that a standby takes over without waiting for it to expire.
+    pub fn release(self) {
+        if let Some(alive) = &self.alive {
+            let _ = alive.send(true);
+        }
+    }
+
+    /// Runs `work` while this replica leads: waits for the lease (or the shutdown), then
+    /// runs `work` with a token cancelled on shutdown. Losing the lease stops `work` and
+    /// ends with [`LostLease`]: a fresh replica starts over with fresh caches, as
+    /// kube-controller-manager does. A graceful end releases the lease.
+    pub async fn run_while_leading<F, Fut>(
+        mut self,
+        shutdown: &CancellationToken,
+        work: F,
+    ) -> Result<(), LostLease>
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        tokio::select! {
+            () = self.acquired() => {}
+            () = shutdown.cancelled() => return Ok(()),
+        }
+        let stop = shutdown.child_token();
+        let work = work(stop.clone());
+        tokio::pin!(work);
+        tokio::select! {
+            () = &mut work => {
+                self.release();
+                Ok(())
+            }
+            () = self.lost() => {
+                stop.cancel();
+                work.await;
+                Err(LostLease)
+            }
+        }
+    }
+}
+
+impl Elector {
+    pub fn new(client: kube::Client, config: ElectionConfig) -> Self {
+        Elector {
+            api: Api::namespaced(client, &config.namespace),
+            config,
+            observed: None,
+        }
+    }
+
+    /// Runs until `alive` closes (the role ended, gracefully or not),
+    /// publishing whether this replica leads. On a graceful end the lease is released so
+    /// that a standby takes over at once.
+    pub async fn run(mut self, leading: watch::Sender<bool>, mut alive: watch::Receiver<bool>) {
+        let mut last_renew: Option<Instant> = None;
+        loop {
+            let ok = match self.try_acquire_or_renew().await {
+                Ok(held) => held,
+                Err(e) => {
+                    warn!(error = %e, "lease update failed");
+                    false
+                }
+            };
+            let now = Instant::now();
+            if ok {
+                if !*leading.borrow() {
+                    info!(identity = %self.config.identity, lease = %self.config.lease_name, "became leader");
+                }
+                last_renew = Some(now);
+                let _ = leading.send(true);
+            } else if *leading.borrow()
+                && last_renew.is_none_or(|t| now.duration_since(t) >= self.config.renew_deadline)
+            {
+                warn!(identity = %self.config.identity, "could not renew the lease in time; stopping");
+                let _ = leading.send(false);
+                last_renew = None;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.config.retry_period) => {}
+                changed = alive.changed() => {
+                    // `true` sent: graceful stop; sender dropped: the loop died.
+                    if changed.is_ok() && *alive.borrow() && *leading.borrow() {
+                        self.release().await;
+                    }
+                    let _ = leading.send(false);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Gives the lease up (graceful shutdown), as client-go's ReleaseOnCancel.
+    async fn release(&self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.lease_name).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.acquire_time = None;
+        spec.renew_time = None;
+        match self
+            .api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => info!(identity = %self.config.identity, "released the lease"),
+            Err(e) => warn!(error = %e, "cannot release the lease"),
+        }
+    }
+
+    fn record(&self, holder: &str) -> LeaseSpec {
+        let now = MicroTime(Timestamp::now());
+        LeaseSpec {
+            holder_identity: Some(holder.to_owned()),
+            lease_duration_seconds: i32::try_from(self.config.lease_duration.as_secs()).ok(),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            lease_transitions: Some(0),
+            ..LeaseSpec::default()
+        }
+    }
+
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let me = self.config.identity.clone();
+        let Some(mut lease) = self.api.get_opt(&self.config.lease_name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.config.lease_name.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(self.record(&me)),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let fingerprint = format!(
+            "{holder}|{:?}|{:?}",
+            spec.renew_time, spec.lease_transitions
+        );
+        let now = Instant::now();
+        match &self.observed {
+            Some((seen, _)) if *seen == fingerprint => {}
+            _ => self.observed = Some((fingerprint, now)),
+        }
+        let unchanged_since = self.observed.as_ref().map_or(now, |(_, t)| *t);
+        let duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(self.config.lease_duration, Duration::from_secs);
+        let expired = now.duration_since(unchanged_since) >= duration;
+        if !holder.is_empty() && holder != me && !expired {
+            return Ok(false);
+        }
+        let mut record = self.record(&me);
+        if holder == me {
+            record.acquire_time = spec.acquire_time.clone();
+            record.lease_transitions = spec.lease_transitions;
+        } else {
+            record.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        lease.spec = Some(record);
+        // The resourceVersion in `lease` makes this an optimistic-concurrency update: of
+        // two replicas racing for an expired lease, one gets 409.
+        match self
+            .api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}

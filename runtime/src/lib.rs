@@ -1,0 +1,16 @@
+//! What every Kubernetes-facing role of multiarch is built on, written and tested once:
+//! the client, leader election, the controller loop, the backoff policy, rate limits, the
+//! operations server, logging, signal handling and task supervision, the placement
+//! configuration every role reads, and events on pods.
+
+pub mod backoff;
+pub mod client;
+pub mod controller;
+pub mod leader_election;
+pub mod logging;
+pub mod ops_server;
+pub mod placement_config;
+pub mod pod_events;
+pub mod rate_limit;
+pub mod shutdown;
+pub mod supervisor;

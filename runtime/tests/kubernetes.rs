@@ -1,0 +1,217 @@
+//! The shared runtime against the fake API server: leader election as the roles use it,
+//! and the placement configuration they read.
+
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_runtime::{
+    leader_election::{ElectionConfig, Leadership, LostLease},
+    placement_config::{follow, read},
+    supervisor::Supervisor,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn client(server: &FakeApiServer) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap()
+}
+
+fn election(identity: &str) -> ElectionConfig {
+    ElectionConfig {
+        namespace: "multiarch".into(),
+        lease_name: "multiarch-test".into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(1),
+        renew_deadline: Duration::from_millis(700),
+        retry_period: Duration::from_millis(100),
+    }
+}
+
+fn held_by(server: &FakeApiServer, holder: &str) {
+    server.apply(
+        "coordination.k8s.io/leases",
+        json!({"metadata": {"name": "multiarch-test", "namespace": "multiarch"},
+               "spec": {"holderIdentity": holder, "leaseDurationSeconds": 1,
+                        "renewTime": format!("2026-11-22T00:00:00.{:06}Z", rand_micros()),
+                        "leaseTransitions": 0}}),
+    );
+}
+
+/// A renew time that differs each call, as a live holder's does.
+fn rand_micros() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_micros()
+}
+
+fn holder(server: &FakeApiServer) -> Value {
+    server
+        .get("coordination.k8s.io/leases", "multiarch", "multiarch-test")
+        .map_or(Value::Null, |lease| lease["spec"]["holderIdentity"].clone())
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_works_once_the_holder_stops_renewing_and_releases_on_shutdown() {
+    let server = FakeApiServer::start().await;
+    held_by(&server, "replica-a");
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let tasks = supervisor.tasks();
+    let leadership = Leadership::start(&client(&server), Some(election("replica-b")), &tasks);
+    let working = Arc::new(AtomicBool::new(false));
+    let shutdown = CancellationToken::new();
+    let flag = working.clone();
+    let role = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            leadership
+                .run_while_leading(&shutdown, |stop| async move {
+                    flag.store(true, Ordering::SeqCst);
+                    stop.cancelled().await;
+                    flag.store(false, Ordering::SeqCst);
+                })
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !working.load(Ordering::SeqCst),
+        "worked while replica-a held the lease"
+    );
+    eventually("replica-b leads", || working.load(Ordering::SeqCst)).await;
+    assert_eq!(holder(&server), "replica-b");
+    shutdown.cancel();
+    role.await.unwrap().unwrap();
+    assert!(!working.load(Ordering::SeqCst));
+    eventually("the lease is released", || holder(&server).is_null()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_lease_stops_the_work_with_an_error() {
+    let server = FakeApiServer::start().await;
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let leadership = Leadership::start(
+        &client(&server),
+        Some(election("replica-a")),
+        &supervisor.tasks(),
+    );
+    let stopped = Arc::new(AtomicBool::new(false));
+    let flag = stopped.clone();
+    let shutdown = CancellationToken::new();
+    let role = tokio::spawn(async move {
+        leadership
+            .run_while_leading(&shutdown, |stop| async move {
+                stop.cancelled().await;
+                flag.store(true, Ordering::SeqCst);
+            })
+            .await
+    });
+    eventually("replica-a leads", || holder(&server) == "replica-a").await;
+    // Someone else takes the lease over and keeps renewing it.
+    let result = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            held_by(&server, "replica-z");
+            if role.is_finished() {
+                return role.await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the loss was never noticed");
+    assert!(matches!(result, Err(LostLease)), "{result:?}");
+    assert!(stopped.load(Ordering::SeqCst), "the work was told to stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configuration_is_read_and_followed() {
+    let server = FakeApiServer::start().await;
+    let client = client(&server);
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let mut configs = follow(&client, &supervisor.tasks());
+    configs.wait_for(|c| c.synced).await.unwrap();
+    assert!(configs.borrow().cluster.is_none());
+    assert!(configs.borrow().pod_configs.is_empty());
+
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"metadata": {"name": "cluster"}, "spec": {"logVerbosity": "Debug"}}),
+    );
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": {"priority": 1,
+            "plugins": {"nodeAffinityScoring": {"enabled": true,
+                "platforms": [{"architecture": "arm64", "weight": 10}]}}}}),
+    );
+    configs
+        .wait_for(|c| c.cluster.is_some() && c.pod_configs.len() == 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        configs.borrow().cluster_or_default().log_verbosity,
+        multiarch_crd::LogVerbosity::Debug
+    );
+
+    let now = read(&client, "shop").await.unwrap();
+    assert!(now.cluster.is_some());
+    assert_eq!(now.pod_configs.len(), 1);
+    assert!(read(&client, "other").await.unwrap().pod_configs.is_empty());
+
+    server.delete("multiarch.openshift.io/podplacementconfigs", "shop", "web");
+    server.delete(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        "",
+        "cluster",
+    );
+    configs
+        .wait_for(|c| c.cluster.is_none() && c.pod_configs.is_empty())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_election_the_work_runs_until_shutdown() {
+    let server = FakeApiServer::start().await;
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let leadership = Leadership::start(&client(&server), None, &supervisor.tasks());
+    assert!(leadership.is_leading());
+    let shutdown = CancellationToken::new();
+    let working = Arc::new(AtomicBool::new(false));
+    let flag = working.clone();
+    let role = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            leadership
+                .run_while_leading(&shutdown, |stop| async move {
+                    flag.store(true, Ordering::SeqCst);
+                    stop.cancelled().await;
+                })
+                .await
+        }
+    });
+    eventually("the work runs", || working.load(Ordering::SeqCst)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!role.is_finished(), "the work stopped without a shutdown");
+    shutdown.cancel();
+    role.await.unwrap().unwrap();
+    assert!(
+        server.list("coordination.k8s.io/leases").is_empty(),
+        "no lease without an election"
+    );
+}

@@ -1,0 +1,120 @@
+//! Image platforms for the scheduling loop without waiting: answers come from the
+//! inspector (in-process or gRPC) in background tasks; until then a pod waits aside.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use multiarch_inspector::{ImageInspector, InspectRequest};
+use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
+use tokio::sync::mpsc;
+
+use super::inbox::Inbox;
+use crate::core::image_source::{ImageLookup, ImageSource};
+
+/// An answer is re-asked after this long (the inspector's own cache makes that cheap and
+/// honours tag TTLs); failures after `failure_ttl`.
+const ANSWER_TTL: Duration = Duration::from_secs(300);
+
+/// Namespace, pull secrets, service account, image, and the pod UID for
+/// `imagePullPolicy: Always` (one fresh inspection per pod).
+type Key = (String, Vec<String>, Option<String>, String, Option<String>);
+
+enum Slot {
+    Pending,
+    Done { lookup: ImageLookup, at: Instant },
+}
+
+pub struct InspectedImages {
+    inspector: Arc<dyn ImageInspector>,
+    slots: Arc<Mutex<HashMap<Key, Slot>>>,
+    inbox: mpsc::UnboundedSender<Inbox>,
+    failure_ttl: Duration,
+}
+
+impl InspectedImages {
+    pub fn new(
+        inspector: Arc<dyn ImageInspector>,
+        inbox: mpsc::UnboundedSender<Inbox>,
+        failure_ttl: Duration,
+    ) -> Self {
+        InspectedImages {
+            inspector,
+            slots: Arc::default(),
+            inbox,
+            failure_ttl,
+        }
+    }
+
+    /// Forgets answers older than their TTL, so the map does not grow without bound.
+    pub fn expire(&self) {
+        let failure_ttl = self.failure_ttl;
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|_, slot| match slot {
+                Slot::Pending => true,
+                Slot::Done {
+                    lookup: ImageLookup::Failed(_),
+                    at,
+                } => at.elapsed() < failure_ttl,
+                Slot::Done { at, .. } => at.elapsed() < ANSWER_TTL,
+            });
+    }
+}
+
+impl ImageSource for InspectedImages {
+    fn lookup(&self, pod: &PodInfo, image: &ContainerImage) -> ImageLookup {
+        let key: Key = (
+            pod.namespace.clone(),
+            pod.image_pull_secrets.clone(),
+            pod.service_account.clone(),
+            image.image.clone(),
+            image.pull_always.then(|| pod.uid.clone()),
+        );
+        let mut slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match slots.get(&key) {
+            Some(Slot::Pending) => return ImageLookup::Pending,
+            Some(Slot::Done { lookup, at }) => {
+                let ttl = if matches!(lookup, ImageLookup::Failed(_)) {
+                    self.failure_ttl
+                } else {
+                    ANSWER_TTL
+                };
+                if at.elapsed() < ttl {
+                    return lookup.clone();
+                }
+            }
+            None => {}
+        }
+        slots.insert(key.clone(), Slot::Pending);
+        drop(slots);
+        let request = InspectRequest::for_container(pod, image);
+        let inspector = self.inspector.clone();
+        let slots = self.slots.clone();
+        let inbox = self.inbox.clone();
+        tokio::spawn(async move {
+            let lookup = match inspector.inspect(&request).await {
+                Ok(info) => ImageLookup::Known(info.platform_list().into()),
+                Err(e) => ImageLookup::Failed(e.to_string().into()),
+            };
+            slots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(
+                    key,
+                    Slot::Done {
+                        lookup,
+                        at: Instant::now(),
+                    },
+                );
+            let _ = inbox.send(Inbox::ImagesResolved(vec![request.image]));
+        });
+        ImageLookup::Pending
+    }
+}

@@ -1,0 +1,193 @@
+//! `multiarch scheduler` in a cluster: watches feed the core, the core decides, the
+//! binder binds, the reporter tells users; one loop owns the state, nothing in it waits
+//! on the network.
+
+pub mod binder;
+pub mod image_lookups;
+pub mod inbox;
+pub mod metrics;
+pub mod pod_reports;
+mod scheduling_loop;
+pub mod watch;
+
+use std::{sync::Arc, time::Duration};
+
+use multiarch_crd::PlacementSpec;
+use multiarch_inspector::ImageInspector;
+use multiarch_plugins::profile::Profile;
+use multiarch_runtime::{
+    leader_election::{ElectionConfig, Leadership, LostLease},
+    placement_config,
+    rate_limit::TokenBucket,
+    supervisor::Tasks,
+};
+use tokio::sync::{mpsc, watch as signal};
+use tokio_util::sync::CancellationToken;
+
+use self::{
+    binder::KubeBinder, image_lookups::InspectedImages, inbox::Inbox, metrics::SchedulerMetrics,
+    pod_reports::PodReports, scheduling_loop::Loop,
+};
+use crate::core::scheduler::{PlacementInputs, SchedulerCore};
+
+#[derive(Clone, Debug)]
+pub struct SchedulerOptions {
+    pub scheduler_name: String,
+    /// This replica's name in events and the lease.
+    pub identity: String,
+    /// `None`: no election, this replica always leads (one replica only!).
+    pub election: Option<ElectionConfig>,
+    pub bind_concurrency: usize,
+    /// Events and status writes waiting to be sent; more are dropped and counted.
+    pub report_capacity: usize,
+    /// How long a failed inspection is trusted before the inspector is asked again.
+    pub inspection_retry: Duration,
+    /// How long to wait for the configuration CRDs before scheduling with defaults.
+    pub config_grace: Duration,
+    /// Client QPS and burst for per-pod writes (bindings, events, status), as
+    /// kube-scheduler's `clientConnection` (default 50 / 100). QPS 0: unlimited.
+    pub api_qps: f64,
+    pub api_burst: u32,
+}
+
+/// A running scheduler.
+pub struct RunningScheduler {
+    /// True once the initial lists are in (readiness).
+    pub ready: signal::Receiver<bool>,
+    pub leading: signal::Receiver<bool>,
+    /// `logVerbosity` of the ClusterPodPlacementConfig, for the log filter.
+    pub log_verbosity: signal::Receiver<multiarch_crd::LogVerbosity>,
+    /// The scheduling loop: ends on shutdown, or with [`LostLease`].
+    pub task: tokio::task::JoinHandle<Result<(), LostLease>>,
+    stop: CancellationToken,
+}
+
+impl RunningScheduler {
+    /// Stops scheduling (and every task of `tasks`) and returns when the loop has ended.
+    pub async fn shutdown(self) -> Result<(), LostLease> {
+        self.stop.cancel();
+        self.task.await.unwrap_or(Ok(()))
+    }
+}
+
+/// Starts the scheduler; its watches, writers and elector run under `tasks` and stop
+/// with its shutdown token.
+pub fn start(
+    client: kube::Client,
+    options: SchedulerOptions,
+    inspector: Arc<dyn ImageInspector>,
+    metrics: SchedulerMetrics,
+    tasks: &Tasks,
+) -> RunningScheduler {
+    let (tx, rx) = mpsc::unbounded_channel();
+    watch::start(&client, &tx, tasks);
+    forward_configs(placement_config::follow(&client, tasks), tx.clone(), tasks);
+    let images = InspectedImages::new(inspector, tx.clone(), options.inspection_retry);
+    let limiter = Arc::new(TokenBucket::new(options.api_qps, options.api_burst));
+    let binder = KubeBinder::new(
+        client.clone(),
+        options.bind_concurrency,
+        tx.clone(),
+        metrics.clone(),
+        limiter.clone(),
+    );
+    let reports = PodReports::start(
+        client.clone(),
+        &options.scheduler_name,
+        &options.identity,
+        options.report_capacity,
+        metrics.clone(),
+        limiter,
+        tasks,
+    );
+    let leadership = Leadership::start(&client, options.election.clone(), tasks);
+    let leading = leadership.subscribe();
+    forward_leadership(leading.clone(), tx.clone(), tasks);
+    let (verbosity_tx, verbosity_rx) = signal::channel(multiarch_crd::LogVerbosity::Normal);
+    let (ready_tx, ready_rx) = signal::channel(false);
+    let core = SchedulerCore::new(
+        Profile::new(&PlacementSpec {
+            scheduler_name: options.scheduler_name.clone(),
+            ..PlacementSpec::default()
+        }),
+        PlacementInputs::default(),
+        rand_seed(),
+    );
+    let stop = tasks.shutdown().clone();
+    let state = Loop::new(
+        core,
+        options,
+        images,
+        binder,
+        reports,
+        metrics,
+        leadership,
+        ready_tx,
+        verbosity_tx,
+    );
+    let task = tokio::spawn(state.run(rx, stop.clone()));
+    RunningScheduler {
+        ready: ready_rx,
+        leading,
+        log_verbosity: verbosity_rx,
+        task,
+        stop,
+    }
+}
+
+/// The loop learns of configuration changes through its inbox, like every other change.
+fn forward_configs(
+    mut configs: signal::Receiver<Arc<placement_config::PlacementConfigs>>,
+    inbox: mpsc::UnboundedSender<Inbox>,
+    tasks: &Tasks,
+) {
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn("configuration to the scheduling loop", async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                changed = configs.changed() => {
+                    if changed.is_err() {
+                        return Err("the configuration watch ended");
+                    }
+                }
+            }
+            let snapshot = configs.borrow_and_update().clone();
+            if inbox.send(Inbox::PlacementConfigs(snapshot)).is_err() {
+                return Ok(());
+            }
+        }
+    });
+}
+
+fn forward_leadership(
+    mut leading: signal::Receiver<bool>,
+    inbox: mpsc::UnboundedSender<Inbox>,
+    tasks: &Tasks,
+) {
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn("leadership to the scheduling loop", async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                changed = leading.changed() => {
+                    if changed.is_err() {
+                        // The elector stopped: the loop ended (or was aborted) before it.
+                        shutdown.cancelled().await;
+                        return Ok::<(), std::convert::Infallible>(());
+                    }
+                }
+            }
+            let now = *leading.borrow_and_update();
+            if inbox.send(Inbox::Leader(now)).is_err() {
+                return Ok(());
+            }
+        }
+    });
+}
+
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}

@@ -1,0 +1,388 @@
+//! The scheduling loop: owns the core and everything it learns; reads its inbox, decides,
+//! hands bindings and reports to background writers. Nothing in it waits on the network.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use multiarch_plugins::{model::pod::PodInfo, profile::Profile};
+use multiarch_runtime::{
+    leader_election::{Leadership, LostLease},
+    placement_config::PlacementConfigs,
+};
+use tokio::sync::{mpsc, watch as signal};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{
+    SchedulerOptions,
+    binder::KubeBinder,
+    image_lookups::InspectedImages,
+    inbox::{BindOutcome, Inbox, Kind},
+    metrics::{QueueLabel, ResultLabel, SchedulerMetrics, TypeLabel},
+    pod_reports::{PodReport, PodReports},
+};
+use crate::core::{
+    binder::{Binder, Binding},
+    scheduler::{FailureKind, Outcome, PlacementInputs, SchedulerCore},
+};
+
+struct InFlight {
+    pod: Arc<PodInfo>,
+    attempts: u32,
+    message: String,
+}
+
+pub(super) struct Loop {
+    core: SchedulerCore,
+    options: SchedulerOptions,
+    images: InspectedImages,
+    binder: KubeBinder,
+    reports: PodReports,
+    metrics: SchedulerMetrics,
+    leading: bool,
+    /// Led at some point: losing the lease afterwards ends the process.
+    led: bool,
+    /// Owned by the loop: when the loop ends, however it ends, the elector stops renewing.
+    leadership: Option<Leadership>,
+    synced: HashSet<Kind>,
+    known_pods: HashSet<String>,
+    known_nodes: HashSet<String>,
+    configs: Arc<PlacementConfigs>,
+    in_flight: HashMap<String, InFlight>,
+    /// The last FailedScheduling message per pod: unchanged failures are not re-reported.
+    last_failure: HashMap<String, String>,
+    ready: signal::Sender<bool>,
+    verbosity: signal::Sender<multiarch_crd::LogVerbosity>,
+    started: Instant,
+}
+
+/// Pods decided per turn before the inbox is read again, so watch events and binding
+/// results are never starved by a long queue.
+const PODS_PER_TURN: usize = 256;
+
+impl Loop {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        core: SchedulerCore,
+        options: SchedulerOptions,
+        images: InspectedImages,
+        binder: KubeBinder,
+        reports: PodReports,
+        metrics: SchedulerMetrics,
+        leadership: Leadership,
+        ready: signal::Sender<bool>,
+        verbosity: signal::Sender<multiarch_crd::LogVerbosity>,
+    ) -> Self {
+        Loop {
+            core,
+            leading: options.election.is_none(),
+            led: false,
+            options,
+            images,
+            binder,
+            reports,
+            metrics,
+            leadership: Some(leadership),
+            synced: HashSet::new(),
+            known_pods: HashSet::new(),
+            known_nodes: HashSet::new(),
+            configs: Arc::default(),
+            in_flight: HashMap::new(),
+            last_failure: HashMap::new(),
+            ready,
+            verbosity,
+            started: Instant::now(),
+        }
+    }
+
+    pub(super) async fn run(
+        mut self,
+        mut inbox: mpsc::UnboundedReceiver<Inbox>,
+        stop: CancellationToken,
+    ) -> Result<(), LostLease> {
+        let mut last_gauges = Instant::now();
+        loop {
+            let wait = if self.can_schedule() && self.core.queue.counts().active > 0 {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(200)
+            };
+            tokio::select! {
+                message = inbox.recv() => match message {
+                    Some(m) => self.handle(m)?,
+                    None => return Ok(()),
+                },
+                () = stop.cancelled() => {
+                    if let Some(leadership) = self.leadership.take() {
+                        leadership.release();
+                    }
+                    // Give the elector a moment to release the lease.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    return Ok(());
+                }
+                () = tokio::time::sleep(wait) => {}
+            }
+            for _ in 0..10_000 {
+                match inbox.try_recv() {
+                    Ok(m) => self.handle(m)?,
+                    Err(_) => break,
+                }
+            }
+            let now = Instant::now();
+            self.core.tick(now);
+            if !self.synced.contains(&Kind::Configs)
+                && now.duration_since(self.started) > self.options.config_grace
+            {
+                warn!(
+                    "no ClusterPodPlacementConfig list yet (CRD missing?); scheduling with defaults"
+                );
+                self.synced.insert(Kind::Configs);
+            }
+            let ready = [Kind::Nodes, Kind::Pods, Kind::Configs]
+                .iter()
+                .all(|k| self.synced.contains(k));
+            self.ready
+                .send_if_modified(|r| std::mem::replace(r, ready) != ready);
+            if self.can_schedule() {
+                for _ in 0..PODS_PER_TURN {
+                    let started = Instant::now();
+                    let Some(outcome) = self.core.schedule_next(&self.images, now) else {
+                        break;
+                    };
+                    self.metrics
+                        .attempt_seconds
+                        .observe(started.elapsed().as_secs_f64());
+                    self.outcome(outcome);
+                }
+            }
+            if last_gauges.elapsed() > Duration::from_secs(1) {
+                self.gauges();
+                self.images.expire();
+                last_gauges = Instant::now();
+            }
+        }
+    }
+
+    fn can_schedule(&self) -> bool {
+        self.leading && *self.ready.borrow()
+    }
+
+    fn gauges(&self) {
+        let c = self.core.queue.counts();
+        for (queue, n) in [
+            ("active", c.active),
+            ("backoff", c.backoff),
+            ("unschedulable", c.unschedulable),
+            ("waiting_for_images", c.waiting_for_images),
+        ] {
+            self.metrics
+                .pending_pods
+                .get_or_create(&QueueLabel { queue })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        let cluster = &self.core.cluster;
+        for (r#type, n) in [
+            ("nodes", cluster.nodes().len()),
+            ("pods", cluster.pod_count()),
+            ("assumed_pods", cluster.assumed_count()),
+        ] {
+            self.metrics
+                .cache_size
+                .get_or_create(&TypeLabel { r#type })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        self.metrics.is_leader.set(i64::from(self.leading));
+    }
+
+    fn handle(&mut self, message: Inbox) -> Result<(), LostLease> {
+        let now = Instant::now();
+        match message {
+            Inbox::RelistStarted(_) => {}
+            Inbox::RelistDone(kind, keep) => {
+                let keep: HashSet<String> = keep.into_iter().collect();
+                match kind {
+                    Kind::Pods => {
+                        for uid in self
+                            .known_pods
+                            .difference(&keep)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                        {
+                            self.core.delete_pod(&uid, now);
+                        }
+                        self.known_pods = keep;
+                    }
+                    Kind::Nodes => {
+                        for name in self
+                            .known_nodes
+                            .difference(&keep)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                        {
+                            self.core.delete_node(&name);
+                        }
+                        self.known_nodes = keep;
+                    }
+                    // Configuration arrives whole, as `PlacementConfigs`.
+                    Kind::Configs => {}
+                }
+                if self.synced.insert(kind) {
+                    info!(?kind, "initial list received");
+                }
+            }
+            Inbox::NodeUpsert(node) => {
+                self.known_nodes.insert(node.name.clone());
+                self.core.apply_node(*node, now);
+            }
+            Inbox::NodeDelete(name) => {
+                self.known_nodes.remove(&name);
+                self.core.delete_node(&name);
+            }
+            Inbox::PodUpsert(pod) => {
+                self.known_pods.insert(pod.uid.clone());
+                if pod.node_name.is_some() {
+                    self.last_failure.remove(&pod.uid);
+                }
+                self.core.apply_pod(*pod, now);
+            }
+            Inbox::PodDelete(uid) => {
+                self.known_pods.remove(&uid);
+                self.last_failure.remove(&uid);
+                self.core.delete_pod(&uid, now);
+            }
+            Inbox::PlacementConfigs(configs) => {
+                if configs.synced && self.synced.insert(Kind::Configs) {
+                    info!(kind = ?Kind::Configs, "initial list received");
+                }
+                self.configs = configs;
+                self.reconfigure(now);
+            }
+            Inbox::ImagesResolved(images) => self.core.images_resolved(&images, now),
+            Inbox::Bind { uid, outcome } => self.bound(&uid, outcome, now),
+            Inbox::Leader(leading) => {
+                self.leading = leading;
+                if leading {
+                    self.led = true;
+                } else if self.led {
+                    return Err(LostLease);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reconfigure(&mut self, now: Instant) {
+        let spec = self.configs.cluster_or_default();
+        self.verbosity
+            .send_if_modified(|v| std::mem::replace(v, spec.log_verbosity) != spec.log_verbosity);
+        let mut placement = spec.placement_or_default();
+        // The name comes from the command line (the operator keeps both in step).
+        placement
+            .scheduler_name
+            .clone_from(&self.options.scheduler_name);
+        let inputs = PlacementInputs {
+            cluster_plugins: spec.plugins.clone(),
+            configs: self.configs.pod_configs.to_vec(),
+            fallback_architecture: spec.fallback_architecture.map(|a| a.as_str().to_owned()),
+        };
+        self.core
+            .set_configuration(Profile::new(&placement), inputs, now);
+    }
+
+    fn outcome(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Scheduled {
+                pod,
+                node,
+                message,
+                attempts,
+                ..
+            } => {
+                self.metrics
+                    .attempts
+                    .get_or_create(&ResultLabel {
+                        result: "scheduled",
+                    })
+                    .inc();
+                self.binder.bind(Binding::of(&pod, &node));
+                self.in_flight.insert(
+                    pod.uid.clone(),
+                    InFlight {
+                        pod,
+                        attempts,
+                        message,
+                    },
+                );
+            }
+            Outcome::Failed {
+                pod, kind, message, ..
+            } => {
+                let result = if kind == FailureKind::SchedulerError {
+                    "error"
+                } else {
+                    "unschedulable"
+                };
+                self.metrics
+                    .attempts
+                    .get_or_create(&ResultLabel { result })
+                    .inc();
+                if self.last_failure.get(&pod.uid) != Some(&message) {
+                    self.last_failure.insert(pod.uid.clone(), message.clone());
+                    self.reports.send(PodReport::about(
+                        &pod,
+                        true,
+                        "FailedScheduling",
+                        "Scheduling",
+                        message,
+                        Some(kind.as_str()),
+                    ));
+                }
+            }
+            Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}
+        }
+    }
+
+    fn bound(&mut self, uid: &str, outcome: BindOutcome, now: Instant) {
+        let Some(flight) = self.in_flight.remove(uid) else {
+            return;
+        };
+        let pod = &flight.pod;
+        match outcome {
+            BindOutcome::Bound => {
+                self.last_failure.remove(uid);
+                self.reports.send(PodReport::about(
+                    pod,
+                    false,
+                    "Scheduled",
+                    "Binding",
+                    flight.message,
+                    None,
+                ));
+            }
+            BindOutcome::Gone(reason) => {
+                info!(pod = %pod.key(), %reason, "binding target is gone; dropping the pod");
+                self.core.binding_dropped(uid, now);
+            }
+            BindOutcome::Failed(reason) => {
+                self.metrics
+                    .attempts
+                    .get_or_create(&ResultLabel { result: "error" })
+                    .inc();
+                let note = format!("Binding rejected: {reason}");
+                self.reports.send(PodReport::about(
+                    pod,
+                    true,
+                    "FailedScheduling",
+                    "Scheduling",
+                    note.clone(),
+                    Some(FailureKind::SchedulerError.as_str()),
+                ));
+                self.last_failure.insert(uid.to_owned(), note);
+                self.core.binding_failed(flight.pod, flight.attempts, now);
+            }
+        }
+    }
+}

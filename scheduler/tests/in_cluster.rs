@@ -1,0 +1,431 @@
+//! `multiarch scheduler` in a cluster, against the in-process fake API server: watches,
+//! binding (and its conflicts), events, conditions, restarts, leader election, hot
+//! reloaded configuration and relists after `410 Gone`.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+#[path = "../../tests/support/table_inspector.rs"]
+mod table_inspector;
+
+use std::{sync::Arc, time::Duration};
+
+use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_inspector::ImageInspector;
+use multiarch_runtime::{leader_election::ElectionConfig, supervisor::Supervisor};
+use multiarch_scheduler::in_cluster::{
+    RunningScheduler, SchedulerOptions, metrics::SchedulerMetrics,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn inspector() -> Arc<dyn ImageInspector> {
+    table_inspector::standard()
+}
+
+fn client(server: &FakeApiServer) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap()
+}
+
+fn options(identity: &str, election: bool) -> SchedulerOptions {
+    SchedulerOptions {
+        scheduler_name: "multiarch-scheduler".into(),
+        identity: identity.into(),
+        election: election.then(|| ElectionConfig {
+            namespace: "multiarch".into(),
+            lease_name: "multiarch-scheduler".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_millis(1500),
+            renew_deadline: Duration::from_millis(1000),
+            retry_period: Duration::from_millis(150),
+        }),
+        bind_concurrency: 4,
+        report_capacity: 1000,
+        inspection_retry: Duration::from_secs(30),
+        config_grace: Duration::from_secs(5),
+        api_qps: 0.0,
+        api_burst: 1,
+    }
+}
+
+fn start(server: &FakeApiServer, identity: &str, election: bool) -> RunningScheduler {
+    start_with(server, options(identity, election))
+}
+
+/// A scheduler with its own supervisor (its tasks stop with `shutdown`).
+fn start_with(server: &FakeApiServer, options: SchedulerOptions) -> RunningScheduler {
+    let supervisor = Supervisor::new(CancellationToken::new());
+    multiarch_scheduler::in_cluster::start(
+        client(server),
+        options,
+        inspector(),
+        SchedulerMetrics::default(),
+        &supervisor.tasks(),
+    )
+}
+
+fn node(name: &str, arch: &str, cpu: &str) -> Value {
+    json!({"metadata": {"name": name, "labels": {"kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": name}},
+           "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}, "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+           "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn pod(name: &str, image: &str, cpu: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "shop"},
+           "spec": {"schedulerName": "multiarch-scheduler", "containers": [{"name": "app", "image": image, "resources": {"requests": {"cpu": cpu}}}]},
+           "status": {"phase": "Pending"}})
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn node_of(server: &FakeApiServer, name: &str) -> Option<String> {
+    server.get("pods", "shop", name)?["spec"]["nodeName"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+fn events_for(server: &FakeApiServer, pod: &str) -> Vec<Value> {
+    server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == pod)
+        .collect()
+}
+
+fn bindings(server: &FakeApiServer, pod: &str) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| *r == &format!("POST /api/v1/namespaces/shop/pods/{pod}/binding"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_bound_to_compatible_nodes_and_users_see_why() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("amd-1", "amd64", "4"));
+    server.apply("nodes", node("arm-1", "arm64", "4"));
+    // Someone else's pod fills amd-1's cpu: it must count.
+    let mut hog = pod("hog", "amd:1", "4");
+    hog["spec"]["schedulerName"] = json!("default-scheduler");
+    hog["spec"]["nodeName"] = json!("amd-1");
+    server.apply("pods", hog);
+    server.apply("pods", pod("web-arm", "arm:1", "1"));
+    server.apply("pods", pod("web-multi", "multi:1", "1"));
+    server.apply("pods", pod("web-amd", "amd:1", "1"));
+    server.apply("pods", pod("mainframe", "z:1", "1"));
+    let mut other = pod("other", "multi:1", "1");
+    other["spec"]["schedulerName"] = json!("default-scheduler");
+    server.apply("pods", other);
+
+    let runtime = start(&server, "a", false);
+    eventually("web-arm and web-multi bound", || {
+        node_of(&server, "web-arm").is_some() && node_of(&server, "web-multi").is_some()
+    })
+    .await;
+    assert_eq!(node_of(&server, "web-arm").as_deref(), Some("arm-1"));
+    assert_eq!(
+        node_of(&server, "web-multi").as_deref(),
+        Some("arm-1"),
+        "amd-1 is full"
+    );
+    eventually("FailedScheduling for web-amd", || {
+        !events_for(&server, "web-amd").is_empty()
+    })
+    .await;
+    eventually("condition for mainframe", || {
+        server.get("pods", "shop", "mainframe").unwrap()["status"]["conditions"][0]["reason"]
+            == "Unschedulable"
+    })
+    .await;
+    assert!(
+        node_of(&server, "other").is_none(),
+        "pods of other schedulers are not ours"
+    );
+
+    eventually("Scheduled event for web-arm", || {
+        !events_for(&server, "web-arm").is_empty()
+    })
+    .await;
+    let scheduled = events_for(&server, "web-arm");
+    assert_eq!(scheduled[0]["reason"], "Scheduled");
+    assert_eq!(scheduled[0]["type"], "Normal");
+    assert_eq!(scheduled[0]["reportingController"], "multiarch-scheduler");
+    assert_eq!(
+        scheduled[0]["note"],
+        "Successfully assigned shop/web-arm to arm-1 (arm64); images support arm64"
+    );
+    let failed = events_for(&server, "web-amd");
+    assert_eq!(failed[0]["reason"], "FailedScheduling");
+    assert_eq!(failed[0]["type"], "Warning");
+    assert_eq!(
+        failed[0]["note"],
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match the pod's image architectures (images support amd64). preemption: not attempted, multiarch-scheduler does not evict lower-priority pods."
+    );
+    let condition = &server.get("pods", "shop", "mainframe").unwrap()["status"]["conditions"][0];
+    assert_eq!(condition["type"], "PodScheduled");
+    assert_eq!(condition["status"], "False");
+    assert_eq!(
+        condition["message"],
+        "0/2 nodes are available: 2 node(s) didn't match the pod's image architectures (images support s390x)."
+    );
+
+    // Capacity frees up: the waiting pod is bound, once.
+    server.delete("pods", "shop", "hog");
+    eventually("web-amd bound after the hog left", || {
+        node_of(&server, "web-amd").as_deref() == Some("amd-1")
+    })
+    .await;
+    for p in ["web-arm", "web-multi", "web-amd"] {
+        assert_eq!(bindings(&server, p), 1, "{p}: one binding call per pod");
+    }
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_conflicts_drop_or_retry() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "8"));
+    server.fail_next_bindings(500, 1);
+    server.apply("pods", pod("flaky", "arm:1", "100m"));
+    let runtime = start(&server, "a", false);
+    // The first binding fails with 500: retried after backoff, then bound.
+    eventually("flaky bound after a retry", || {
+        node_of(&server, "flaky").is_some()
+    })
+    .await;
+    assert_eq!(bindings(&server, "flaky"), 2);
+    assert!(
+        events_for(&server, "flaky")
+            .iter()
+            .any(|e| e["note"].as_str().unwrap().starts_with("Binding rejected:"))
+    );
+
+    // A pod that someone else binds first: 409, dropped, not retried.
+    server.fail_next_bindings(409, 1);
+    server.apply("pods", pod("raced", "arm:1", "100m"));
+    eventually("raced attempted", || bindings(&server, "raced") == 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(bindings(&server, "raced"), 1, "a 409 is not retried");
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_rebuilds_from_the_watch_without_double_binding() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "2"));
+    for i in 0..3 {
+        server.apply("pods", pod(&format!("p{i}"), "arm:1", "500m"));
+    }
+    let first = start(&server, "a", false);
+    eventually("first pods bound", || {
+        (0..3).all(|i| node_of(&server, &format!("p{i}")).is_some())
+    })
+    .await;
+    first.shutdown().await.unwrap();
+    // More pods than the node can take: the new replica must count the bound ones.
+    for i in 3..6 {
+        server.apply("pods", pod(&format!("p{i}"), "arm:1", "500m"));
+    }
+    let second = start(&server, "b", false);
+    eventually("p3 bound", || node_of(&server, "p3").is_some()).await;
+    eventually("p4 reported", || {
+        !events_for(&server, "p4").is_empty() || !events_for(&server, "p5").is_empty()
+    })
+    .await;
+    let bound = (0..6)
+        .filter(|i| node_of(&server, &format!("p{i}")).is_some())
+        .count();
+    assert_eq!(bound, 4, "2 cpu / 500m: four pods fit");
+    for i in 0..6 {
+        assert!(bindings(&server, &format!("p{i}")) <= 1, "p{i} bound twice");
+    }
+    second.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_binds_and_a_standby_takes_over() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    let a = start(&server, "replica-a", true);
+    let mut a_leading = a.leading.clone();
+    tokio::time::timeout(Duration::from_secs(5), a_leading.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = start(&server, "replica-b", true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!*b.leading.borrow(), "the lease is held by replica-a");
+    let lease = server
+        .get(
+            "coordination.k8s.io/leases",
+            "multiarch",
+            "multiarch-scheduler",
+        )
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-a");
+
+    server.apply("pods", pod("one", "arm:1", "100m"));
+    eventually("one bound", || node_of(&server, "one").is_some()).await;
+    // A stops (crash: it stops renewing); B takes over after the lease expires.
+    a.task.abort();
+    let mut b_leading = b.leading.clone();
+    tokio::time::timeout(Duration::from_secs(10), b_leading.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    let lease = server
+        .get(
+            "coordination.k8s.io/leases",
+            "multiarch",
+            "multiarch-scheduler",
+        )
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-b");
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    server.apply("pods", pod("two", "arm:1", "100m"));
+    eventually("two bound by the new leader", || {
+        node_of(&server, "two").is_some()
+    })
+    .await;
+    assert_eq!(
+        bindings(&server, "one") + bindings(&server, "two"),
+        2,
+        "never both"
+    );
+    b.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_is_hot_reloaded() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("amd-1", "amd64", "64"));
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    let prefer = |arch: &str| {
+        json!({"metadata": {"name": "cluster"}, "spec": {
+        "plugins": {"nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": arch, "weight": 100}]}},
+        "placement": {"scoring": [{"name": "ImageArchitecture", "weight": 20}]}}})
+    };
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        prefer("arm64"),
+    );
+    let runtime = start(&server, "a", false);
+    server.apply("pods", pod("first", "multi:1", "100m"));
+    eventually("first bound", || node_of(&server, "first").is_some()).await;
+    assert_eq!(node_of(&server, "first").as_deref(), Some("arm-1"));
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        prefer("amd64"),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.apply("pods", pod("second", "multi:1", "100m"));
+    eventually("second bound", || node_of(&server, "second").is_some()).await;
+    assert_eq!(node_of(&server, "second").as_deref(), Some("amd-1"));
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_watch_relists_after_410_gone() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    let runtime = start(&server, "a", false);
+    let mut ready = runtime.ready.clone();
+    tokio::time::timeout(Duration::from_secs(10), ready.wait_for(|r| *r))
+        .await
+        .unwrap()
+        .unwrap();
+    // A partition: the watches drop and cannot reconnect while a node appears, another
+    // goes, and history is compacted past what they saw.
+    server.hold_watches(true);
+    server.break_watches();
+    server.apply("nodes", node("arm-2", "arm64", "64"));
+    server.delete("nodes", "", "arm-1");
+    server.compact();
+    let lists = |server: &FakeApiServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with("GET /api/v1/nodes") && !r.contains("watch="))
+            .count()
+    };
+    let before = lists(&server);
+    server.hold_watches(false);
+    // The resumed watch gets 410 Gone and relists: a list after the compaction.
+    eventually("the nodes relisted", || lists(&server) > before).await;
+    // The new node is known: a pod pinned to it is bound there.
+    let mut pinned = pod("pinned-new", "arm:1", "100m");
+    pinned["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "arm-2"});
+    server.apply("pods", pinned);
+    eventually("pinned-new bound", || {
+        node_of(&server, "pinned-new").as_deref() == Some("arm-2")
+    })
+    .await;
+    // The deleted node is gone: a pod pinned to it sees one node only.
+    let mut stale = pod("pinned-old", "arm:1", "100m");
+    stale["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "arm-1"});
+    server.apply("pods", stale);
+    eventually("pinned-old reported against the relisted cluster", || {
+        server.get("pods", "shop", "pinned-old").unwrap()["status"]["conditions"][0]["message"]
+            == "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    })
+    .await;
+    assert!(node_of(&server, "pinned-old").is_none());
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_verbosity_follows_the_cluster_config() {
+    let server = FakeApiServer::start().await;
+    let runtime = start(&server, "a", false);
+    let mut verbosity = runtime.log_verbosity.clone();
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"metadata": {"name": "cluster"}, "spec": {"logVerbosity": "Debug"}}),
+    );
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        verbosity.wait_for(|v| *v == multiarch_crd::LogVerbosity::Debug),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    runtime.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_pod_writes_respect_the_client_qps() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    for i in 0..5 {
+        server.apply("pods", pod(&format!("q{i}"), "arm:1", "100m"));
+    }
+    let mut limited = options("a", false);
+    limited.api_qps = 10.0;
+    limited.api_burst = 1;
+    let started = std::time::Instant::now();
+    let runtime = start_with(&server, limited);
+    eventually("all bound", || {
+        (0..5).all(|i| node_of(&server, &format!("q{i}")).is_some())
+    })
+    .await;
+    eventually("all events written", || {
+        (0..5).all(|i| !events_for(&server, &format!("q{i}")).is_empty())
+    })
+    .await;
+    // 10 writes (5 bindings, 5 events) at 10/s with a burst of 1 take at least 0.9 s.
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    runtime.shutdown().await.unwrap();
+}
