@@ -9,10 +9,7 @@ mod table_inspector;
 
 use std::time::Duration;
 
-use multiarch_admission::gate::{
-    controller::{GateOptions, start},
-    metrics::GateMetrics,
-};
+use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
 use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_runtime::supervisor::Supervisor;
 use serde_json::{Value, json};

@@ -78,7 +78,7 @@ pub enum PlacementMode {
 #[serde(rename_all = "camelCase")]
 pub struct ScorePluginWeight {
     /// The score plugin.
-    pub name: ScorePlugin,
+    pub name: ScorePluginName,
 
     /// Its weight, from 0 (score off) to 100.
     #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message(
@@ -89,7 +89,7 @@ pub struct ScorePluginWeight {
 
 /// The score plugins whose weight can be tuned, with kube-scheduler's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum ScorePlugin {
+pub enum ScorePluginName {
     /// Prefers architectures by the `nodeAffinityScoring` weights (default weight 3).
     ImageArchitecture,
     /// Prefers nodes with more free resources (LeastAllocated; default weight 1).
@@ -107,15 +107,16 @@ pub enum ScorePlugin {
     InterPodAffinity,
 }
 
-impl ScorePlugin {
+impl ScorePluginName {
     /// kube-scheduler's default weight, and 3 for `ImageArchitecture`.
     pub fn default_weight(self) -> i32 {
         match self {
-            ScorePlugin::ImageArchitecture | ScorePlugin::TaintToleration => 3,
-            ScorePlugin::NodeAffinity
-            | ScorePlugin::PodTopologySpread
-            | ScorePlugin::InterPodAffinity => 2,
-            ScorePlugin::NodeResourcesFit | ScorePlugin::NodeResourcesBalancedAllocation => 1,
+            ScorePluginName::ImageArchitecture | ScorePluginName::TaintToleration => 3,
+            ScorePluginName::NodeAffinity
+            | ScorePluginName::PodTopologySpread
+            | ScorePluginName::InterPodAffinity => 2,
+            ScorePluginName::NodeResourcesFit
+            | ScorePluginName::NodeResourcesBalancedAllocation => 1,
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::{
     cache::{Answer, CacheKey, CacheOptions, InspectionCache},
     error::InspectError,
     image::{ImageInfo, ImageRef},
-    metrics::{InspectorMetrics, ResultLabel},
+    metrics::{InspectionResultLabel, InspectorMetrics},
     registry::{RegistryClient, RegistryOptions},
     secrets::SecretSource,
     settings::RegistrySettings,
@@ -131,7 +131,7 @@ impl ImageInspector for Inspector {
                 };
                 self.metrics
                     .registry_inspections
-                    .get_or_create(&ResultLabel { result })
+                    .get_or_create(&InspectionResultLabel { result })
                     .inc();
                 answer
             })

@@ -7,7 +7,7 @@ use prometheus_client::{
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
+pub struct InspectionResultLabel {
     pub result: &'static str,
 }
 
@@ -17,7 +17,7 @@ pub struct InspectorMetrics {
     pub cache_misses: Counter,
     pub cache_entries: Gauge,
     /// Inspections that went to a registry, by result (`ok` or an error label).
-    pub registry_inspections: Family<ResultLabel, Counter>,
+    pub registry_inspections: Family<InspectionResultLabel, Counter>,
     pub inspection_seconds: Histogram,
 }
 

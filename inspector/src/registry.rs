@@ -12,6 +12,7 @@ use std::{
 
 use futures_util::StreamExt;
 use lru::LruCache;
+use multiarch_runtime::backoff::Backoff;
 use oci_client::{
     Client,
     client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol},
@@ -310,7 +311,7 @@ impl RegistryClient {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, OciDistributionError>>,
     {
-        let mut delay = self.options.retry_backoff;
+        let backoff = Backoff::new(self.options.retry_backoff, Duration::MAX);
         let mut attempt = 1;
         loop {
             let failure = match call().await {
@@ -320,8 +321,7 @@ impl RegistryClient {
             match failure {
                 Failure::Other(e) if e.is_transient() && attempt < self.options.attempts => {
                     debug!(image = %image, attempt, error = %e, "retrying");
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
+                    tokio::time::sleep(backoff.after(attempt)).await;
                     attempt += 1;
                 }
                 other => return Err(other),

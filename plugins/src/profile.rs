@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use multiarch_crd::{PlacementSpec, ScorePlugin as ScorePluginName};
+use multiarch_crd::{PlacementSpec, ScorePluginName};
 
 use crate::{
     framework::{FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin},

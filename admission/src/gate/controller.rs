@@ -5,9 +5,8 @@
 //! MULTIARCH-6239). The gauge of gated pods follows the controller's own cache.
 
 use std::{
-    collections::HashMap,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use k8s_openapi::api::core::v1::Pod;
@@ -20,38 +19,15 @@ use multiarch_inspector::ImageInspector;
 use multiarch_runtime::{
     backoff::Backoff,
     controller::{self, ControllerSettings},
-    leader_election::{ElectionConfig, Leadership},
+    leader_election::Leadership,
     pod_events::PodEvents,
     supervisor::Tasks,
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{metrics::GateMetrics, pass, process::has_gate};
-
-#[derive(Clone, Debug)]
-pub struct GateOptions {
-    pub own_namespace: String,
-    pub identity: String,
-    pub concurrency: usize,
-    /// Inspection attempts before the fallback (or ungating without affinity).
-    pub max_attempts: u32,
-    /// Backoff between inspection attempts, and after API errors.
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
-    pub election: Option<ElectionConfig>,
-}
-
-/// What every pass shares.
-pub(super) struct GateContext {
-    pub client: kube::Client,
-    pub inspector: Arc<dyn ImageInspector>,
-    pub options: GateOptions,
-    pub metrics: GateMetrics,
-    pub events: PodEvents,
-    /// Pods waiting out an inspection backoff: their own updates (labels written by the
-    /// failed pass) must not trigger the next attempt early, as they did in MTO.
-    pub backoff_until: Mutex<HashMap<String, Instant>>,
-}
+use super::{
+    context::GateContext, metrics::GateMetrics, options::GateOptions, pass, process::has_gate,
+};
 
 /// Starts the controller under `tasks`: it waits for the lease, then runs until shutdown;
 /// losing the lease ends the role.

@@ -23,7 +23,7 @@ use multiarch_runtime::{
 use tracing::debug;
 
 use super::{
-    controller::GateContext,
+    context::GateContext,
     process::{EventType, GateInputs, Inspection, has_gate, needs_inspection, process},
 };
 

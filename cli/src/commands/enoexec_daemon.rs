@@ -44,7 +44,7 @@ fn runtime_socket(endpoint: Option<&str>) -> anyhow::Result<PathBuf> {
 }
 
 pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
-    let mut role = Role::begin(&args.log, true);
+    let (mut role, _) = Role::begin(&args.log, true);
     let client = client::connect(None).await?;
     // The kernel first: without it nothing else matters, and its error names what is missing.
     let mut probe = ExecProbe::attach()?;

@@ -11,7 +11,7 @@ use super::role::Role;
 use crate::args::EnoexecHandlerArgs;
 
 pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
-    let mut role = Role::begin(&args.log, true);
+    let (mut role, _) = Role::begin(&args.log, true);
     let client = client::connect(None).await?;
     let inspector: Option<Arc<dyn ImageInspector>> = if args.inspector_endpoint.is_empty() {
         None

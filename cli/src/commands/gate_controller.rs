@@ -3,10 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use multiarch_admission::gate::{
-    controller::{GateOptions, start},
-    metrics::GateMetrics,
-};
+use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
 use multiarch_inspector::{ImageInspector, grpc::RemoteInspector};
 use multiarch_runtime::{client, leader_election::ElectionConfig};
 use tracing::info;
@@ -15,7 +12,7 @@ use super::role::Role;
 use crate::args::GateControllerArgs;
 
 pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
-    let mut role = Role::begin(&args.log, true);
+    let (mut role, _) = Role::begin(&args.log, true);
     let client = client::connect(None).await?;
     let inspector: Arc<dyn ImageInspector> =
         Arc::new(RemoteInspector::new(&args.inspector_endpoint)?);

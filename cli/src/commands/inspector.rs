@@ -20,7 +20,7 @@ use super::role::Role;
 use crate::args::InspectorArgs;
 
 pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
-    let mut role = Role::begin(&args.log, true);
+    let (mut role, _) = Role::begin(&args.log, true);
     let settings = match &args.registries_config {
         Some(path) => RegistrySettings::load(path)?,
         None => RegistrySettings::default(),

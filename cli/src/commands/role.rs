@@ -26,22 +26,21 @@ pub struct Role {
     pub registry: Registry,
     /// `/readyz` answers 200 while this is true.
     pub ready: Arc<AtomicBool>,
-    /// Changes the log filter (unless `RUST_LOG` pins it).
-    pub log_filter: Option<FilterHandle>,
 }
 
 impl Role {
-    /// Logging set up, and a supervisor that shuts down on SIGTERM or SIGINT.
-    pub fn begin(log: &LogArgs, ready: bool) -> Self {
+    /// Logging set up, and a supervisor that shuts down on SIGTERM or SIGINT; with the
+    /// handle that changes the log filter at run time (`None` when `RUST_LOG` pins it).
+    pub fn begin(log: &LogArgs, ready: bool) -> (Self, Option<FilterHandle>) {
         let log_filter = logging::init_from(log);
         let supervisor = Supervisor::new(shutdown::on_signal());
-        Role {
+        let role = Role {
             tasks: supervisor.tasks(),
             supervisor,
             registry: Registry::default(),
             ready: Arc::new(AtomicBool::new(ready)),
-            log_filter,
-        }
+        };
+        (role, log_filter)
     }
 
     /// Serves the operations endpoint on `addr` and runs until the role ends: `Ok` after

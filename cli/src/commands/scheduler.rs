@@ -15,7 +15,7 @@ use super::role::Role;
 use crate::args::SchedulerArgs;
 
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
-    let mut role = Role::begin(&args.log, false);
+    let (mut role, log_filter) = Role::begin(&args.log, false);
     let client = client::connect(args.kubeconfig.as_deref()).await?;
 
     let metrics = SchedulerMetrics::default();
@@ -63,7 +63,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     };
     let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
 
-    if let Some(handle) = role.log_filter.take() {
+    if let Some(handle) = log_filter {
         let mut verbosity = running.log_verbosity.clone();
         let shutdown = role.tasks.shutdown().clone();
         role.tasks.spawn("log verbosity", async move {

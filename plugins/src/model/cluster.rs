@@ -43,9 +43,6 @@ pub struct ClusterState {
     controller_zones: FxHashMap<String, FxHashMap<String, u32>>,
 }
 
-/// The zone label the default spread constraint uses.
-pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
-
 impl ClusterState {
     pub fn new() -> Self {
         ClusterState::default()
@@ -255,7 +252,10 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{node::NodeBuilder, pod::PodBuilder};
+    use crate::model::{
+        node::{NodeBuilder, ZONE_LABEL},
+        pod::PodBuilder,
+    };
 
     fn pod(name: &str, node: Option<&str>) -> Arc<PodInfo> {
         let mut b = PodBuilder::new("ns", name).container("c", "i", "1", "1Gi");

@@ -15,6 +15,9 @@ use super::{
     selectors::Labels,
 };
 
+/// The well-known label of a node's zone (topology spreading, cluster summaries).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
 /// Label a node may carry to state its architecture variant (e.g. `v7` on 32-bit arm);
 /// Kubernetes has no standard one. Without it, a node accepts builds of any variant.
 pub const NODE_VARIANT_LABEL: &str = "multiarch.openshift.io/arch-variant";
@@ -89,7 +92,7 @@ impl NodeInfo {
             .any(|c| c.type_ == "Ready" && c.status == "True");
         Ok(NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
-            zone: labels.get(super::cluster::ZONE_LABEL).cloned(),
+            zone: labels.get(ZONE_LABEL).cloned(),
             taints: spec
                 .taints
                 .iter()

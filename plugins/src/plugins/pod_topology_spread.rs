@@ -12,8 +12,8 @@ use crate::{
         ScorePlugin, Status,
     },
     model::{
-        cluster::{ClusterEvent, ZONE_LABEL},
-        node::NodeInfo,
+        cluster::ClusterEvent,
+        node::{NodeInfo, ZONE_LABEL},
         pod::{PodInfo, SpreadConstraint},
         selectors::LabelSelector,
     },

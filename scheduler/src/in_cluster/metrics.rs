@@ -7,7 +7,7 @@ use prometheus_client::{
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
+pub struct AttemptResultLabel {
     pub result: &'static str,
 }
 
@@ -31,7 +31,7 @@ fn latency() -> Histogram {
 #[derive(Clone, Debug)]
 pub struct SchedulerMetrics {
     /// `scheduled`, `unschedulable`, `error`.
-    pub attempts: Family<ResultLabel, Counter>,
+    pub attempts: Family<AttemptResultLabel, Counter>,
     pub attempt_seconds: Histogram,
     pub binding_seconds: Histogram,
     /// `active`, `backoff`, `unschedulable`, `waiting_for_images`.

@@ -21,7 +21,7 @@ use super::{
     binder::KubeBinder,
     image_lookups::InspectedImages,
     inbox::{BindOutcome, Inbox, Kind},
-    metrics::{QueueLabel, ResultLabel, SchedulerMetrics, TypeLabel},
+    metrics::{AttemptResultLabel, QueueLabel, SchedulerMetrics, TypeLabel},
     pod_reports::{PodReport, PodReports},
 };
 use crate::core::{
@@ -303,7 +303,7 @@ impl Loop {
             } => {
                 self.metrics
                     .attempts
-                    .get_or_create(&ResultLabel {
+                    .get_or_create(&AttemptResultLabel {
                         result: "scheduled",
                     })
                     .inc();
@@ -327,7 +327,7 @@ impl Loop {
                 };
                 self.metrics
                     .attempts
-                    .get_or_create(&ResultLabel { result })
+                    .get_or_create(&AttemptResultLabel { result })
                     .inc();
                 if self.last_failure.get(&pod.uid) != Some(&message) {
                     self.last_failure.insert(pod.uid.clone(), message.clone());
@@ -369,7 +369,7 @@ impl Loop {
             BindOutcome::Failed(reason) => {
                 self.metrics
                     .attempts
-                    .get_or_create(&ResultLabel { result: "error" })
+                    .get_or_create(&AttemptResultLabel { result: "error" })
                     .inc();
                 let note = format!("Binding rejected: {reason}");
                 self.reports.send(PodReport::about(

@@ -8,12 +8,12 @@ pub mod scenario;
 
 use std::collections::BTreeMap;
 
-use report::{Counterfactual, Report, UnschedulableGroup};
+use report::{Counterfactual, SimulationReport, UnschedulableGroup};
 use run::{Prepared, incompatible_placements, profiles};
 use scenario::{Scenario, ScenarioError};
 
 /// Runs the scenario (and its architecture-blind counterfactual) and reports.
-pub fn simulate(scenario: &Scenario, seed: u64) -> Result<Report, ScenarioError> {
+pub fn simulate(scenario: &Scenario, seed: u64) -> Result<SimulationReport, ScenarioError> {
     let prepared = Prepared::new(scenario)?;
     let (profile, blind_profile) = profiles(&prepared);
     let result = run::run(&prepared, profile, seed);
@@ -34,7 +34,7 @@ pub fn simulate(scenario: &Scenario, seed: u64) -> Result<Report, ScenarioError>
         .collect();
     unschedulable.sort_by(|a, b| b.pods.cmp(&a.pods).then_with(|| a.reason.cmp(&b.reason)));
 
-    Ok(Report {
+    Ok(SimulationReport {
         seed,
         nodes: prepared.nodes.len(),
         nodes_by_arch,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct SimulationReport {
     pub seed: u64,
     pub nodes: usize,
     pub nodes_by_arch: BTreeMap<String, usize>,
@@ -39,7 +39,7 @@ pub struct Counterfactual {
     pub incompatible: usize,
 }
 
-impl Report {
+impl SimulationReport {
     pub fn text(&self) -> String {
         let mut out = String::new();
         let mix: Vec<String> = self

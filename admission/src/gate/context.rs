@@ -1,0 +1,24 @@
+//! What every pass of the gate controller shares.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use multiarch_inspector::ImageInspector;
+use multiarch_runtime::pod_events::PodEvents;
+
+use super::{metrics::GateMetrics, options::GateOptions};
+
+/// What every pass shares.
+pub struct GateContext {
+    pub client: kube::Client,
+    pub inspector: Arc<dyn ImageInspector>,
+    pub options: GateOptions,
+    pub metrics: GateMetrics,
+    pub events: PodEvents,
+    /// Pods waiting out an inspection backoff: their own updates (labels written by the
+    /// failed pass) must not trigger the next attempt early, as they did in MTO.
+    pub backoff_until: Mutex<HashMap<String, Instant>>,
+}
