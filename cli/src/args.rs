@@ -153,6 +153,12 @@ pub struct SchedulerArgs {
     #[arg(long, default_value_t = 100, env = "MULTIARCH_KUBE_API_BURST")]
     pub kube_api_burst: u32,
 
+    /// How long a pod's PersistentVolumeClaims may take to be bound (or provisioned)
+    /// after the scheduler chose their volumes or node, before its binding fails and it
+    /// is retried (kube-scheduler's `bindTimeoutSeconds`).
+    #[arg(long, default_value = "600s", value_parser = humantime::parse_duration)]
+    pub volume_bind_timeout: Duration,
+
     /// Use a remote inspector (`multiarch inspector`) instead of inspecting in-process.
     #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
     pub inspector_endpoint: Option<String>,

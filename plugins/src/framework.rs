@@ -8,12 +8,9 @@ use std::{
 };
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint},
     image_platforms::PodImagePlatforms,
-    model::{
-        cluster::{ClusterEvent, ClusterState},
-        node::NodeInfo,
-        pod::PodInfo,
-    },
+    model::{cluster::ClusterState, node::NodeInfo, nominated::NominatedPods, pod::PodInfo},
 };
 
 /// The highest score a plugin gives a node after normalization.
@@ -146,11 +143,45 @@ impl Status {
     }
 }
 
+/// A value plugins keep in the [`CycleState`]: cloned when preemption tries a node
+/// without some of its pods, or with the pods nominated to it.
+pub trait StateData: Any + Send + Sync {
+    fn clone_data(&self) -> Box<dyn StateData>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any + Clone + Send + Sync> StateData for T {
+    fn clone_data(&self) -> Box<dyn StateData> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 /// Per-pod, per-cycle data written in PreFilter/PreScore and read in Filter/Score.
 /// A handful of entries, read once per node: a vector beats a hash map here.
 #[derive(Default)]
 pub struct CycleState {
-    values: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
+    values: Vec<(TypeId, Box<dyn StateData>)>,
+}
+
+impl Clone for CycleState {
+    fn clone(&self) -> Self {
+        CycleState {
+            values: self
+                .values
+                .iter()
+                .map(|(id, value)| (*id, (**value).clone_data()))
+                .collect(),
+        }
+    }
 }
 
 impl CycleState {
@@ -158,7 +189,7 @@ impl CycleState {
         CycleState::default()
     }
 
-    pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
+    pub fn write<T: Any + Clone + Send + Sync>(&mut self, value: T) {
         let id = TypeId::of::<T>();
         match self.values.iter_mut().find(|(t, _)| *t == id) {
             Some(slot) => slot.1 = Box::new(value),
@@ -171,7 +202,15 @@ impl CycleState {
         self.values
             .iter()
             .find(|(t, _)| *t == id)
-            .and_then(|(_, v)| v.downcast_ref())
+            .and_then(|(_, v)| (**v).as_any().downcast_ref())
+    }
+
+    pub fn read_mut<T: Any + Send + Sync>(&mut self) -> Option<&mut T> {
+        let id = TypeId::of::<T>();
+        self.values
+            .iter_mut()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| (**v).as_any_mut().downcast_mut())
     }
 }
 
@@ -186,19 +225,60 @@ pub struct CycleContext<'a> {
     pub arch_preferences: &'a [(String, i32)],
     /// `fallbackArchitecture`, used when the images cannot be inspected.
     pub fallback_architecture: Option<&'a str>,
+    /// Pods a preemption made room for, counted on their node by pods of lower or equal
+    /// priority.
+    pub nominated: &'a NominatedPods,
 }
 
 pub trait Plugin: Send + Sync {
     fn name(&self) -> &'static str;
 
-    /// Cluster events after which a pod this plugin rejected may fit (queueing hints).
-    fn events(&self) -> &'static [ClusterEvent];
+    /// The kinds of cluster change after which a pod this plugin rejected may fit.
+    fn events(&self) -> &'static [EventKind];
+
+    /// Whether `change` may make `pod`, which this plugin rejected, fit (kube-scheduler's
+    /// queueing hint). The default retries on every registered change.
+    fn queueing_hint(
+        &self,
+        _pod: &PodInfo,
+        _change: &ClusterChange<'_>,
+        _cluster: &ClusterState,
+    ) -> QueueingHint {
+        QueueingHint::Queue
+    }
 }
 
 pub trait PreFilterPlugin: Plugin {
     /// Runs once per cycle. `Skip` turns this plugin's filter off for the pod; a rejection
     /// ends the cycle for every node.
     fn pre_filter(&self, ctx: &CycleContext<'_>, state: &mut CycleState) -> Status;
+
+    /// After a successful PreFilter: the only nodes that can fit, when the plugin knows
+    /// them already (kube-scheduler's `PreFilterResult`). The others are not filtered and
+    /// count as "didn't satisfy plugin(s)".
+    fn eligible_nodes(&self, _ctx: &CycleContext<'_>, _state: &CycleState) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Preemption: `pod` (on `node`) is considered gone, or (nominated) present; plugins
+    /// whose PreFilter state counts pods elsewhere in the cluster update it.
+    fn remove_pod(
+        &self,
+        _ctx: &CycleContext<'_>,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _node: &NodeInfo,
+    ) {
+    }
+
+    fn add_pod(
+        &self,
+        _ctx: &CycleContext<'_>,
+        _state: &mut CycleState,
+        _pod: &PodInfo,
+        _node: &NodeInfo,
+    ) {
+    }
 }
 
 pub trait FilterPlugin: Plugin {

@@ -3,6 +3,7 @@
 //! architectures a pod can run on. No I/O: everything here is tested directly.
 
 pub mod affinity_writer;
+pub mod events;
 pub mod exemption;
 pub mod framework;
 pub mod image_platforms;
@@ -10,4 +11,5 @@ pub mod model;
 pub mod plugins;
 pub mod preferences;
 pub mod profile;
+pub mod routing;
 pub mod testing;

@@ -6,14 +6,17 @@ use std::sync::Arc;
 use multiarch_crd::{PlacementSpec, ScorePluginName};
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint},
     framework::{FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin},
-    model::cluster::ClusterEvent,
+    model::{cluster::ClusterState, pod::PodInfo},
     plugins::{
         balanced_allocation::BalancedAllocation, image_architecture::ImageArchitecture,
         inter_pod_affinity::InterPodAffinity, node_affinity::NodeAffinity, node_name::NodeName,
         node_ports::NodePorts, node_resources_fit::NodeResourcesFit,
-        node_unschedulable::NodeUnschedulable, pod_topology_spread::PodTopologySpread,
-        taint_toleration::TaintToleration, volume_binding::VolumeBinding,
+        node_unschedulable::NodeUnschedulable, node_volume_limits::NodeVolumeLimits,
+        pod_topology_spread::PodTopologySpread, taint_toleration::TaintToleration,
+        unsupported_features::UnsupportedFeatures, volume_binding::VolumeBinding,
+        volume_restrictions::VolumeRestrictions, volume_zone::VolumeZone,
     },
 };
 
@@ -30,18 +33,29 @@ pub struct Profile {
     /// In the order they run on a node; the first rejection is the node's reason.
     pub filters: Vec<Arc<dyn FilterPlugin>>,
     pub scorers: Vec<WeightedScorer>,
-    events: Vec<(&'static str, &'static [ClusterEvent])>,
+    /// Every plugin that can reject a pod, for the events it registers and its hints.
+    rejecting: Vec<Arc<dyn Plugin>>,
+    /// Off: every registered event retries the pods (the behaviour before queueing
+    /// hints; kept to measure what the hints save).
+    pub queueing_hints: bool,
 }
 
 impl Profile {
     pub fn new(placement: &PlacementSpec) -> Self {
+        let unsupported = Arc::new(UnsupportedFeatures);
         let image_architecture = Arc::new(ImageArchitecture);
+        let unschedulable = Arc::new(NodeUnschedulable);
+        let node_name = Arc::new(NodeName);
         let taints = Arc::new(TaintToleration);
         let node_affinity = Arc::new(NodeAffinity);
+        let ports = Arc::new(NodePorts);
         let fit = Arc::new(NodeResourcesFit);
+        let restrictions = Arc::new(VolumeRestrictions);
+        let limits = Arc::new(NodeVolumeLimits);
+        let binding = Arc::new(VolumeBinding);
+        let zone = Arc::new(VolumeZone);
         let spread = Arc::new(PodTopologySpread);
         let pod_affinity = Arc::new(InterPodAffinity);
-        let ports = Arc::new(NodePorts);
         let balanced = Arc::new(BalancedAllocation);
 
         let weight = |name: ScorePluginName| {
@@ -76,46 +90,62 @@ impl Profile {
         .filter(|s| s.weight > 0)
         .collect();
 
-        let plugins: Vec<&dyn Plugin> = vec![
-            &NodeUnschedulable,
-            &NodeName,
-            image_architecture.as_ref(),
-            taints.as_ref(),
-            node_affinity.as_ref(),
-            ports.as_ref(),
-            fit.as_ref(),
-            &VolumeBinding,
-            spread.as_ref(),
-            pod_affinity.as_ref(),
-            balanced.as_ref(),
+        let rejecting: Vec<Arc<dyn Plugin>> = vec![
+            unsupported.clone(),
+            unschedulable.clone(),
+            node_name.clone(),
+            image_architecture.clone(),
+            taints.clone(),
+            node_affinity.clone(),
+            ports.clone(),
+            fit.clone(),
+            restrictions.clone(),
+            limits.clone(),
+            binding.clone(),
+            zone.clone(),
+            spread.clone(),
+            pod_affinity.clone(),
         ];
-        let events = plugins.iter().map(|p| (p.name(), p.events())).collect();
 
         Profile {
             scheduler_name: placement.scheduler_name.clone(),
             percentage_of_nodes_to_score: u32::try_from(placement.percentage_of_nodes_to_score)
                 .unwrap_or(0)
                 .min(100),
+            // kube-scheduler's order, the image architectures last: in the situations
+            // kube-scheduler knows, the first rejection and its message are the same.
             pre_filters: vec![
-                Arc::new(VolumeBinding),
-                image_architecture.clone(),
+                unsupported,
+                node_affinity.clone(),
                 ports.clone(),
+                restrictions.clone(),
+                limits.clone(),
+                binding.clone(),
+                zone.clone(),
                 spread.clone(),
                 pod_affinity.clone(),
+                image_architecture.clone(),
             ],
+            // The image architectures right after the node's own state: a node of the
+            // wrong architecture is reported as such, whatever else it lacks.
             filters: vec![
-                Arc::new(NodeUnschedulable),
-                Arc::new(NodeName),
+                unschedulable,
+                node_name,
                 image_architecture,
                 taints,
                 node_affinity,
                 ports,
                 fit,
+                restrictions,
+                limits,
+                binding,
+                zone,
                 spread,
                 pod_affinity,
             ],
             scorers,
-            events,
+            rejecting,
+            queueing_hints: true,
         }
     }
 
@@ -125,15 +155,33 @@ impl Profile {
         self.pre_filters.retain(|p| p.name() != plugin);
         self.filters.retain(|p| p.name() != plugin);
         self.scorers.retain(|s| s.plugin.name() != plugin);
+        self.rejecting.retain(|p| p.name() != plugin);
         self
     }
 
-    /// The cluster events after which a pod rejected by `plugin` may fit.
-    pub fn events_of(&self, plugin: &str) -> &'static [ClusterEvent] {
-        self.events
+    /// The kinds of change after which a pod rejected by `plugin` may fit.
+    pub fn events_of(&self, plugin: &str) -> &'static [EventKind] {
+        self.rejecting
             .iter()
-            .find(|(name, _)| *name == plugin)
-            .map_or(&[], |(_, events)| events)
+            .find(|p| p.name() == plugin)
+            .map_or(&[], |p| p.events())
+    }
+
+    /// Whether `change` may make `pod`, which `plugin` rejected, fit. Unknown plugins
+    /// (none) answer Queue, so a pod never waits on a question nobody answers.
+    pub fn hint(
+        &self,
+        plugin: &str,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        cluster: &ClusterState,
+    ) -> QueueingHint {
+        match self.rejecting.iter().find(|p| p.name() == plugin) {
+            None => QueueingHint::Queue,
+            Some(p) if !p.events().contains(&change.kind()) => QueueingHint::QueueSkip,
+            Some(_) if !self.queueing_hints => QueueingHint::Queue,
+            Some(p) => p.queueing_hint(pod, change, cluster),
+        }
     }
 }
 
@@ -230,14 +278,61 @@ mod tests {
         assert!(
             profile
                 .events_of("NodeResourcesFit")
-                .contains(&ClusterEvent::AssignedPodDeleted)
+                .contains(&EventKind::AssignedPodDelete)
         );
         assert!(
             profile
                 .events_of("ImageArchitecture")
-                .contains(&ClusterEvent::ImagePlatformsResolved)
+                .contains(&EventKind::ImagesResolved)
         );
-        assert!(profile.events_of("VolumeBinding").is_empty());
+        assert!(
+            profile
+                .events_of("VolumeBinding")
+                .contains(&EventKind::PersistentVolumeClaimChange)
+        );
         assert!(profile.events_of("Unknown").is_empty());
+    }
+
+    #[test]
+    fn hints_answer_only_for_registered_events_and_can_be_turned_off() {
+        use crate::model::{node::NodeBuilder, pod::PodBuilder};
+        let pod = PodBuilder::new("ns", "p")
+            .container("c", "i", "8", "1Gi")
+            .info();
+        let cluster = ClusterState::new();
+        let small = NodeBuilder::new("n", "amd64")
+            .capacity("2", "4Gi", 110)
+            .info();
+        let added = ClusterChange::NodeAdded(&small);
+        let mut profile = Profile::default();
+        // Too small for the pod: the hint skips it.
+        assert_eq!(
+            profile.hint("NodeResourcesFit", &pod, &added, &cluster),
+            QueueingHint::QueueSkip
+        );
+        // NodePorts registered NodeAdd and retries on any new node.
+        assert_eq!(
+            profile.hint("NodePorts", &pod, &added, &cluster),
+            QueueingHint::Queue
+        );
+        // VolumeZone did not register namespace changes.
+        assert_eq!(
+            profile.hint(
+                "VolumeZone",
+                &pod,
+                &ClusterChange::NamespaceChanged("ns"),
+                &cluster
+            ),
+            QueueingHint::QueueSkip
+        );
+        assert_eq!(
+            profile.hint("Unknown", &pod, &added, &cluster),
+            QueueingHint::Queue
+        );
+        profile.queueing_hints = false;
+        assert_eq!(
+            profile.hint("NodeResourcesFit", &pod, &added, &cluster),
+            QueueingHint::Queue
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::{
     framework::CycleContext,
     image_platforms::{ImagePlatforms, PodImagePlatforms},
-    model::{cluster::ClusterState, platform::Platform, pod::PodInfo},
+    model::{cluster::ClusterState, nominated::NominatedPods, platform::Platform, pod::PodInfo},
 };
 
 /// Linux platforms with these architectures.
@@ -26,6 +26,7 @@ pub struct Fixture {
     pub images: PodImagePlatforms,
     pub preferences: Vec<(String, i32)>,
     pub fallback: Option<String>,
+    pub nominated: NominatedPods,
 }
 
 impl Fixture {
@@ -36,6 +37,7 @@ impl Fixture {
             images: PodImagePlatforms::default(),
             preferences: Vec::new(),
             fallback: None,
+            nominated: NominatedPods::default(),
         }
     }
 
@@ -51,6 +53,7 @@ impl Fixture {
             images: &self.images,
             arch_preferences: &self.preferences,
             fallback_architecture: self.fallback.as_deref(),
+            nominated: &self.nominated,
         }
     }
 }

@@ -44,6 +44,7 @@ fn options(identity: &str, election: bool) -> SchedulerOptions {
         config_grace: Duration::from_secs(5),
         api_qps: 0.0,
         api_burst: 1,
+        volume_bind_timeout: Duration::from_secs(20),
     }
 }
 
@@ -168,14 +169,14 @@ async fn pods_are_bound_to_compatible_nodes_and_users_see_why() {
     assert_eq!(failed[0]["type"], "Warning");
     assert_eq!(
         failed[0]["note"],
-        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match the pod's image architectures (images support amd64). preemption: not attempted, multiarch-scheduler does not evict lower-priority pods."
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match the pod's image architectures (images support amd64). no new claims to deallocate, preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
     );
     let condition = &server.get("pods", "shop", "mainframe").unwrap()["status"]["conditions"][0];
     assert_eq!(condition["type"], "PodScheduled");
     assert_eq!(condition["status"], "False");
     assert_eq!(
         condition["message"],
-        "0/2 nodes are available: 2 node(s) didn't match the pod's image architectures (images support s390x)."
+        "0/2 nodes are available: 2 node(s) didn't match the pod's image architectures (images support s390x). no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 
     // Capacity frees up: the waiting pod is bound, once.
@@ -375,7 +376,9 @@ async fn a_broken_watch_relists_after_410_gone() {
     server.apply("pods", stale);
     eventually("pinned-old reported against the relisted cluster", || {
         server.get("pods", "shop", "pinned-old").unwrap()["status"]["conditions"][0]["message"]
-            == "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+            == "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. no \
+                new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not \
+                helpful for scheduling."
     })
     .await;
     assert!(node_of(&server, "pinned-old").is_none());

@@ -59,14 +59,15 @@ fn every_unplaced_pod_has_the_right_reason() {
     assert!(
         reasons.contains(
             &"0/6 nodes are available: the pod's images have no architecture in common: \
-          job (z-only:1) supports s390x; proxy (sidecar:1) supports amd64, arm64."
+          job (z-only:1) supports s390x; proxy (sidecar:1) supports amd64, arm64. not found"
         ),
         "{reasons:#?}"
     );
     assert!(
         reasons.contains(
             &"0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match the pod's image \
-          architectures (images support arm64)."
+          architectures (images support arm64). no new claims to deallocate, preemption: 0/6 \
+          nodes are available: 6 Preemption is not helpful for scheduling."
         ),
         "{reasons:#?}"
     );
@@ -74,7 +75,8 @@ fn every_unplaced_pod_has_the_right_reason() {
     assert!(
         reasons.contains(
             &"0/6 nodes are available: 6 node(s) didn't match the pod's image architectures \
-          (images support arm/v7)."
+          (images support arm/v7). no new claims to deallocate, preemption: 0/6 nodes are \
+          available: 6 Preemption is not helpful for scheduling."
         ),
         "{reasons:#?}"
     );
@@ -144,8 +146,9 @@ fn hard_spread_and_anti_affinity_are_honoured() {
     assert_eq!(
         unschedulable,
         [(
-            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. preemption: \
-           not attempted, multiarch-scheduler does not evict lower-priority pods."
+            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. no new \
+           claims to deallocate, preemption: 0/4 nodes are available: 4 No preemption victims \
+           found for incoming pod."
                 .to_owned(),
             1
         )]

@@ -60,6 +60,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         config_grace: Duration::from_secs(30),
         api_qps: args.kube_api_qps,
         api_burst: args.kube_api_burst,
+        volume_bind_timeout: args.volume_bind_timeout,
     };
     let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
 

@@ -1,14 +1,20 @@
 //! The scheduler's picture of the cluster: every node and every pod assigned to one (by
-//! any scheduler), plus the pods this scheduler has assumed but not yet seen bound.
+//! any scheduler), the pods this scheduler has assumed but not yet seen bound, namespaces'
+//! labels and the storage objects.
 //!
 //! Mutated between scheduling cycles only; a cycle reads it through `&ClusterState`, so it
-//! is its own snapshot and nothing is copied per cycle.
+//! is its own snapshot and nothing is copied per cycle. Every mutation says what changed,
+//! so the queue can ask the plugins whether the change helps a waiting pod.
 
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 
-use super::{node::NodeInfo, pod::PodInfo, selectors::Labels};
+use super::{
+    disruption_budget::DisruptionBudget, node::NodeInfo, pod::PodInfo, selectors::Labels,
+    storage::StorageCatalog,
+};
+use crate::events::NodeChanges;
 
 #[derive(Clone, Debug)]
 struct PodLocation {
@@ -16,15 +22,28 @@ struct PodLocation {
     assumed: bool,
 }
 
-/// What changed, for the queue's requeue decisions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ClusterEvent {
-    NodeAdded,
-    NodeChanged,
-    AssignedPodAdded,
-    AssignedPodDeleted,
-    ConfigChanged,
-    ImagePlatformsResolved,
+/// What [`ClusterState::upsert_node`] changed.
+#[derive(Clone, Debug)]
+pub enum NodeUpsert {
+    Added,
+    /// `old` holds the node's own fields before the update (no pods).
+    Updated {
+        old: Box<NodeInfo>,
+        changes: NodeChanges,
+    },
+    /// Nothing scheduling reads changed (a heartbeat).
+    Unchanged,
+}
+
+/// What [`ClusterState::add_assigned_pod`] changed.
+#[derive(Clone, Debug)]
+pub enum AssignedPodUpsert {
+    /// A new pod, or the binding of an assumed one confirmed.
+    Added,
+    /// Labels, requests, node or deletion changed.
+    Updated { old: Arc<PodInfo> },
+    /// Nothing scheduling reads changed (a status update).
+    Unchanged,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -36,6 +55,8 @@ pub struct ClusterState {
     /// as soon as the node appears.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
     namespace_labels: HashMap<String, Labels>,
+    storage: StorageCatalog,
+    disruption_budgets: HashMap<String, DisruptionBudget>,
     pods_with_affinity: usize,
     pods_with_required_anti_affinity: usize,
     /// Pods per controller per zone, so the default zone spread constraint costs no walk
@@ -56,12 +77,61 @@ impl ClusterState {
         self.index.get(name).map(|&i| &self.nodes[i])
     }
 
+    /// The node's position in [`nodes`](Self::nodes).
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     pub fn namespace_labels(&self, namespace: &str) -> Option<&Labels> {
         self.namespace_labels.get(namespace)
     }
 
-    pub fn set_namespace_labels(&mut self, namespace: &str, labels: Labels) {
+    /// Records a namespace's labels; `true` when they are new or changed.
+    pub fn set_namespace_labels(&mut self, namespace: &str, labels: Labels) -> bool {
+        if self.namespace_labels.get(namespace) == Some(&labels) {
+            return false;
+        }
         self.namespace_labels.insert(namespace.to_owned(), labels);
+        true
+    }
+
+    pub fn remove_namespace(&mut self, namespace: &str) -> bool {
+        self.namespace_labels.remove(namespace).is_some()
+    }
+
+    pub fn namespace_count(&self) -> usize {
+        self.namespace_labels.len()
+    }
+
+    pub fn storage(&self) -> &StorageCatalog {
+        &self.storage
+    }
+
+    pub fn storage_mut(&mut self) -> &mut StorageCatalog {
+        &mut self.storage
+    }
+
+    pub fn upsert_disruption_budget(&mut self, budget: DisruptionBudget) {
+        self.disruption_budgets.insert(budget.key(), budget);
+    }
+
+    pub fn delete_disruption_budget(&mut self, key: &str) {
+        self.disruption_budgets.remove(key);
+    }
+
+    /// Budgets of one namespace (preemption's victims come from many; callers filter).
+    pub fn disruption_budgets(&self) -> impl Iterator<Item = &DisruptionBudget> {
+        self.disruption_budgets.values()
+    }
+
+    /// The pod (bound or assumed) with this UID.
+    pub fn pod(&self, uid: &str) -> Option<&Arc<PodInfo>> {
+        let location = self.placements.get(uid)?;
+        let pods = match self.index.get(&location.node) {
+            Some(&i) => &self.nodes[i].pods,
+            None => self.orphans.get(&location.node)?,
+        };
+        pods.iter().find(|p| p.uid == uid)
     }
 
     /// Pods (bound or assumed) with any pod affinity or anti-affinity term.
@@ -97,8 +167,14 @@ impl ClusterState {
     }
 
     /// Adds a node or updates its own fields (its pods stay).
-    pub fn upsert_node(&mut self, fresh: NodeInfo) -> ClusterEvent {
+    pub fn upsert_node(&mut self, fresh: NodeInfo) -> NodeUpsert {
         if let Some(&i) = self.index.get(&fresh.name) {
+            let changes = NodeChanges::between(&self.nodes[i], &fresh);
+            if changes.is_empty() {
+                // Fields nothing filters on (readiness) still follow the API.
+                self.nodes[i].update_from(fresh);
+                return NodeUpsert::Unchanged;
+            }
             let zone_moved = self.nodes[i].zone != fresh.zone;
             if zone_moved {
                 let pods = self.nodes[i].pods.clone();
@@ -109,8 +185,12 @@ impl ClusterState {
                     self.count_zone(pod, new_zone.as_deref(), 1);
                 }
             }
+            let old = self.nodes[i].own_fields();
             self.nodes[i].update_from(fresh);
-            return ClusterEvent::NodeChanged;
+            return NodeUpsert::Updated {
+                old: Box::new(old),
+                changes,
+            };
         }
         let name = fresh.name.clone();
         let mut node = fresh;
@@ -121,14 +201,13 @@ impl ClusterState {
         }
         self.index.insert(name, self.nodes.len());
         self.nodes.push(node);
-        ClusterEvent::NodeAdded
+        NodeUpsert::Added
     }
 
-    /// Removes a node; its pods stay known until they are deleted themselves.
-    pub fn remove_node(&mut self, name: &str) -> bool {
-        let Some(i) = self.index.remove(name) else {
-            return false;
-        };
+    /// Removes a node; its pods stay known until they are deleted themselves. Returns the
+    /// node's own fields.
+    pub fn remove_node(&mut self, name: &str) -> Option<NodeInfo> {
+        let i = self.index.remove(name)?;
         let node = self.nodes.swap_remove(i);
         let zone = node.zone.clone();
         for pod in &node.pods {
@@ -137,26 +216,42 @@ impl ClusterState {
         if i < self.nodes.len() {
             self.index.insert(self.nodes[i].name.clone(), i);
         }
+        let own = node.own_fields();
         if !node.pods.is_empty() {
             self.orphans.insert(node.name, node.pods);
         }
-        true
+        Some(own)
     }
 
     /// Records a pod the API says is assigned to `pod.node_name`. Confirms an assumed pod;
     /// if it landed elsewhere than assumed, moves it.
-    pub fn add_assigned_pod(&mut self, pod: Arc<PodInfo>) -> ClusterEvent {
+    pub fn add_assigned_pod(&mut self, pod: Arc<PodInfo>) -> AssignedPodUpsert {
         let Some(node) = pod.node_name.clone() else {
-            return ClusterEvent::AssignedPodAdded;
+            return AssignedPodUpsert::Unchanged;
         };
-        self.detach(&pod.uid);
-        self.attach(pod, &node, false);
-        ClusterEvent::AssignedPodAdded
+        let was_assumed = self.is_assumed(&pod.uid);
+        let old = self.detach(&pod.uid);
+        self.attach(pod.clone(), &node, false);
+        match old {
+            None => AssignedPodUpsert::Added,
+            Some(_) if was_assumed => AssignedPodUpsert::Added,
+            Some(old) => {
+                let changed = old.labels != pod.labels
+                    || old.requests != pod.requests
+                    || old.node_name != pod.node_name
+                    || old.deleting != pod.deleting;
+                if changed {
+                    AssignedPodUpsert::Updated { old }
+                } else {
+                    AssignedPodUpsert::Unchanged
+                }
+            }
+        }
     }
 
-    /// Forgets a deleted (or terminated) pod.
-    pub fn remove_pod(&mut self, uid: &str) -> Option<ClusterEvent> {
-        self.detach(uid).map(|_| ClusterEvent::AssignedPodDeleted)
+    /// Forgets a deleted (or terminated) pod; returns it when it was known.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
+        self.detach(uid)
     }
 
     /// Counts the pod on `node` before the binding is confirmed, so the next cycle sees the
@@ -171,12 +266,11 @@ impl ClusterState {
     }
 
     /// Undoes an assumption after a failed binding. Does nothing to a confirmed pod.
-    pub fn forget(&mut self, uid: &str) -> bool {
+    pub fn forget(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
         if self.is_assumed(uid) {
-            self.detach(uid);
-            true
+            self.detach(uid)
         } else {
-            false
+            None
         }
     }
 
@@ -189,6 +283,7 @@ impl ClusterState {
             },
         );
         self.count_affinity(&pod, 1);
+        self.storage.count_claims(&pod, 1);
         match self.index.get(node) {
             Some(&i) => {
                 let zone = self.nodes[i].zone.clone();
@@ -245,6 +340,7 @@ impl ClusterState {
             }
         }?;
         self.count_affinity(&pod, -1);
+        self.storage.count_claims(&pod, -1);
         Some(pod)
     }
 }
@@ -285,10 +381,10 @@ mod tests {
         cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
         let p = pod("p", None);
         cluster.assume(&p, "n1");
-        assert!(cluster.forget(&p.uid));
+        assert!(cluster.forget(&p.uid).is_some());
         assert!(cluster.node("n1").unwrap().requested.is_zero());
         cluster.add_assigned_pod(pod("q", Some("n1")));
-        assert!(!cluster.forget("uid-ns-q"));
+        assert!(cluster.forget("uid-ns-q").is_none());
         assert_eq!(cluster.node("n1").unwrap().pods.len(), 1);
     }
 
@@ -308,17 +404,14 @@ mod tests {
     fn pods_of_unknown_nodes_count_when_the_node_appears() {
         let mut cluster = ClusterState::new();
         cluster.add_assigned_pod(pod("p", Some("late")));
-        assert_eq!(
+        assert!(matches!(
             cluster.upsert_node(NodeBuilder::new("late", "arm64").info()),
-            ClusterEvent::NodeAdded
-        );
+            NodeUpsert::Added
+        ));
         assert_eq!(cluster.node("late").unwrap().pods.len(), 1);
-        assert!(cluster.remove_node("late"));
+        assert!(cluster.remove_node("late").is_some());
         assert!(cluster.node("late").is_none());
-        assert_eq!(
-            cluster.remove_pod("uid-ns-p"),
-            Some(ClusterEvent::AssignedPodDeleted)
-        );
+        assert_eq!(cluster.remove_pod("uid-ns-p").unwrap().name, "p");
         assert_eq!(cluster.pod_count(), 0);
     }
 
@@ -366,6 +459,57 @@ mod tests {
     }
 
     #[test]
+    fn assigned_pod_updates_say_what_changed() {
+        let mut cluster = ClusterState::new();
+        cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
+        let p = pod("p", None);
+        cluster.assume(&p, "n1");
+        assert!(matches!(
+            cluster.add_assigned_pod(pod("p", Some("n1"))),
+            AssignedPodUpsert::Added
+        ));
+        let mut status_only = (*pod("p", Some("n1"))).clone();
+        status_only.resource_version = "7".into();
+        assert!(matches!(
+            cluster.add_assigned_pod(Arc::new(status_only)),
+            AssignedPodUpsert::Unchanged
+        ));
+        let relabelled = Arc::new(
+            PodBuilder::new("ns", "p")
+                .label("app", "x")
+                .container("c", "i", "1", "1Gi")
+                .node("n1")
+                .info(),
+        );
+        match cluster.add_assigned_pod(relabelled) {
+            AssignedPodUpsert::Updated { old } => assert!(old.labels.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(cluster.pod("uid-ns-p").unwrap().labels["app"], "x");
+    }
+
+    #[test]
+    fn claims_of_placed_pods_are_counted() {
+        let mut cluster = ClusterState::new();
+        cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
+        let p = PodBuilder::new("ns", "p").pvc("data", "claim").info();
+        cluster.assume(&p, "n1");
+        assert_eq!(cluster.storage().claim_users("ns/claim"), 1);
+        cluster.forget(&p.uid);
+        assert_eq!(cluster.storage().claim_users("ns/claim"), 0);
+    }
+
+    #[test]
+    fn namespace_labels_report_changes() {
+        let mut cluster = ClusterState::new();
+        let labels: Labels = [("team".to_owned(), "x".to_owned())].into();
+        assert!(cluster.set_namespace_labels("a", labels.clone()));
+        assert!(!cluster.set_namespace_labels("a", labels));
+        assert!(cluster.remove_namespace("a"));
+        assert!(cluster.namespace_labels("a").is_none());
+    }
+
+    #[test]
     fn node_updates_keep_pods_and_indexes_survive_removal() {
         let mut cluster = ClusterState::new();
         for n in ["a", "b", "c"] {
@@ -374,7 +518,18 @@ mod tests {
         cluster.add_assigned_pod(pod("p", Some("c")));
         cluster.remove_node("a");
         let updated = NodeBuilder::new("c", "amd64").label("zone", "z1").info();
-        assert_eq!(cluster.upsert_node(updated), ClusterEvent::NodeChanged);
+        match cluster.upsert_node(updated) {
+            NodeUpsert::Updated { old, changes } => {
+                assert!(changes.contains(NodeChanges::LABELS));
+                assert!(!changes.contains(NodeChanges::TAINTS));
+                assert!(!old.labels.contains_key("zone"));
+                assert!(old.pods.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same node again (a heartbeat): no change anyone could act on.
+        let same = NodeBuilder::new("c", "amd64").label("zone", "z1").info();
+        assert!(matches!(cluster.upsert_node(same), NodeUpsert::Unchanged));
         let c = cluster.node("c").unwrap();
         assert_eq!(c.pods.len(), 1);
         assert_eq!(c.labels.get("zone").map(String::as_str), Some("z1"));

@@ -1,9 +1,12 @@
 //! The cluster model the plugins read: pods, nodes, resources, selectors, platforms.
 
 pub mod cluster;
+pub mod disruption_budget;
 pub mod node;
+pub mod nominated;
 pub mod platform;
 pub mod pod;
 pub mod quantity;
 pub mod resources;
 pub mod selectors;
+pub mod storage;

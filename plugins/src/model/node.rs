@@ -127,6 +127,23 @@ impl NodeInfo {
         self.allowed_pods = fresh.allowed_pods;
     }
 
+    /// The node without its pods (what an update replaced).
+    pub fn own_fields(&self) -> NodeInfo {
+        NodeInfo {
+            name: self.name.clone(),
+            labels: self.labels.clone(),
+            taints: self.taints.clone(),
+            unschedulable: self.unschedulable,
+            ready: self.ready,
+            platform: self.platform.clone(),
+            platform_bit: self.platform_bit,
+            allocatable: self.allocatable.clone(),
+            allowed_pods: self.allowed_pods,
+            zone: self.zone.clone(),
+            ..NodeInfo::default()
+        }
+    }
+
     pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
         self.requested.add(&pod.requests);
         self.non_zero_requested.add(pod.non_zero);

@@ -2,8 +2,9 @@
 //! after placing the pod.
 
 use crate::{
+    events::EventKind,
     framework::{CycleContext, CycleState, MAX_NODE_SCORE, Plugin, ScorePlugin},
-    model::{cluster::ClusterEvent, node::NodeInfo},
+    model::node::NodeInfo,
 };
 
 pub const NAME: &str = "NodeResourcesBalancedAllocation";
@@ -15,7 +16,8 @@ impl Plugin for BalancedAllocation {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
+    /// Scores only: it never rejects a pod.
+    fn events(&self) -> &'static [EventKind] {
         &[]
     }
 }

@@ -4,18 +4,20 @@
 use std::sync::Arc;
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint},
     framework::{
         CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin, Reason,
         ScorePlugin, Status,
     },
     image_platforms::ImagePlatforms,
     model::{
-        cluster::ClusterEvent,
+        cluster::ClusterState,
         node::NodeInfo,
         platform::{
             ContainerPlatforms, Platform, compatible_platforms, describe, node_is_compatible,
             platform_bits,
         },
+        pod::PodInfo,
     },
 };
 
@@ -144,13 +146,33 @@ impl Plugin for ImageArchitecture {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
+    fn events(&self) -> &'static [EventKind] {
         &[
-            ClusterEvent::NodeAdded,
-            ClusterEvent::NodeChanged,
-            ClusterEvent::ImagePlatformsResolved,
-            ClusterEvent::ConfigChanged,
+            EventKind::NodeAdd,
+            EventKind::NodeUpdate,
+            EventKind::ImagesResolved,
+            EventKind::ConfigChange,
         ]
+    }
+
+    /// A new node, a node whose platform changed, a new answer about one of the pod's
+    /// images, or a new configuration (`fallbackArchitecture`) may help.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        match change {
+            ClusterChange::NodeAdded(_) | ClusterChange::ConfigChanged => QueueingHint::Queue,
+            ClusterChange::NodeUpdated { old, new, .. } => {
+                QueueingHint::from_bool(old.platform != new.platform)
+            }
+            ClusterChange::ImagesResolved(images) => {
+                QueueingHint::from_bool(pod.images.iter().any(|i| images.contains(&i.image)))
+            }
+            _ => QueueingHint::QueueSkip,
+        }
     }
 }
 

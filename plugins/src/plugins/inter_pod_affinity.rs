@@ -1,18 +1,22 @@
 //! `InterPodAffinity`: required pod affinity and anti-affinity (including the
 //! anti-affinity of pods already running, which is symmetric) filter; preferred terms and
-//! existing pods' terms score.
+//! existing pods' terms score. Namespace selectors are evaluated against the namespaces'
+//! labels.
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint},
     framework::{
         Code, CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin,
         ScorePlugin, Status,
     },
     model::{
-        cluster::{ClusterEvent, ClusterState},
+        cluster::ClusterState,
         node::NodeInfo,
-        pod::{PodAffinityTerm, PodInfo},
+        pod::{NamespaceScope, PodAffinityTerm, PodInfo},
     },
 };
 
@@ -34,23 +38,68 @@ fn selects(term: &PodAffinityTerm, pod: &PodInfo, cluster: &ClusterState) -> boo
     term.selects(pod, cluster.namespace_labels(&pod.namespace))
 }
 
+/// `podMatchesAllAffinityTerms`: false without terms.
+fn matches_all(terms: &[PodAffinityTerm], pod: &PodInfo, cluster: &ClusterState) -> bool {
+    !terms.is_empty() && terms.iter().all(|t| selects(t, pod, cluster))
+}
+
 fn node_pair(term: &PodAffinityTerm, node: &NodeInfo) -> Option<TopologyPair> {
     node.labels
         .get(&term.topology_key)
         .map(|v| (term.topology_key.clone(), v.clone()))
 }
 
-#[derive(Default)]
+/// Matching pods per topology pair (kube-scheduler's `topologyToMatchedTermCount`).
+type Counts = FxHashMap<TopologyPair, i64>;
+
+fn update(counts: &mut Counts, node: &NodeInfo, key: &str, delta: i64) {
+    if let Some(value) = node.labels.get(key) {
+        let pair = (key.to_owned(), value.clone());
+        let count = counts.entry(pair.clone()).or_default();
+        *count += delta;
+        if *count == 0 {
+            counts.remove(&pair);
+        }
+    }
+}
+
+#[derive(Clone, Default)]
 struct FilterState {
-    /// Domains where an existing pod's required anti-affinity forbids the incoming pod.
-    existing_anti: HashMap<TopologyPair, u32>,
-    /// Per required affinity term of the incoming pod: matching pods per domain.
-    affinity: Vec<HashMap<String, u32>>,
-    /// Per required anti-affinity term of the incoming pod: matching pods per domain.
-    anti: Vec<HashMap<String, u32>>,
-    /// No pod anywhere matches the affinity terms, and the pod matches them itself: the
-    /// first pod of a group may go anywhere its topology keys exist.
-    first_of_group: bool,
+    /// Where an existing pod's required anti-affinity forbids the incoming pod.
+    existing_anti: Counts,
+    /// Pods matching every required affinity term of the incoming pod.
+    affinity: Counts,
+    /// Pods matching a required anti-affinity term of the incoming pod.
+    anti: Counts,
+}
+
+impl FilterState {
+    /// Counts `other` on `node` (`delta` 1) or removes it (`-1`): kube-scheduler's
+    /// `updateWithPod`.
+    fn update_with_pod(
+        &mut self,
+        pod: &PodInfo,
+        cluster: &ClusterState,
+        other: &PodInfo,
+        node: &NodeInfo,
+        delta: i64,
+    ) {
+        for term in &other.anti_affinity.required {
+            if selects(term, pod, cluster) {
+                update(&mut self.existing_anti, node, &term.topology_key, delta);
+            }
+        }
+        if matches_all(&pod.affinity.required, other, cluster) {
+            for term in &pod.affinity.required {
+                update(&mut self.affinity, node, &term.topology_key, delta);
+            }
+        }
+        for term in &pod.anti_affinity.required {
+            if selects(term, other, cluster) {
+                update(&mut self.anti, node, &term.topology_key, delta);
+            }
+        }
+    }
 }
 
 impl Plugin for InterPodAffinity {
@@ -58,13 +107,70 @@ impl Plugin for InterPodAffinity {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
+    fn events(&self) -> &'static [EventKind] {
         &[
-            ClusterEvent::NodeAdded,
-            ClusterEvent::NodeChanged,
-            ClusterEvent::AssignedPodAdded,
-            ClusterEvent::AssignedPodDeleted,
+            EventKind::NodeAdd,
+            EventKind::NodeUpdate,
+            EventKind::AssignedPodAdd,
+            EventKind::AssignedPodUpdate,
+            EventKind::AssignedPodDelete,
+            EventKind::NamespaceChange,
         ]
+    }
+
+    /// kube-scheduler's hints: a pod that matches the affinity arrives (or comes to
+    /// match), a pod matching the anti-affinity (or holding one against this pod) leaves,
+    /// a node gains a topology key the terms use, or a namespace's labels change what a
+    /// namespace selector selects.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        cluster: &ClusterState,
+    ) -> QueueingHint {
+        let affinity = &pod.affinity.required;
+        let anti = &pod.anti_affinity.required;
+        let matches_any_anti = |other: &PodInfo| anti.iter().any(|t| selects(t, other, cluster));
+        let holds_anti_against = |other: &PodInfo| {
+            other
+                .anti_affinity
+                .required
+                .iter()
+                .any(|t| selects(t, pod, cluster))
+        };
+        let queue = match change {
+            ClusterChange::AssignedPodAdded(added) => matches_all(affinity, added, cluster),
+            ClusterChange::AssignedPodUpdated { old, new } => {
+                (!matches_all(affinity, old, cluster) && matches_all(affinity, new, cluster))
+                    || (matches_any_anti(old) && !matches_any_anti(new))
+                    || (holds_anti_against(old) && !holds_anti_against(new))
+            }
+            ClusterChange::AssignedPodDeleted(deleted) => {
+                matches_any_anti(deleted) || holds_anti_against(deleted)
+            }
+            ClusterChange::NodeAdded(node) => {
+                // Without terms of its own, the pod was kept out by running pods' terms:
+                // a new node may be free of them.
+                (affinity.is_empty() && anti.is_empty())
+                    || !anti.is_empty()
+                    || affinity
+                        .iter()
+                        .any(|t| node.labels.contains_key(&t.topology_key))
+            }
+            ClusterChange::NodeUpdated { old, new, .. } => affinity
+                .iter()
+                .chain(anti)
+                .any(|t| old.labels.get(&t.topology_key) != new.labels.get(&t.topology_key)),
+            ClusterChange::NamespaceChanged(namespace) => {
+                *namespace == pod.namespace
+                    || affinity.iter().chain(anti).any(|t| {
+                        let NamespaceScope::Listed(_, selector) = &t.namespaces;
+                        selector.as_ref().is_some_and(|s| !s.is_empty())
+                    })
+            }
+            _ => false,
+        };
+        QueueingHint::from_bool(queue)
     }
 }
 
@@ -76,52 +182,44 @@ impl PreFilterPlugin for InterPodAffinity {
         if !own_terms && cluster.pods_with_required_anti_affinity() == 0 {
             return Status::skip();
         }
-        let mut s = FilterState {
-            affinity: vec![HashMap::new(); pod.affinity.required.len()],
-            anti: vec![HashMap::new(); pod.anti_affinity.required.len()],
-            ..FilterState::default()
-        };
+        let mut s = FilterState::default();
         for node in cluster.nodes() {
-            if node.pods_with_required_anti_affinity > 0 {
-                for existing in &node.pods {
-                    for term in &existing.anti_affinity.required {
-                        if selects(term, pod, cluster)
-                            && let Some(pair) = node_pair(term, node)
-                        {
-                            *s.existing_anti.entry(pair).or_default() += 1;
-                        }
-                    }
-                }
-            }
-            if !own_terms {
+            if !own_terms && node.pods_with_required_anti_affinity == 0 {
                 continue;
             }
             for existing in &node.pods {
-                for (i, term) in pod.affinity.required.iter().enumerate() {
-                    if let Some(value) = node.labels.get(&term.topology_key)
-                        && selects(term, existing, cluster)
-                    {
-                        *s.affinity[i].entry(value.clone()).or_default() += 1;
-                    }
-                }
-                for (i, term) in pod.anti_affinity.required.iter().enumerate() {
-                    if let Some(value) = node.labels.get(&term.topology_key)
-                        && selects(term, existing, cluster)
-                    {
-                        *s.anti[i].entry(value.clone()).or_default() += 1;
-                    }
-                }
+                s.update_with_pod(pod, cluster, existing, node, 1);
             }
         }
-        s.first_of_group = !pod.affinity.required.is_empty()
-            && s.affinity.iter().all(HashMap::is_empty)
-            && pod
-                .affinity
-                .required
-                .iter()
-                .all(|t| selects(t, pod, cluster));
+        if s.existing_anti.is_empty() && !own_terms {
+            return Status::skip();
+        }
         state.write(s);
         Status::success()
+    }
+
+    fn add_pod(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) {
+        if let Some(s) = state.read_mut::<FilterState>() {
+            s.update_with_pod(ctx.pod, ctx.cluster, pod, node, 1);
+        }
+    }
+
+    fn remove_pod(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) {
+        if let Some(s) = state.read_mut::<FilterState>() {
+            s.update_with_pod(ctx.pod, ctx.cluster, pod, node, -1);
+        }
     }
 }
 
@@ -133,24 +231,40 @@ impl FilterPlugin for InterPodAffinity {
         let pod = ctx.pod;
         // kube-scheduler's order: the pod's affinity, its anti-affinity, then the
         // anti-affinity of the pods already running.
-        for (i, term) in pod.affinity.required.iter().enumerate() {
+        let mut pods_exist = true;
+        for term in &pod.affinity.required {
             let Some(value) = node.labels.get(&term.topology_key) else {
                 return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
             };
-            if !s.first_of_group && s.affinity[i].get(value).is_none_or(|c| *c == 0) {
+            let pair = (term.topology_key.clone(), value.clone());
+            if s.affinity.get(&pair).copied().unwrap_or(0) <= 0 {
+                pods_exist = false;
+            }
+        }
+        // The first pod of a group with affinity to itself may go anywhere its topology
+        // keys exist.
+        if !pods_exist {
+            let first_of_group =
+                s.affinity.is_empty() && matches_all(&pod.affinity.required, pod, ctx.cluster);
+            if !first_of_group {
                 return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
             }
         }
-        for (i, term) in pod.anti_affinity.required.iter().enumerate() {
-            if let Some(value) = node.labels.get(&term.topology_key)
-                && s.anti[i].get(value).is_some_and(|c| *c > 0)
-            {
-                return Status::unschedulable(ANTI_AFFINITY_REASON);
+        if !s.anti.is_empty() {
+            for term in &pod.anti_affinity.required {
+                if let Some(pair) = node_pair(term, node)
+                    && s.anti.get(&pair).copied().unwrap_or(0) > 0
+                {
+                    return Status::unschedulable(ANTI_AFFINITY_REASON);
+                }
             }
         }
-        if s.existing_anti
-            .keys()
-            .any(|(key, value)| node.labels.get(key) == Some(value))
+        if !s.existing_anti.is_empty()
+            && node.labels.iter().any(|(key, value)| {
+                s.existing_anti
+                    .get(&(key.clone(), value.clone()))
+                    .is_some_and(|c| *c > 0)
+            })
         {
             return Status::unschedulable(EXISTING_ANTI_AFFINITY_REASON);
         }
@@ -158,6 +272,7 @@ impl FilterPlugin for InterPodAffinity {
     }
 }
 
+#[derive(Clone)]
 struct ScoreState {
     by_pair: HashMap<TopologyPair, i64>,
 }
@@ -246,166 +361,4 @@ impl ScorePlugin for InterPodAffinity {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
-
-    use super::*;
-    use crate::{
-        model::{node::NodeBuilder, pod::PodBuilder},
-        testing::Fixture,
-    };
-
-    fn term(app: &str, key: &str) -> core::PodAffinityTerm {
-        core::PodAffinityTerm {
-            label_selector: Some(meta::LabelSelector {
-                match_labels: Some([("app".to_owned(), app.to_owned())].into()),
-                match_expressions: None,
-            }),
-            topology_key: key.into(),
-            ..Default::default()
-        }
-    }
-
-    fn affinity(
-        required: Vec<core::PodAffinityTerm>,
-        anti: Vec<core::PodAffinityTerm>,
-    ) -> core::Affinity {
-        core::Affinity {
-            pod_affinity: (!required.is_empty()).then_some(core::PodAffinity {
-                required_during_scheduling_ignored_during_execution: Some(required),
-                preferred_during_scheduling_ignored_during_execution: None,
-            }),
-            pod_anti_affinity: (!anti.is_empty()).then_some(core::PodAntiAffinity {
-                required_during_scheduling_ignored_during_execution: Some(anti),
-                preferred_during_scheduling_ignored_during_execution: None,
-            }),
-            node_affinity: None,
-        }
-    }
-
-    /// Nodes n1 (zone a), n2 (zone a), n3 (zone b); a `db` pod runs on n1.
-    fn cluster(db: PodBuilder) -> ClusterState {
-        let mut cluster = ClusterState::new();
-        for (n, zone) in [("n1", "a"), ("n2", "a"), ("n3", "b")] {
-            cluster.upsert_node(NodeBuilder::new(n, "amd64").label("zone", zone).info());
-        }
-        cluster.add_assigned_pod(Arc::new(db.node("n1").info()));
-        cluster
-    }
-
-    fn fits(pod: PodInfo, cluster: ClusterState) -> Vec<String> {
-        let f = Fixture::new(pod).with_cluster(cluster);
-        let ctx = f.ctx();
-        let mut state = CycleState::new();
-        let pre = InterPodAffinity.pre_filter(&ctx, &mut state);
-        if pre.code == Code::Skip {
-            return f.cluster.nodes().iter().map(|n| n.name.clone()).collect();
-        }
-        f.cluster
-            .nodes()
-            .iter()
-            .filter(|n| InterPodAffinity.filter(&ctx, &state, n).is_success())
-            .map(|n| n.name.clone())
-            .collect()
-    }
-
-    #[test]
-    fn required_affinity_follows_the_topology_of_matching_pods() {
-        let db = PodBuilder::new("ns", "db").label("app", "db");
-        let pod = PodBuilder::new("ns", "web")
-            .affinity(affinity(vec![term("db", "zone")], vec![]))
-            .info();
-        assert_eq!(fits(pod, cluster(db.clone())), ["n1", "n2"]);
-        let by_host = PodBuilder::new("ns", "web")
-            .affinity(affinity(vec![term("db", "kubernetes.io/hostname")], vec![]))
-            .info();
-        assert_eq!(fits(by_host, cluster(db)), ["n1"]);
-    }
-
-    #[test]
-    fn affinity_to_pods_of_another_namespace_needs_the_namespace() {
-        let db = PodBuilder::new("other", "db").label("app", "db");
-        let pod = PodBuilder::new("ns", "web")
-            .affinity(affinity(vec![term("db", "zone")], vec![]))
-            .info();
-        assert!(fits(pod, cluster(db.clone())).is_empty());
-        let mut listed = term("db", "zone");
-        listed.namespaces = Some(vec!["other".into()]);
-        let pod = PodBuilder::new("ns", "web")
-            .affinity(affinity(vec![listed], vec![]))
-            .info();
-        assert_eq!(fits(pod, cluster(db)), ["n1", "n2"]);
-    }
-
-    #[test]
-    fn the_first_pod_of_a_self_affine_group_goes_anywhere() {
-        let db = PodBuilder::new("ns", "db").label("app", "db");
-        let pod = PodBuilder::new("ns", "web")
-            .label("app", "web")
-            .affinity(affinity(vec![term("web", "zone")], vec![]))
-            .info();
-        assert_eq!(fits(pod, cluster(db)), ["n1", "n2", "n3"]);
-    }
-
-    #[test]
-    fn required_anti_affinity_avoids_matching_domains() {
-        let db = PodBuilder::new("ns", "db").label("app", "db");
-        let pod = PodBuilder::new("ns", "web")
-            .affinity(affinity(vec![], vec![term("db", "zone")]))
-            .info();
-        assert_eq!(fits(pod, cluster(db)), ["n3"]);
-    }
-
-    /// Symmetry: the running pod's anti-affinity keeps the incoming pod away even though
-    /// the incoming pod has no terms at all.
-    #[test]
-    fn existing_pods_anti_affinity_is_symmetric() {
-        let db = PodBuilder::new("ns", "db")
-            .label("app", "db")
-            .affinity(affinity(
-                vec![],
-                vec![term("web", "kubernetes.io/hostname")],
-            ));
-        let web = PodBuilder::new("ns", "web").label("app", "web").info();
-        assert_eq!(fits(web, cluster(db.clone())), ["n2", "n3"]);
-        let other = PodBuilder::new("ns", "api").label("app", "api").info();
-        assert_eq!(fits(other, cluster(db)), ["n1", "n2", "n3"]);
-    }
-
-    #[test]
-    fn preferred_terms_score_domains() {
-        let db = PodBuilder::new("ns", "db").label("app", "db");
-        let preferred = core::Affinity {
-            pod_affinity: Some(core::PodAffinity {
-                required_during_scheduling_ignored_during_execution: None,
-                preferred_during_scheduling_ignored_during_execution: Some(vec![
-                    core::WeightedPodAffinityTerm {
-                        weight: 10,
-                        pod_affinity_term: term("db", "zone"),
-                    },
-                ]),
-            }),
-            ..Default::default()
-        };
-        let f = Fixture::new(PodBuilder::new("ns", "web").affinity(preferred).info())
-            .with_cluster(cluster(db));
-        let ctx = f.ctx();
-        let mut state = CycleState::new();
-        assert!(
-            InterPodAffinity
-                .pre_score(&ctx, &mut state, &[])
-                .is_success()
-        );
-        let mut scores: Vec<i64> = f
-            .cluster
-            .nodes()
-            .iter()
-            .map(|n| InterPodAffinity.score(&ctx, &state, n))
-            .collect();
-        assert_eq!(scores, [10, 10, 0]);
-        InterPodAffinity.normalize(&ctx, &state, &mut scores);
-        assert_eq!(scores, [100, 100, 0]);
-    }
-}
+mod tests;

@@ -1,10 +1,12 @@
 //! `NodeAffinity`: `nodeSelector` and required node affinity filter; preferred terms score.
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint, node_now_passes},
     framework::{
-        CycleContext, CycleState, FilterPlugin, Plugin, ScorePlugin, Status, default_normalize,
+        CycleContext, CycleState, FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin, Status,
+        default_normalize,
     },
-    model::{cluster::ClusterEvent, node::NodeInfo, pod::PodInfo},
+    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo, selectors::Requirement},
 };
 
 pub const NAME: &str = "NodeAffinity";
@@ -29,8 +31,64 @@ impl Plugin for NodeAffinity {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
-        &[ClusterEvent::NodeAdded, ClusterEvent::NodeChanged]
+    fn events(&self) -> &'static [EventKind] {
+        &[EventKind::NodeAdd, EventKind::NodeUpdate]
+    }
+
+    /// Retry when a node appears or its labels come to match.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        node_now_passes(change, |node| required_matches(pod, node))
+    }
+}
+
+/// The conflict message when every term names nodes by `metadata.name` and their
+/// intersections are all empty.
+pub const CONFLICT_REASON: &str = "pod affinity terms conflict";
+
+/// kube-scheduler's NodeAffinity PreFilter: terms that all name nodes by
+/// `metadata.name In` narrow the candidates to those nodes.
+fn named_nodes(pod: &PodInfo) -> Option<Vec<String>> {
+    let terms = &pod.required_node_affinity.as_ref()?.terms;
+    let mut union: Option<Vec<String>> = None;
+    for term in terms {
+        let mut names: Option<Vec<String>> = None;
+        for field in &term.fields {
+            if let Requirement::In(key, values) = field
+                && key == "metadata.name"
+            {
+                names = Some(match names {
+                    None => values.clone(),
+                    Some(have) => have.into_iter().filter(|n| values.contains(n)).collect(),
+                });
+            }
+        }
+        // A term without a name requirement lets every node through (terms are ORed).
+        let names = names?;
+        let all = union.get_or_insert_with(Vec::new);
+        for name in names {
+            if !all.contains(&name) {
+                all.push(name);
+            }
+        }
+    }
+    union
+}
+
+impl PreFilterPlugin for NodeAffinity {
+    fn pre_filter(&self, ctx: &CycleContext<'_>, _: &mut CycleState) -> Status {
+        match named_nodes(ctx.pod) {
+            Some(names) if names.is_empty() => Status::unresolvable(CONFLICT_REASON),
+            _ => Status::success(),
+        }
+    }
+
+    fn eligible_nodes(&self, ctx: &CycleContext<'_>, _: &CycleState) -> Option<Vec<String>> {
+        named_nodes(ctx.pod)
     }
 }
 

@@ -1,8 +1,9 @@
 //! `NodeName`: a pod that names a node fits only that node.
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint, node_now_passes},
     framework::{CycleContext, CycleState, FilterPlugin, Plugin, Status},
-    model::{cluster::ClusterEvent, node::NodeInfo},
+    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
 };
 
 pub const NAME: &str = "NodeName";
@@ -15,16 +16,32 @@ impl Plugin for NodeName {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
-        &[ClusterEvent::NodeAdded]
+    fn events(&self) -> &'static [EventKind] {
+        &[EventKind::NodeAdd]
     }
+
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        node_now_passes(change, |node| fits(pod, node))
+    }
+}
+
+fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
+    pod.node_name
+        .as_ref()
+        .is_none_or(|wanted| *wanted == node.name)
 }
 
 impl FilterPlugin for NodeName {
     fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
-        match &ctx.pod.node_name {
-            Some(wanted) if *wanted != node.name => Status::unresolvable(REASON),
-            _ => Status::success(),
+        if fits(ctx.pod, node) {
+            Status::success()
+        } else {
+            Status::unresolvable(REASON)
         }
     }
 }

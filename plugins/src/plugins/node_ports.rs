@@ -1,8 +1,9 @@
 //! `NodePorts`: a pod's host ports must be free on the node.
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint},
     framework::{CycleContext, CycleState, FilterPlugin, Plugin, PreFilterPlugin, Status},
-    model::{cluster::ClusterEvent, node::NodeInfo},
+    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
 };
 
 pub const NAME: &str = "NodePorts";
@@ -15,8 +16,27 @@ impl Plugin for NodePorts {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
-        &[ClusterEvent::NodeAdded, ClusterEvent::AssignedPodDeleted]
+    fn events(&self) -> &'static [EventKind] {
+        &[EventKind::NodeAdd, EventKind::AssignedPodDelete]
+    }
+
+    /// A new node may have the ports free; a deleted pod frees only its own ports.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        match change {
+            ClusterChange::NodeAdded(_) => QueueingHint::Queue,
+            ClusterChange::AssignedPodDeleted(deleted) => QueueingHint::from_bool(
+                deleted
+                    .host_ports
+                    .iter()
+                    .any(|freed| pod.host_ports.iter().any(|want| want.conflicts_with(freed))),
+            ),
+            _ => QueueingHint::QueueSkip,
+        }
     }
 }
 
@@ -98,5 +118,35 @@ mod tests {
                 .code,
             crate::framework::Code::Skip
         );
+    }
+
+    #[test]
+    fn only_deleted_pods_holding_a_wanted_port_requeue() {
+        let pod = PodBuilder::new("ns", "p")
+            .container("c", "i", "", "")
+            .host_port(8080, "TCP", "")
+            .info();
+        let holder = PodBuilder::new("ns", "h")
+            .node("n")
+            .container("c", "i", "", "")
+            .host_port(8080, "TCP", "")
+            .info();
+        let other = PodBuilder::new("ns", "o")
+            .node("n")
+            .container("c", "i", "", "")
+            .host_port(9090, "TCP", "")
+            .info();
+        let cluster = ClusterState::new();
+        let node = NodeBuilder::new("n", "amd64").info();
+        let hint = |change| NodePorts.queueing_hint(&pod, &change, &cluster);
+        assert_eq!(
+            hint(ClusterChange::AssignedPodDeleted(&holder)),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            hint(ClusterChange::AssignedPodDeleted(&other)),
+            QueueingHint::QueueSkip
+        );
+        assert_eq!(hint(ClusterChange::NodeAdded(&node)), QueueingHint::Queue);
     }
 }

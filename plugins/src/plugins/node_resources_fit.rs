@@ -2,11 +2,12 @@
 //! scores by LeastAllocated (cpu and memory, weight 1 each).
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint},
     framework::{
         Code, CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Reason, ScorePlugin,
         Status,
     },
-    model::{cluster::ClusterEvent, node::NodeInfo},
+    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo, resources::Resources},
 };
 
 pub const NAME: &str = "NodeResourcesFit";
@@ -19,13 +20,68 @@ impl Plugin for NodeResourcesFit {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
+    fn events(&self) -> &'static [EventKind] {
         &[
-            ClusterEvent::NodeAdded,
-            ClusterEvent::NodeChanged,
-            ClusterEvent::AssignedPodDeleted,
+            EventKind::NodeAdd,
+            EventKind::NodeUpdate,
+            EventKind::AssignedPodDelete,
+            EventKind::AssignedPodUpdate,
         ]
     }
+
+    /// kube-scheduler's hints: any deleted pod frees room; an updated pod only if it
+    /// requests less of something the pod wants; a node only if its allocatable can hold
+    /// the pod at all and (for an update) grew in something the pod wants.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        match change {
+            ClusterChange::AssignedPodDeleted(_) => QueueingHint::Queue,
+            ClusterChange::AssignedPodUpdated { old, new } => {
+                QueueingHint::from_bool(any_wanted(&pod.requests, |want| {
+                    want(&new.requests) < want(&old.requests)
+                }))
+            }
+            ClusterChange::NodeAdded(node) => QueueingHint::from_bool(fits_empty(pod, node)),
+            ClusterChange::NodeUpdated { old, new, .. } => QueueingHint::from_bool(
+                fits_empty(pod, new)
+                    && (new.allowed_pods > old.allowed_pods
+                        || any_wanted(&pod.requests, |want| {
+                            want(&new.allocatable) > want(&old.allocatable)
+                        })),
+            ),
+            _ => QueueingHint::QueueSkip,
+        }
+    }
+}
+
+type Amount<'a> = &'a dyn Fn(&Resources) -> i64;
+
+/// Whether `test` holds for one of the resources `wanted` requests.
+fn any_wanted(wanted: &Resources, test: impl Fn(Amount<'_>) -> bool) -> bool {
+    (wanted.milli_cpu > 0 && test(&|r: &Resources| r.milli_cpu))
+        || (wanted.memory > 0 && test(&|r: &Resources| r.memory))
+        || (wanted.ephemeral_storage > 0 && test(&|r: &Resources| r.ephemeral_storage))
+        || wanted
+            .scalar
+            .iter()
+            .any(|(name, amount)| *amount > 0 && test(&|r: &Resources| r.scalar(name)))
+}
+
+/// Whether the pod would fit the node if nothing ran on it.
+fn fits_empty(pod: &PodInfo, node: &NodeInfo) -> bool {
+    let want = &pod.requests;
+    node.allowed_pods >= 1
+        && want.milli_cpu <= node.allocatable.milli_cpu
+        && want.memory <= node.allocatable.memory
+        && want.ephemeral_storage <= node.allocatable.ephemeral_storage
+        && want
+            .scalar
+            .iter()
+            .all(|(name, amount)| *amount <= node.allocatable.scalar(name))
 }
 
 fn insufficient(name: &str) -> Reason {
@@ -235,6 +291,76 @@ mod tests {
             NodeResourcesFit
                 .filter(&gpu_pod.ctx(), &CycleState::new(), &gpu_node)
                 .is_success()
+        );
+    }
+
+    #[test]
+    fn queueing_hints_follow_kube_scheduler() {
+        let pod = PodBuilder::new("ns", "p")
+            .container("c", "i", "2", "1Gi")
+            .info();
+        let cluster = ClusterState::new();
+        let hint = |change| NodeResourcesFit.queueing_hint(&pod, &change, &cluster);
+        let small = NodeBuilder::new("n", "amd64")
+            .capacity("1", "8Gi", 110)
+            .info();
+        let big = NodeBuilder::new("n", "amd64")
+            .capacity("4", "8Gi", 110)
+            .info();
+        let bigger = NodeBuilder::new("n", "amd64")
+            .capacity("8", "8Gi", 110)
+            .info();
+        let more_memory = NodeBuilder::new("n", "amd64")
+            .capacity("4", "16Gi", 110)
+            .info();
+        assert_eq!(
+            hint(ClusterChange::NodeAdded(&small)),
+            QueueingHint::QueueSkip
+        );
+        assert_eq!(hint(ClusterChange::NodeAdded(&big)), QueueingHint::Queue);
+        let update = |old, new| ClusterChange::NodeUpdated {
+            old,
+            new,
+            changes: crate::events::NodeChanges::between(old, new),
+        };
+        assert_eq!(hint(update(&small, &big)), QueueingHint::Queue);
+        assert_eq!(hint(update(&big, &bigger)), QueueingHint::Queue);
+        assert_eq!(hint(update(&big, &more_memory)), QueueingHint::Queue);
+        assert_eq!(hint(update(&bigger, &big)), QueueingHint::QueueSkip);
+        let running = PodBuilder::new("ns", "r")
+            .node("n")
+            .container("c", "i", "1", "1Gi")
+            .info();
+        let shrunk = PodBuilder::new("ns", "r")
+            .node("n")
+            .container("c", "i", "500m", "1Gi")
+            .info();
+        let relabelled = PodBuilder::new("ns", "r")
+            .label("a", "b")
+            .node("n")
+            .container("c", "i", "1", "1Gi")
+            .info();
+        assert_eq!(
+            hint(ClusterChange::AssignedPodDeleted(&running)),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            hint(ClusterChange::AssignedPodUpdated {
+                old: &running,
+                new: &shrunk
+            }),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            hint(ClusterChange::AssignedPodUpdated {
+                old: &running,
+                new: &relabelled
+            }),
+            QueueingHint::QueueSkip
+        );
+        assert_eq!(
+            hint(ClusterChange::AssignedPodAdded(&running)),
+            QueueingHint::QueueSkip
         );
     }
 

@@ -2,10 +2,12 @@
 
 use super::taint_toleration::tolerates;
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint, node_now_passes},
     framework::{CycleContext, CycleState, FilterPlugin, Plugin, Status},
     model::{
-        cluster::ClusterEvent,
+        cluster::ClusterState,
         node::{NodeInfo, Taint},
+        pod::PodInfo,
     },
 };
 
@@ -19,22 +21,36 @@ impl Plugin for NodeUnschedulable {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
-        &[ClusterEvent::NodeAdded, ClusterEvent::NodeChanged]
+    fn events(&self) -> &'static [EventKind] {
+        &[EventKind::NodeAdd, EventKind::NodeUpdate]
     }
+
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        node_now_passes(change, |node| fits(pod, node))
+    }
+}
+
+/// A node that is not cordoned, or a pod that tolerates the cordon.
+fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
+    if !node.unschedulable {
+        return true;
+    }
+    let cordon = Taint {
+        key: "node.kubernetes.io/unschedulable".into(),
+        value: String::new(),
+        effect: "NoSchedule".into(),
+    };
+    pod.tolerations.iter().any(|t| tolerates(t, &cordon))
 }
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
-        if !node.unschedulable {
-            return Status::success();
-        }
-        let cordon = Taint {
-            key: "node.kubernetes.io/unschedulable".into(),
-            value: String::new(),
-            effect: "NoSchedule".into(),
-        };
-        if ctx.pod.tolerations.iter().any(|t| tolerates(t, &cordon)) {
+        if fits(ctx.pod, node) {
             Status::success()
         } else {
             Status::unresolvable(REASON)
@@ -81,5 +97,37 @@ mod tests {
                 .filter(&plain.ctx(), &CycleState::new(), &open)
                 .is_success()
         );
+    }
+
+    /// kube-scheduler's `isSchedulableAfterNodeChange`: uncordoning helps, any other
+    /// update of a still-cordoned node does not.
+    #[test]
+    fn queueing_hints() {
+        let pod = PodBuilder::new("ns", "p").info();
+        let cluster = ClusterState::new();
+        let cordoned = NodeBuilder::new("n", "amd64").unschedulable().info();
+        let open = NodeBuilder::new("n", "amd64").info();
+        let relabelled = NodeBuilder::new("n", "amd64")
+            .label("x", "y")
+            .unschedulable()
+            .info();
+        let hint =
+            |change: ClusterChange<'_>| NodeUnschedulable.queueing_hint(&pod, &change, &cluster);
+        assert_eq!(hint(ClusterChange::NodeAdded(&open)), QueueingHint::Queue);
+        assert_eq!(
+            hint(ClusterChange::NodeAdded(&cordoned)),
+            QueueingHint::QueueSkip
+        );
+        let update = |old, new| ClusterChange::NodeUpdated {
+            old,
+            new,
+            changes: crate::events::NodeChanges::between(old, new),
+        };
+        assert_eq!(hint(update(&cordoned, &open)), QueueingHint::Queue);
+        assert_eq!(
+            hint(update(&cordoned, &relabelled)),
+            QueueingHint::QueueSkip
+        );
+        assert_eq!(hint(ClusterChange::ConfigChanged), QueueingHint::QueueSkip);
     }
 }

@@ -7,12 +7,13 @@ use rustc_hash::FxHashMap;
 
 use super::{node_affinity::required_matches, taint_toleration::tolerates};
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint},
     framework::{
         CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin,
         ScorePlugin, Status,
     },
     model::{
-        cluster::ClusterEvent,
+        cluster::ClusterState,
         node::{NodeInfo, ZONE_LABEL},
         pod::{PodInfo, SpreadConstraint},
         selectors::LabelSelector,
@@ -32,13 +33,59 @@ impl Plugin for PodTopologySpread {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
+    fn events(&self) -> &'static [EventKind] {
         &[
-            ClusterEvent::NodeAdded,
-            ClusterEvent::NodeChanged,
-            ClusterEvent::AssignedPodAdded,
-            ClusterEvent::AssignedPodDeleted,
+            EventKind::NodeAdd,
+            EventKind::NodeUpdate,
+            EventKind::NodeDelete,
+            EventKind::AssignedPodAdd,
+            EventKind::AssignedPodUpdate,
+            EventKind::AssignedPodDelete,
         ]
+    }
+
+    /// kube-scheduler's hints: a pod of the namespace that a constraint selects comes,
+    /// goes or changes labels; a node with every topology key comes, goes, or changes
+    /// those keys or its taints.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        let constraints = &pod.spread_constraints;
+        let selected = |other: &PodInfo| {
+            other.namespace == pod.namespace
+                && constraints
+                    .iter()
+                    .any(|c| c.selector.matches(&other.labels))
+        };
+        let has_keys = |node: &NodeInfo| {
+            constraints
+                .iter()
+                .all(|c| node.labels.contains_key(&c.topology_key))
+        };
+        let queue = match change {
+            ClusterChange::AssignedPodAdded(other) | ClusterChange::AssignedPodDeleted(other) => {
+                selected(other)
+            }
+            ClusterChange::AssignedPodUpdated { old, new } => {
+                new.namespace == pod.namespace
+                    && constraints
+                        .iter()
+                        .any(|c| c.selector.matches(&old.labels) != c.selector.matches(&new.labels))
+            }
+            ClusterChange::NodeAdded(node) | ClusterChange::NodeDeleted(node) => has_keys(node),
+            ClusterChange::NodeUpdated { old, new, .. } => {
+                has_keys(old) != has_keys(new)
+                    || (has_keys(new)
+                        && (constraints.iter().any(|c| {
+                            old.labels.get(&c.topology_key) != new.labels.get(&c.topology_key)
+                        }) || old.taints != new.taints))
+            }
+            _ => false,
+        };
+        QueueingHint::from_bool(queue)
     }
 }
 
@@ -86,6 +133,7 @@ fn matching_pods(pod: &PodInfo, constraint: &SpreadConstraint, node: &NodeInfo) 
     i64::try_from(count).unwrap_or(i64::MAX)
 }
 
+#[derive(Clone)]
 struct HardConstraint {
     constraint: SpreadConstraint,
     counts: HashMap<String, i64>,
@@ -93,8 +141,47 @@ struct HardConstraint {
     self_match: i64,
 }
 
+#[derive(Clone)]
 struct FilterState {
     constraints: Vec<HardConstraint>,
+}
+
+impl HardConstraint {
+    /// The global minimum, counting missing domains as empty below `minDomains`.
+    fn recompute_min(&mut self) {
+        let domains = i32::try_from(self.counts.len()).unwrap_or(i32::MAX);
+        self.min = match self.constraint.min_domains {
+            Some(min_domains) if domains < min_domains => 0,
+            _ => self.counts.values().copied().min().unwrap_or(0),
+        };
+    }
+}
+
+impl FilterState {
+    /// Preemption: `other` on `node` is counted (`delta` 1) or not (`-1`).
+    fn update_with_pod(&mut self, pod: &PodInfo, other: &PodInfo, node: &NodeInfo, delta: i64) {
+        if other.namespace != pod.namespace || other.deleting {
+            return;
+        }
+        if !self
+            .constraints
+            .iter()
+            .all(|hc| node.labels.contains_key(&hc.constraint.topology_key))
+        {
+            return;
+        }
+        for hc in &mut self.constraints {
+            if !hc.constraint.selector.matches(&other.labels)
+                || !node_counts(pod, &hc.constraint, node)
+            {
+                continue;
+            }
+            if let Some(value) = node.labels.get(&hc.constraint.topology_key) {
+                *hc.counts.entry(value.clone()).or_default() += delta;
+                hc.recompute_min();
+            }
+        }
+    }
 }
 
 impl PreFilterPlugin for PodTopologySpread {
@@ -134,15 +221,34 @@ impl PreFilterPlugin for PodTopologySpread {
             }
         }
         for hc in &mut constraints {
-            let domains = i32::try_from(hc.counts.len()).unwrap_or(i32::MAX);
-            hc.min = match hc.constraint.min_domains {
-                // Fewer domains than required: the global minimum counts as 0.
-                Some(min_domains) if domains < min_domains => 0,
-                _ => hc.counts.values().copied().min().unwrap_or(0),
-            };
+            hc.recompute_min();
         }
         state.write(FilterState { constraints });
         Status::success()
+    }
+
+    fn add_pod(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) {
+        if let Some(s) = state.read_mut::<FilterState>() {
+            s.update_with_pod(ctx.pod, pod, node, 1);
+        }
+    }
+
+    fn remove_pod(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) {
+        if let Some(s) = state.read_mut::<FilterState>() {
+            s.update_with_pod(ctx.pod, pod, node, -1);
+        }
     }
 }
 
@@ -165,6 +271,7 @@ impl FilterPlugin for PodTopologySpread {
     }
 }
 
+#[derive(Clone)]
 struct ScoreState {
     constraints: Vec<SpreadConstraint>,
     /// Per constraint (non-hostname keys): pods per domain.
@@ -336,210 +443,4 @@ impl ScorePlugin for PodTopologySpread {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
-
-    use super::*;
-    use crate::{
-        framework::Code,
-        model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
-        testing::Fixture,
-    };
-
-    fn constraint(key: &str, skew: i32, hard: bool) -> core::TopologySpreadConstraint {
-        core::TopologySpreadConstraint {
-            max_skew: skew,
-            topology_key: key.into(),
-            when_unsatisfiable: if hard {
-                "DoNotSchedule"
-            } else {
-                "ScheduleAnyway"
-            }
-            .into(),
-            label_selector: Some(meta::LabelSelector {
-                match_labels: Some([("app".to_owned(), "web".to_owned())].into()),
-                match_expressions: None,
-            }),
-            ..Default::default()
-        }
-    }
-
-    /// Zones a (2 web pods), b (1), c (0); node `nozone` has no zone label.
-    fn cluster() -> ClusterState {
-        let mut cluster = ClusterState::new();
-        for (node, zone) in [("a1", "a"), ("a2", "a"), ("b1", "b"), ("c1", "c")] {
-            cluster.upsert_node(NodeBuilder::new(node, "amd64").label("zone", zone).info());
-        }
-        cluster.upsert_node(NodeBuilder::new("nozone", "amd64").info());
-        for (pod, node) in [("w1", "a1"), ("w2", "a2"), ("w3", "b1")] {
-            cluster.add_assigned_pod(Arc::new(
-                PodBuilder::new("ns", pod)
-                    .label("app", "web")
-                    .node(node)
-                    .info(),
-            ));
-        }
-        // Another namespace and another app never count.
-        cluster.add_assigned_pod(Arc::new(
-            PodBuilder::new("other", "x")
-                .label("app", "web")
-                .node("c1")
-                .info(),
-        ));
-        cluster.add_assigned_pod(Arc::new(
-            PodBuilder::new("ns", "db")
-                .label("app", "db")
-                .node("c1")
-                .info(),
-        ));
-        cluster
-    }
-
-    fn filter_all(pod: PodInfo, cluster: ClusterState) -> Vec<(String, Code)> {
-        let f = Fixture::new(pod).with_cluster(cluster);
-        let ctx = f.ctx();
-        let mut state = CycleState::new();
-        assert!(PodTopologySpread.pre_filter(&ctx, &mut state).is_success());
-        f.cluster
-            .nodes()
-            .iter()
-            .map(|n| {
-                (
-                    n.name.clone(),
-                    PodTopologySpread.filter(&ctx, &state, n).code,
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn hard_constraint_bounds_the_skew() {
-        let pod = PodBuilder::new("ns", "new")
-            .label("app", "web")
-            .spread(constraint("zone", 1, true))
-            .info();
-        let result = filter_all(pod, cluster());
-        // min is 0 (zone c): a (2+1-0=3) and b (1+1=2) exceed skew 1; c fits.
-        assert_eq!(
-            result,
-            [
-                ("a1".to_owned(), Code::Unschedulable),
-                ("a2".to_owned(), Code::Unschedulable),
-                ("b1".to_owned(), Code::Unschedulable),
-                ("c1".to_owned(), Code::Success),
-                ("nozone".to_owned(), Code::UnschedulableAndUnresolvable),
-            ]
-        );
-        let pod = PodBuilder::new("ns", "new")
-            .label("app", "web")
-            .spread(constraint("zone", 2, true))
-            .info();
-        let fits: Vec<String> = filter_all(pod, cluster())
-            .into_iter()
-            .filter(|(_, c)| *c == Code::Success)
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(fits, ["b1", "c1"]);
-    }
-
-    #[test]
-    fn a_pod_that_does_not_match_its_own_selector_adds_nothing() {
-        let pod = PodBuilder::new("ns", "new")
-            .label("app", "other")
-            .spread(constraint("zone", 2, true))
-            .info();
-        let fits: Vec<String> = filter_all(pod, cluster())
-            .into_iter()
-            .filter(|(_, c)| *c == Code::Success)
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(fits, ["a1", "a2", "b1", "c1"]);
-    }
-
-    #[test]
-    fn min_domains_treats_missing_domains_as_empty() {
-        let mut c = constraint("zone", 1, true);
-        c.min_domains = Some(5);
-        // Only zone a and b exist for nodeAffinity-matching nodes below.
-        let pod = PodBuilder::new("ns", "new")
-            .label("app", "web")
-            .spread(c)
-            .info();
-        let mut cluster = cluster();
-        cluster.remove_node("c1");
-        let fits: Vec<String> = filter_all(pod, cluster)
-            .into_iter()
-            .filter(|(_, c)| *c == Code::Success)
-            .map(|(n, _)| n)
-            .collect();
-        // With min 0, b (1+1-0=2) exceeds skew 1 as well.
-        assert!(fits.is_empty(), "{fits:?}");
-    }
-
-    #[test]
-    fn soft_constraints_score_emptier_domains_higher() {
-        let pod = PodBuilder::new("ns", "new")
-            .label("app", "web")
-            .spread(constraint("zone", 1, false))
-            .info();
-        let f = Fixture::new(pod).with_cluster(cluster());
-        let ctx = f.ctx();
-        let nodes: Vec<&NodeInfo> = f.cluster.nodes().iter().collect();
-        let mut state = CycleState::new();
-        assert!(
-            PodTopologySpread
-                .pre_score(&ctx, &mut state, &nodes)
-                .is_success()
-        );
-        let mut scores: Vec<i64> = nodes
-            .iter()
-            .map(|n| PodTopologySpread.score(&ctx, &state, n))
-            .collect();
-        PodTopologySpread.normalize(&ctx, &state, &mut scores);
-        let by_node: HashMap<&str, i64> =
-            nodes.iter().map(|n| n.name.as_str()).zip(scores).collect();
-        assert!(by_node["c1"] > by_node["b1"]);
-        assert!(by_node["b1"] > by_node["a1"]);
-        assert_eq!(by_node["nozone"], 0);
-    }
-
-    #[test]
-    fn pods_of_a_controller_spread_by_default() {
-        let mut cluster = ClusterState::new();
-        for n in ["n1", "n2"] {
-            cluster.upsert_node(NodeBuilder::new(n, "amd64").info());
-        }
-        cluster.add_assigned_pod(Arc::new(
-            PodBuilder::new("ns", "r1")
-                .owner("ReplicaSet", "rs")
-                .node("n1")
-                .info(),
-        ));
-        let pod = PodBuilder::new("ns", "r2").owner("ReplicaSet", "rs").info();
-        let f = Fixture::new(pod).with_cluster(cluster);
-        let ctx = f.ctx();
-        let nodes: Vec<&NodeInfo> = f.cluster.nodes().iter().collect();
-        let mut state = CycleState::new();
-        assert!(
-            PodTopologySpread
-                .pre_score(&ctx, &mut state, &nodes)
-                .is_success()
-        );
-        let mut scores: Vec<i64> = nodes
-            .iter()
-            .map(|n| PodTopologySpread.score(&ctx, &state, n))
-            .collect();
-        PodTopologySpread.normalize(&ctx, &state, &mut scores);
-        assert!(scores[1] > scores[0], "{scores:?}");
-
-        let lone = Fixture::new(PodBuilder::new("ns", "lone").info());
-        assert_eq!(
-            PodTopologySpread
-                .pre_score(&lone.ctx(), &mut CycleState::new(), &[])
-                .code,
-            Code::Skip
-        );
-    }
-}
+mod tests;

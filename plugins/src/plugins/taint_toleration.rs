@@ -1,13 +1,14 @@
 //! `TaintToleration`: NoSchedule/NoExecute taints filter, PreferNoSchedule taints score.
 
 use crate::{
+    events::{ClusterChange, EventKind, QueueingHint, node_now_passes},
     framework::{
         CycleContext, CycleState, FilterPlugin, Plugin, ScorePlugin, Status, default_normalize,
     },
     model::{
-        cluster::ClusterEvent,
+        cluster::ClusterState,
         node::{NodeInfo, Taint},
-        pod::Toleration,
+        pod::{PodInfo, Toleration},
     },
 };
 
@@ -36,21 +37,35 @@ impl Plugin for TaintToleration {
         NAME
     }
 
-    fn events(&self) -> &'static [ClusterEvent] {
-        &[ClusterEvent::NodeAdded, ClusterEvent::NodeChanged]
+    fn events(&self) -> &'static [EventKind] {
+        &[EventKind::NodeAdd, EventKind::NodeUpdate]
     }
+
+    /// Retry when a node appears or loses a taint the pod does not tolerate.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        node_now_passes(change, |node| tolerates_node(pod, node))
+    }
+}
+
+/// Whether the pod tolerates every NoSchedule and NoExecute taint of the node.
+pub fn tolerates_node(pod: &PodInfo, node: &NodeInfo) -> bool {
+    node.taints.iter().all(|taint| {
+        !(taint.effect == "NoSchedule" || taint.effect == "NoExecute")
+            || pod.tolerations.iter().any(|t| tolerates(t, taint))
+    })
 }
 
 impl FilterPlugin for TaintToleration {
     fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
-        let blocked = node.taints.iter().any(|taint| {
-            (taint.effect == "NoSchedule" || taint.effect == "NoExecute")
-                && !ctx.pod.tolerations.iter().any(|t| tolerates(t, taint))
-        });
-        if blocked {
-            Status::unresolvable(REASON)
-        } else {
+        if tolerates_node(ctx.pod, node) {
             Status::success()
+        } else {
+            Status::unresolvable(REASON)
         }
     }
 }

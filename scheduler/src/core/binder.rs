@@ -1,25 +1,27 @@
 //! Handing a placement to whoever writes it: the Kubernetes binder (pods/binding) in a
 //! cluster, or the in-memory binder of `simulate` and tests.
 
-use multiarch_plugins::model::pod::PodInfo;
+use multiarch_plugins::model::{pod::PodInfo, storage::VolumeBindingPlan};
 
 /// A decided placement. `uid` is the precondition: a recreated pod with the same name is
-/// never bound by mistake.
+/// never bound by mistake. `volumes` are written (and waited for) first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Binding {
     pub namespace: String,
     pub name: String,
     pub uid: String,
     pub node: String,
+    pub volumes: VolumeBindingPlan,
 }
 
 impl Binding {
-    pub fn of(pod: &PodInfo, node: &str) -> Self {
+    pub fn of(pod: &PodInfo, node: &str, volumes: VolumeBindingPlan) -> Self {
         Binding {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             node: node.to_owned(),
+            volumes,
         }
     }
 }

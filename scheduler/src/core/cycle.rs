@@ -1,20 +1,23 @@
-//! One scheduling cycle: PreFilter, Filter in parallel over a rotating window of nodes
-//! (adaptive `percentageOfNodesToScore`), PreScore, Score, normalize, weight, pick with a
-//! random tie-break. Reads the cluster only; the caller assumes and binds.
+//! One scheduling cycle: PreFilter (which may narrow the candidate nodes), Filter in
+//! parallel over a rotating window of nodes (adaptive `percentageOfNodesToScore`), with
+//! the pods nominated to a node counted there, PreScore, Score, normalize, weight, pick
+//! with a random tie-break. Reads the cluster only; the caller assumes and binds.
 
 use std::{
     collections::HashSet,
     sync::atomic::{AtomicUsize, Ordering},
 };
 
+use multiarch_plugins::model::storage::VolumeBindingPlan;
 use multiarch_plugins::{
-    framework::{Code, CycleContext, CycleState, Status},
+    framework::{Code, CycleContext, CycleState, FilterPlugin, PreFilterPlugin, Status},
     model::node::NodeInfo,
-    plugins::image_architecture::CompatiblePlatforms,
+    plugins::{image_architecture::CompatiblePlatforms, volume_binding},
     profile::Profile,
 };
 use rand::{Rng, rngs::SmallRng};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 use super::diagnosis::Diagnosis;
 
@@ -48,145 +51,317 @@ pub struct NodeChoice {
     pub feasible: usize,
     pub evaluated: usize,
     pub compatible: Option<CompatiblePlatforms>,
+    /// Volumes to bind and claims to provision on the node before the pod is bound.
+    pub volumes: VolumeBindingPlan,
 }
 
 /// Where the next cycle starts looking, so every node is considered over time.
 #[derive(Debug, Default)]
 pub struct Rotation(usize);
 
-pub fn run(
-    profile: &Profile,
-    ctx: &CycleContext<'_>,
-    rotation: &mut Rotation,
-    rng: &mut SmallRng,
-) -> Result<NodeChoice, Diagnosis> {
-    let nodes = ctx.cluster.nodes();
-    let mut diagnosis = Diagnosis {
-        num_nodes: nodes.len(),
-        ..Diagnosis::default()
-    };
-    if nodes.is_empty() {
-        return Err(diagnosis);
-    }
+/// A cycle after PreFilter: the state the filters read and the filters that run.
+pub struct Cycle<'a> {
+    profile: &'a Profile,
+    pub ctx: &'a CycleContext<'a>,
+    pub state: CycleState,
+    filters: Vec<&'a Arc<dyn FilterPlugin>>,
+    /// PreFilter plugins that did not skip: they adjust the state when pods are added or
+    /// removed (preemption, nominated pods).
+    extensions: Vec<&'a Arc<dyn PreFilterPlugin>>,
+    /// Node indexes PreFilter narrowed the candidates to, and the plugins that did.
+    eligible: Option<(Vec<usize>, Vec<&'static str>)>,
+}
 
-    let mut state = CycleState::new();
-    let mut skipped: HashSet<&'static str> = HashSet::new();
-    for plugin in &profile.pre_filters {
-        let status = plugin.pre_filter(ctx, &mut state);
-        match status.code {
-            Code::Success => {}
-            Code::Skip => {
-                skipped.insert(plugin.name());
-            }
-            Code::Error => {
-                diagnosis.error = Some(format!("{}: {}", plugin.name(), status.message()));
-                return Err(diagnosis);
-            }
-            Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
-                diagnosis.pre_filter_message = Some(status.message());
-                diagnosis.rejectors.insert(plugin.name());
-                diagnosis.retry_with_backoff = status.retry_with_backoff;
-                return Err(diagnosis);
+impl<'a> Cycle<'a> {
+    /// Runs PreFilter; a rejection (or an error) is the cycle's answer for every node.
+    pub fn pre_filter(
+        profile: &'a Profile,
+        ctx: &'a CycleContext<'a>,
+    ) -> Result<Self, Box<Diagnosis>> {
+        let nodes = ctx.cluster.nodes();
+        let mut diagnosis = Diagnosis {
+            num_nodes: nodes.len(),
+            ..Diagnosis::default()
+        };
+        let mut state = CycleState::new();
+        let mut skipped: HashSet<&'static str> = HashSet::new();
+        let mut extensions = Vec::new();
+        let mut eligible: Option<Vec<String>> = None;
+        let mut narrowing: Vec<&'static str> = Vec::new();
+        for plugin in &profile.pre_filters {
+            let status = plugin.pre_filter(ctx, &mut state);
+            match status.code {
+                Code::Success => {
+                    extensions.push(plugin);
+                    if let Some(names) = plugin.eligible_nodes(ctx, &state) {
+                        narrowing.push(plugin.name());
+                        eligible = Some(match eligible {
+                            None => names,
+                            Some(have) => have.into_iter().filter(|n| names.contains(n)).collect(),
+                        });
+                        if eligible.as_ref().is_some_and(Vec::is_empty) {
+                            let message = if narrowing.len() == 1 {
+                                format!("node(s) didn't satisfy plugin {}", narrowing[0])
+                            } else {
+                                format!(
+                                    "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                                    narrowing.join(" ")
+                                )
+                            };
+                            diagnosis.pre_filter_message = Some(message);
+                            diagnosis.rejectors.extend(narrowing.iter().copied());
+                            return Err(Box::new(diagnosis));
+                        }
+                    }
+                }
+                Code::Skip => {
+                    skipped.insert(plugin.name());
+                }
+                Code::Error => {
+                    diagnosis.error = Some(format!("{}: {}", plugin.name(), status.message()));
+                    return Err(Box::new(diagnosis));
+                }
+                Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
+                    diagnosis.pre_filter_message = Some(status.message());
+                    diagnosis.rejectors.insert(plugin.name());
+                    diagnosis.retry_with_backoff = status.retry_with_backoff;
+                    return Err(Box::new(diagnosis));
+                }
             }
         }
+        let filters = profile
+            .filters
+            .iter()
+            .filter(|f| !skipped.contains(f.name()))
+            .collect();
+        let eligible = eligible.map(|names| {
+            let mut indexes: Vec<usize> = names
+                .iter()
+                .filter_map(|n| ctx.cluster.node_index(n))
+                .collect();
+            indexes.sort_unstable();
+            (indexes, narrowing)
+        });
+        Ok(Cycle {
+            profile,
+            ctx,
+            state,
+            filters,
+            extensions,
+            eligible,
+        })
     }
-    let filters: Vec<_> = profile
-        .filters
-        .iter()
-        .filter(|f| !skipped.contains(f.name()))
-        .collect();
-    let check = |node: &NodeInfo| -> Option<Status> {
-        for filter in &filters {
-            let status = filter.filter(ctx, &state, node);
+
+    /// The filters on one node with `state`; `None` when it fits.
+    pub fn filter_node(&self, state: &CycleState, node: &NodeInfo) -> Option<Status> {
+        for filter in &self.filters {
+            let status = filter.filter(self.ctx, state, node);
             if !status.is_success() {
                 return Some(status.with_plugin(filter.name()));
             }
         }
         None
-    };
-
-    let n = nodes.len();
-    let target = num_feasible_nodes_to_find(n, profile.percentage_of_nodes_to_score);
-    let start = rotation.0 % n;
-    let (feasible, failures, evaluated) = if target < PARALLEL_FILTER_MIN_FEASIBLE {
-        filter_sequential(nodes, start, target, &check)
-    } else {
-        filter_parallel(nodes, start, target, &check)
-    };
-    rotation.0 = (start + evaluated) % n;
-
-    if feasible.is_empty() {
-        for status in failures {
-            if status.code == Code::Error {
-                diagnosis.error = Some(format!("{}: {}", status.plugin, status.message()));
-            }
-            diagnosis.preemption_could_help |= status.code == Code::Unschedulable;
-            diagnosis.rejectors.insert(status.plugin);
-            for reason in status.reasons {
-                *diagnosis
-                    .reasons
-                    .entry(reason.as_str().to_owned())
-                    .or_default() += 1;
-            }
-        }
-        return Err(diagnosis);
     }
 
-    let compatible = state.read::<CompatiblePlatforms>().cloned();
-    let node = if feasible.len() == 1 {
-        feasible[0]
-    } else {
-        pick(
-            &score(profile, ctx, &mut state, nodes, &feasible),
-            &feasible,
-            rng,
-        )
-    };
-    Ok(NodeChoice {
-        node,
-        feasible: feasible.len(),
-        evaluated,
-        compatible,
-    })
+    /// kube-scheduler's `RunFilterPluginsWithNominatedPods`: the node must fit with the
+    /// pods nominated to it (of at least the pod's priority) and, if any, without them.
+    pub fn filter_with_nominated(&self, state: &CycleState, node: &NodeInfo) -> Option<Status> {
+        let mut nominated = self
+            .ctx
+            .nominated
+            .counted_for(self.ctx.pod, &node.name)
+            .filter(|p| p.node_name.is_none())
+            .peekable();
+        if nominated.peek().is_none() {
+            return self.filter_node(state, node);
+        }
+        let mut with_state = state.clone();
+        let mut with_node = node.clone();
+        for pod in nominated {
+            with_node.add_pod(pod.clone());
+            for plugin in &self.extensions {
+                plugin.add_pod(self.ctx, &mut with_state, pod, &with_node);
+            }
+        }
+        if let Some(status) = self.filter_node(&with_state, &with_node) {
+            return Some(status);
+        }
+        self.filter_node(state, node)
+    }
+
+    /// Adds `pod` to `node` (a copy) and to `state`, as preemption does with nominated pods.
+    pub fn add_pod(
+        &self,
+        state: &mut CycleState,
+        node: &mut NodeInfo,
+        pod: &Arc<multiarch_plugins::model::pod::PodInfo>,
+    ) {
+        node.add_pod(pod.clone());
+        for plugin in &self.extensions {
+            plugin.add_pod(self.ctx, state, pod, node);
+        }
+    }
+
+    /// Removes `pod` from `node` (a copy) and from `state` (a preemption victim).
+    pub fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        node: &mut NodeInfo,
+        pod: &multiarch_plugins::model::pod::PodInfo,
+    ) {
+        node.remove_pod(&pod.uid);
+        for plugin in &self.extensions {
+            plugin.remove_pod(self.ctx, state, pod, node);
+        }
+    }
+
+    /// Filters and scores; the chosen node, or why none fits. A node the pod is nominated
+    /// to is tried first, alone (kube-scheduler's `evaluateNominatedNode`).
+    pub fn run(
+        &mut self,
+        rotation: &mut Rotation,
+        rng: &mut SmallRng,
+        nominated_node: Option<&str>,
+    ) -> Result<NodeChoice, Box<Diagnosis>> {
+        let ctx = self.ctx;
+        let nodes = ctx.cluster.nodes();
+        if let Some(i) = nominated_node.and_then(|n| ctx.cluster.node_index(n))
+            && self
+                .eligible
+                .as_ref()
+                .is_none_or(|(e, _)| e.binary_search(&i).is_ok())
+            && self.filter_with_nominated(&self.state, &nodes[i]).is_none()
+        {
+            return Ok(self.choice(i, 1, 1));
+        }
+
+        let candidates: Vec<usize> = match &self.eligible {
+            Some((indexes, _)) => indexes.clone(),
+            None => (0..nodes.len()).collect(),
+        };
+        let mut diagnosis = Diagnosis {
+            num_nodes: nodes.len(),
+            ..Diagnosis::default()
+        };
+        if let Some((_, plugins)) = &self.eligible {
+            let absent = nodes.len() - candidates.len();
+            if absent > 0 {
+                diagnosis.reasons.insert(
+                    format!("node(s) didn't satisfy plugin(s) [{}]", plugins.join(" ")),
+                    absent,
+                );
+                diagnosis.rejectors.extend(plugins.iter().copied());
+            }
+        }
+        let n = candidates.len();
+        if n == 0 {
+            return Err(Box::new(diagnosis));
+        }
+        let target = num_feasible_nodes_to_find(n, self.profile.percentage_of_nodes_to_score);
+        let start = rotation.0 % n;
+        let check = |i: usize| self.filter_with_nominated(&self.state, &nodes[i]);
+        let (feasible, failures, evaluated) = if target < PARALLEL_FILTER_MIN_FEASIBLE {
+            filter_sequential(&candidates, start, target, &check)
+        } else {
+            filter_parallel(&candidates, start, target, &check)
+        };
+        rotation.0 = (start + evaluated) % n;
+
+        if feasible.is_empty() {
+            for (node, status) in failures {
+                if status.code == Code::Error {
+                    diagnosis.error = Some(format!("{}: {}", status.plugin, status.message()));
+                }
+                if status.code == Code::Unschedulable {
+                    diagnosis.preemption_candidates.push(node);
+                }
+                diagnosis.rejectors.insert(status.plugin);
+                for reason in status.reasons {
+                    *diagnosis
+                        .reasons
+                        .entry(reason.as_str().to_owned())
+                        .or_default() += 1;
+                }
+            }
+            diagnosis.preemption_candidates.sort_unstable();
+            return Err(Box::new(diagnosis));
+        }
+
+        let node = if feasible.len() == 1 {
+            feasible[0]
+        } else {
+            let totals = score(self.profile, ctx, &mut self.state, nodes, &feasible);
+            pick(&totals, &feasible, rng)
+        };
+        Ok(self.choice(node, feasible.len(), evaluated))
+    }
+
+    fn choice(&self, node: usize, feasible: usize, evaluated: usize) -> NodeChoice {
+        NodeChoice {
+            node,
+            feasible,
+            evaluated,
+            compatible: self.state.read::<CompatiblePlatforms>().cloned(),
+            volumes: volume_binding::binding_plan(
+                self.ctx,
+                &self.state,
+                &self.ctx.cluster.nodes()[node],
+            ),
+        }
+    }
 }
 
-type Check<'a> = dyn Fn(&NodeInfo) -> Option<Status> + Sync + 'a;
+/// PreFilter, then the rest of the cycle.
+pub fn run(
+    profile: &Profile,
+    ctx: &CycleContext<'_>,
+    rotation: &mut Rotation,
+    rng: &mut SmallRng,
+) -> Result<NodeChoice, Box<Diagnosis>> {
+    if ctx.cluster.nodes().is_empty() {
+        return Err(Box::default());
+    }
+    Cycle::pre_filter(profile, ctx)?.run(rotation, rng, None)
+}
+
+type Check<'a> = dyn Fn(usize) -> Option<Status> + Sync + 'a;
 
 fn filter_sequential(
-    nodes: &[NodeInfo],
+    candidates: &[usize],
     start: usize,
     target: usize,
     check: &Check<'_>,
-) -> (Vec<usize>, Vec<Status>, usize) {
-    let n = nodes.len();
+) -> (Vec<usize>, Vec<(usize, Status)>, usize) {
+    let n = candidates.len();
     let mut feasible = Vec::new();
     let mut failures = Vec::new();
     let mut evaluated = 0;
     for offset in 0..n {
-        let i = (start + offset) % n;
+        let i = candidates[(start + offset) % n];
         evaluated += 1;
-        match check(&nodes[i]) {
+        match check(i) {
             None => {
                 feasible.push(i);
                 if feasible.len() >= target {
                     break;
                 }
             }
-            Some(status) => failures.push(status),
+            Some(status) => failures.push((i, status)),
         }
     }
     (feasible, failures, evaluated)
 }
 
 fn filter_parallel(
-    nodes: &[NodeInfo],
+    candidates: &[usize],
     start: usize,
     target: usize,
     check: &Check<'_>,
-) -> (Vec<usize>, Vec<Status>, usize) {
-    let n = nodes.len();
+) -> (Vec<usize>, Vec<(usize, Status)>, usize) {
+    let n = candidates.len();
     let found = AtomicUsize::new(0);
-    let chunks: Vec<(Vec<usize>, Vec<Status>, usize)> = (0..n.div_ceil(FILTER_CHUNK))
+    #[allow(clippy::type_complexity)]
+    let chunks: Vec<(Vec<usize>, Vec<(usize, Status)>, usize)> = (0..n.div_ceil(FILTER_CHUNK))
         .into_par_iter()
         .map(|chunk| {
             let mut feasible = Vec::new();
@@ -196,14 +371,14 @@ fn filter_parallel(
                 if found.load(Ordering::Relaxed) >= target {
                     break;
                 }
-                let i = (start + offset) % n;
+                let i = candidates[(start + offset) % n];
                 evaluated += 1;
-                match check(&nodes[i]) {
+                match check(i) {
                     None => {
                         feasible.push(i);
                         found.fetch_add(1, Ordering::Relaxed);
                     }
-                    Some(status) => failures.push(status),
+                    Some(status) => failures.push((i, status)),
                 }
             }
             (feasible, failures, evaluated)
@@ -290,164 +465,4 @@ fn pick(totals: &[i64], feasible: &[usize], rng: &mut SmallRng) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use multiarch_plugins::{
-        image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
-        model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
-        testing::{Fixture, known},
-    };
-    use rand::SeedableRng;
-
-    use super::*;
-
-    #[test]
-    fn feasible_nodes_to_find_matches_kube_scheduler() {
-        let cases = [
-            (50, 0, 50),
-            (500, 0, 230),
-            (1000, 0, 420),
-            (5000, 0, 500),
-            (6000, 0, 300),
-            (6000, 100, 6000),
-            (200, 10, 100),
-        ];
-        for (nodes, pct, want) in cases {
-            assert_eq!(
-                num_feasible_nodes_to_find(nodes, pct),
-                want,
-                "{nodes} nodes at {pct}%"
-            );
-        }
-    }
-
-    fn fixture(cluster: ClusterState, image_archs: &[&str], cpu: &str) -> Fixture {
-        let pod = PodBuilder::new("ns", "p")
-            .container("app", "app:1", cpu, "1Gi")
-            .info();
-        let mut f = Fixture::new(pod).with_cluster(cluster);
-        f.images = PodImagePlatforms {
-            containers: vec![ContainerImagePlatforms {
-                container: "app".into(),
-                image: "app:1".into(),
-                platforms: known(image_archs),
-            }],
-        };
-        f
-    }
-
-    #[test]
-    fn picks_only_compatible_nodes_and_explains_failures() {
-        let mut cluster = ClusterState::new();
-        for (name, arch, cpu) in [
-            ("a1", "amd64", "4"),
-            ("a2", "amd64", "1"),
-            ("r1", "arm64", "1"),
-            ("z1", "s390x", "8"),
-            ("z2", "s390x", "8"),
-        ] {
-            cluster.upsert_node(
-                NodeBuilder::new(name, arch)
-                    .capacity(cpu, "8Gi", 110)
-                    .info(),
-            );
-        }
-        let profile = Profile::default();
-        let mut rng = SmallRng::seed_from_u64(1);
-        let mut rotation = Rotation::default();
-
-        let f = fixture(cluster.clone(), &["amd64", "arm64"], "2");
-        let placed = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap();
-        assert_eq!(cluster.nodes()[placed.node].name, "a1");
-        assert_eq!(placed.compatible.unwrap().describe(), "amd64, arm64");
-
-        let f = fixture(cluster, &["amd64", "arm64"], "6");
-        let diagnosis = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap_err();
-        // 6 cpu is more than any compatible node has: no preemption note.
-        assert_eq!(
-            diagnosis.message(),
-            "0/5 nodes are available: 2 node(s) didn't match the pod's image architectures \
-             (images support amd64, arm64), 3 Insufficient cpu."
-        );
-        assert!(diagnosis.rejectors.contains("ImageArchitecture"));
-        assert!(diagnosis.rejectors.contains("NodeResourcesFit"));
-    }
-
-    #[test]
-    fn ties_are_broken_at_random_and_rotation_moves_on() {
-        let mut cluster = ClusterState::new();
-        for i in 0..4 {
-            cluster.upsert_node(NodeBuilder::new(&format!("n{i}"), "amd64").info());
-        }
-        let f = fixture(cluster, &["amd64"], "100m");
-        let profile = Profile::default();
-        let mut rng = SmallRng::seed_from_u64(7);
-        let mut rotation = Rotation::default();
-        let mut chosen = HashSet::new();
-        for _ in 0..40 {
-            chosen.insert(
-                run(&profile, &f.ctx(), &mut rotation, &mut rng)
-                    .unwrap()
-                    .node,
-            );
-        }
-        assert_eq!(
-            chosen.len(),
-            4,
-            "identical nodes must all be picked sometimes"
-        );
-    }
-
-    #[test]
-    fn large_clusters_stop_after_enough_feasible_nodes() {
-        let mut cluster = ClusterState::new();
-        for i in 0..2000 {
-            let arch = if i % 2 == 0 { "amd64" } else { "arm64" };
-            cluster.upsert_node(NodeBuilder::new(&format!("n{i}"), arch).info());
-        }
-        let f = fixture(cluster, &["arm64"], "100m");
-        let profile = Profile::default();
-        let mut rng = SmallRng::seed_from_u64(3);
-        let mut rotation = Rotation::default();
-        let placed = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap();
-        // 2,000 nodes: adaptive 34% = 680 feasible nodes wanted.
-        assert_eq!(placed.feasible, 680);
-        assert!(
-            placed.evaluated >= 1360 && placed.evaluated < 2000,
-            "{}",
-            placed.evaluated
-        );
-        assert_eq!(
-            f.cluster.nodes()[placed.node].platform.architecture,
-            "arm64"
-        );
-        assert!(rotation.0 > 0);
-    }
-
-    #[test]
-    fn an_empty_cluster_says_so() {
-        let f = fixture(ClusterState::new(), &["amd64"], "1");
-        let d = run(
-            &Profile::default(),
-            &f.ctx(),
-            &mut Rotation::default(),
-            &mut SmallRng::seed_from_u64(0),
-        )
-        .unwrap_err();
-        assert_eq!(d.message(), "no nodes available to schedule pods");
-    }
-
-    #[test]
-    fn scoring_prefers_the_configured_architecture() {
-        let mut cluster = ClusterState::new();
-        cluster.upsert_node(NodeBuilder::new("amd", "amd64").info());
-        cluster.upsert_node(NodeBuilder::new("arm", "arm64").info());
-        let mut f = fixture(cluster, &["amd64", "arm64"], "100m");
-        f.preferences = vec![("arm64".into(), 80)];
-        let profile = Profile::default();
-        let mut rng = SmallRng::seed_from_u64(9);
-        for _ in 0..10 {
-            let placed = run(&profile, &f.ctx(), &mut Rotation::default(), &mut rng).unwrap();
-            assert_eq!(f.cluster.nodes()[placed.node].name, "arm");
-        }
-    }
-}
+mod tests;

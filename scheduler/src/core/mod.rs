@@ -1,9 +1,11 @@
-//! The scheduler core: queue, cycle, diagnosis and the state machine that ties them to
-//! the plugins. Free of Kubernetes I/O so that it is tested and measured directly.
+//! The scheduler core: queue, cycle, diagnosis, preemption and the state machine that
+//! ties them to the plugins. Free of Kubernetes I/O so that it is tested and measured directly.
 
 pub mod binder;
 pub mod cycle;
 pub mod diagnosis;
 pub mod image_source;
+pub mod preemption;
 pub mod queue;
 pub mod scheduler;
+pub mod storage_objects;

@@ -1,6 +1,8 @@
 //! The scheduling queue: active (priority, then age), backoff, unschedulable (waiting for
-//! a cluster event that may help) and waiting-for-images (inspection in progress, never
-//! blocking the cycle). kube-scheduler's `PriorityQueue`, reduced to what we need.
+//! a cluster event that may help, as the rejecting plugins' queueing hints judge it),
+//! waiting-for-images (inspection in progress, never blocking the cycle) and
+//! waiting-for-preemption (its victims are being evicted). kube-scheduler's
+//! `PriorityQueue`, reduced to what we need.
 
 use std::{
     cmp::{Ordering, Reverse},
@@ -9,7 +11,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use multiarch_plugins::model::{cluster::ClusterEvent, pod::PodInfo};
+use multiarch_plugins::{
+    events::{ClusterChange, EventKind, QueueingHint},
+    model::{cluster::ClusterState, pod::PodInfo},
+    profile::Profile,
+};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use multiarch_runtime::backoff::Backoff;
@@ -23,6 +29,7 @@ enum Where {
     Backoff,
     Unschedulable,
     WaitingForImages,
+    WaitingForPreemption,
     InFlight,
 }
 
@@ -39,6 +46,9 @@ struct Entry {
     unschedulable_since: Instant,
     /// Plugins that rejected the pod in its last attempt.
     rejectors: Vec<&'static str>,
+    /// The kinds of change those plugins registered (empty with no rejectors: any
+    /// change retries the pod).
+    kinds: Vec<EventKind>,
     /// Scheduling cycle the pod was popped in.
     cycle: u64,
     /// Images still being inspected.
@@ -59,6 +69,7 @@ pub struct QueueCounts {
     pub backoff: usize,
     pub unschedulable: usize,
     pub waiting_for_images: usize,
+    pub waiting_for_preemption: usize,
 }
 
 #[derive(PartialEq, Eq)]
@@ -88,6 +99,12 @@ pub struct SchedulingQueue {
     /// (one per binding) cost nothing for the pods that are elsewhere.
     unschedulable_set: HashSet<String>,
     waiting_set: HashSet<String>,
+    /// Unschedulable pods per kind of change their rejectors registered, and those
+    /// without rejectors: an event looks only at the pods it may concern.
+    waiting_on: Vec<HashSet<String>>,
+    waiting_on_any: HashSet<String>,
+    /// Queueing hint results per event kind: `[Queue, QueueSkip]`.
+    hint_counts: Vec<[u64; 2]>,
     active: BinaryHeap<ActiveKey>,
     backoff: BinaryHeap<Reverse<(Instant, u64, String)>>,
     backoff_policy: Backoff,
@@ -107,6 +124,36 @@ impl SchedulingQueue {
         }
     }
 
+    /// How many times a change of `kind` moved (Queue) or left (QueueSkip) an
+    /// unschedulable pod, since the start.
+    pub fn hint_counts(&self) -> Vec<(EventKind, QueueingHint, u64)> {
+        let mut out = Vec::new();
+        for kind in EventKind::ALL {
+            if let Some([queue, skip]) = self.hint_counts.get(kind.index()) {
+                out.push((kind, QueueingHint::Queue, *queue));
+                out.push((kind, QueueingHint::QueueSkip, *skip));
+            }
+        }
+        out
+    }
+
+    fn count_hint(&mut self, kind: EventKind, hint: QueueingHint, n: u64) {
+        if self.hint_counts.len() < EventKind::ALL.len() {
+            self.hint_counts.resize(EventKind::ALL.len(), [0, 0]);
+        }
+        let slot = &mut self.hint_counts[kind.index()];
+        match hint {
+            QueueingHint::Queue => slot[0] += n,
+            QueueingHint::QueueSkip => slot[1] += n,
+        }
+    }
+
+    /// A change nothing reads (a node heartbeat): every pod that waits on its kind stays.
+    pub fn unchanged(&mut self, kind: EventKind) {
+        let waiting = self.waiting_on.get(kind.index()).map_or(0, HashSet::len);
+        self.count_hint(kind, QueueingHint::QueueSkip, waiting as u64);
+    }
+
     pub fn counts(&self) -> QueueCounts {
         let mut counts = QueueCounts::default();
         for e in self.entries.values() {
@@ -115,6 +162,7 @@ impl SchedulingQueue {
                 Where::Backoff => counts.backoff += 1,
                 Where::Unschedulable => counts.unschedulable += 1,
                 Where::WaitingForImages => counts.waiting_for_images += 1,
+                Where::WaitingForPreemption => counts.waiting_for_preemption += 1,
                 Where::InFlight => {}
             }
         }
@@ -138,8 +186,10 @@ impl SchedulingQueue {
         self.entries.values().map(|e| &e.pod)
     }
 
-    /// A new pending pod, or a new version of one already queued. An update may make an
-    /// unschedulable pod schedulable (its affinity changed...), so it is retried.
+    /// A new pending pod, or a new version of one already queued. An update of what
+    /// scheduling reads may make an unschedulable pod schedulable (its affinity
+    /// changed...), so it is retried; a status-only update (the scheduler's own condition
+    /// or nomination) is not.
     pub fn add_or_update(&mut self, pod: Arc<PodInfo>, now: Instant) {
         let uid = pod.uid.clone();
         if let Some(entry) = self.entries.get_mut(&uid) {
@@ -148,11 +198,18 @@ impl SchedulingQueue {
             {
                 return;
             }
+            let relevant = !entry.pod.same_scheduling_inputs(&pod);
             entry.pod = pod;
+            if !relevant {
+                return;
+            }
             match entry.place {
                 Where::Unschedulable => self.move_out_of_unschedulable(&uid, now),
                 Where::Active => self.push_active(&uid),
-                Where::Backoff | Where::WaitingForImages | Where::InFlight => {}
+                Where::Backoff
+                | Where::WaitingForImages
+                | Where::WaitingForPreemption
+                | Where::InFlight => {}
             }
             return;
         }
@@ -167,6 +224,7 @@ impl SchedulingQueue {
                 backoff_until: now,
                 unschedulable_since: now,
                 rejectors: Vec::new(),
+                kinds: Vec::new(),
                 cycle: 0,
                 waiting_images: Vec::new(),
             },
@@ -175,17 +233,27 @@ impl SchedulingQueue {
     }
 
     pub fn delete(&mut self, uid: &str) -> bool {
-        self.unschedulable_set.remove(uid);
-        self.waiting_set.remove(uid);
+        if self.entries.contains_key(uid) {
+            // Leaves every index before it goes.
+            self.set_place(uid, Where::InFlight);
+        }
         self.entries.remove(uid).is_some()
     }
 
     /// Moves a pod and keeps the indexes right; every change of place goes through here.
     fn set_place(&mut self, uid: &str, place: Where) -> Option<&mut Entry> {
         let entry = self.entries.get_mut(uid)?;
+        if self.waiting_on.len() < EventKind::ALL.len() {
+            self.waiting_on
+                .resize_with(EventKind::ALL.len(), HashSet::default);
+        }
         match entry.place {
             Where::Unschedulable => {
                 self.unschedulable_set.remove(uid);
+                self.waiting_on_any.remove(uid);
+                for kind in &entry.kinds {
+                    self.waiting_on[kind.index()].remove(uid);
+                }
             }
             Where::WaitingForImages => {
                 self.waiting_set.remove(uid);
@@ -195,6 +263,12 @@ impl SchedulingQueue {
         match place {
             Where::Unschedulable => {
                 self.unschedulable_set.insert(uid.to_owned());
+                if entry.rejectors.is_empty() {
+                    self.waiting_on_any.insert(uid.to_owned());
+                }
+                for kind in &entry.kinds {
+                    self.waiting_on[kind.index()].insert(uid.to_owned());
+                }
             }
             Where::WaitingForImages => {
                 self.waiting_set.insert(uid.to_owned());
@@ -232,12 +306,13 @@ impl SchedulingQueue {
     }
 
     /// The cycle rejected the pod. `retry_with_backoff` (or a cluster event during the
-    /// cycle) sends it to backoff; otherwise it waits in unschedulable for an event that
-    /// concerns one of `rejectors`.
+    /// cycle) sends it to backoff; otherwise it waits in unschedulable for a change of
+    /// one of `kinds` (those its `rejectors` registered) that their hints say may help.
     pub fn unschedulable(
         &mut self,
         uid: &str,
         rejectors: Vec<&'static str>,
+        kinds: Vec<EventKind>,
         retry_with_backoff: bool,
         now: Instant,
     ) {
@@ -252,6 +327,7 @@ impl SchedulingQueue {
         entry.attempts += 1;
         entry.backoff_until = now + policy.after(entry.attempts);
         entry.rejectors = rejectors;
+        entry.kinds = kinds;
         if retry_with_backoff || move_request_cycle >= entry.cycle {
             self.push_backoff(uid);
         } else {
@@ -269,7 +345,34 @@ impl SchedulingQueue {
         entry.attempts += 1;
         entry.backoff_until = now + policy.after(entry.attempts);
         entry.rejectors.clear();
+        entry.kinds.clear();
         self.push_backoff(uid);
+    }
+
+    /// Preemption is evicting victims for the pod: it is not retried until that is done.
+    pub fn wait_for_preemption(
+        &mut self,
+        uid: &str,
+        rejectors: Vec<&'static str>,
+        kinds: Vec<EventKind>,
+    ) {
+        if let Some(entry) = self.set_place(uid, Where::WaitingForPreemption) {
+            entry.attempts += 1;
+            entry.rejectors = rejectors;
+            entry.kinds = kinds;
+        }
+    }
+
+    /// The evictions were sent: the pod is retried now (it fits if its victims are gone
+    /// already, and otherwise waits for their deletion).
+    pub fn preemption_done(&mut self, uid: &str) {
+        if self
+            .entries
+            .get(uid)
+            .is_some_and(|e| e.place == Where::WaitingForPreemption)
+        {
+            self.push_active(uid);
+        }
     }
 
     /// A pod whose binding failed comes back (it had left the queue).
@@ -290,8 +393,9 @@ impl SchedulingQueue {
     }
 
     /// Images whose platforms are now known (or whose inspection failed for good): pods
-    /// waiting only on them become active; pods rejected by `ImageArchitecture` retry.
-    pub fn images_resolved(&mut self, resolved: &[String], now: Instant) {
+    /// waiting only on them become active. (The caller then sends the change to the
+    /// unschedulable pods.)
+    pub fn images_resolved(&mut self, resolved: &[String]) {
         let mut ready = Vec::new();
         for uid in &self.waiting_set {
             if let Some(e) = self.entries.get_mut(uid) {
@@ -304,38 +408,42 @@ impl SchedulingQueue {
         for uid in ready {
             self.push_active(&uid);
         }
-        self.on_event(ClusterEvent::ImagePlatformsResolved, now, |plugin| {
-            if plugin == "ImageArchitecture" {
-                &[ClusterEvent::ImagePlatformsResolved]
-            } else {
-                &[]
-            }
-        });
     }
 
-    /// A cluster event: unschedulable pods rejected by a plugin that registered this
-    /// event move to active (or backoff if still backing off).
+    /// A cluster change: each unschedulable pod that waits on its kind moves to active
+    /// (or backoff, if still backing off) when one of the plugins that rejected it says
+    /// the change may help (a pod without recorded rejectors always moves).
     pub fn on_event(
         &mut self,
-        event: ClusterEvent,
+        change: &ClusterChange<'_>,
         now: Instant,
-        events_of: impl Fn(&str) -> &'static [ClusterEvent],
+        profile: &Profile,
+        cluster: &ClusterState,
     ) {
         self.move_request_cycle = self.scheduling_cycle;
         if self.unschedulable_set.is_empty() {
             return;
         }
-        let moving: Vec<String> = self
-            .unschedulable_set
-            .iter()
-            .filter_map(|uid| self.entries.get_key_value(uid))
-            .filter(|(_, e)| {
-                // A pod without recorded rejectors failed for a reason we cannot map:
-                // retrying is the safe choice.
-                e.rejectors.is_empty() || e.rejectors.iter().any(|p| events_of(p).contains(&event))
-            })
-            .map(|(uid, _)| uid.clone())
-            .collect();
+        let kind = change.kind();
+        let waiting = self.waiting_on.get(kind.index());
+        let mut moving: Vec<String> = Vec::new();
+        let mut skipped = 0u64;
+        for uid in waiting.into_iter().flatten().chain(&self.waiting_on_any) {
+            let Some(entry) = self.entries.get(uid) else {
+                continue;
+            };
+            let queue = entry.rejectors.is_empty()
+                || entry.rejectors.iter().any(|plugin| {
+                    profile.hint(plugin, &entry.pod, change, cluster) == QueueingHint::Queue
+                });
+            if queue {
+                moving.push(uid.clone());
+            } else {
+                skipped += 1;
+            }
+        }
+        self.count_hint(kind, QueueingHint::Queue, moving.len() as u64);
+        self.count_hint(kind, QueueingHint::QueueSkip, skipped);
         for uid in moving {
             self.move_out_of_unschedulable(&uid, now);
         }
@@ -416,177 +524,4 @@ impl SchedulingQueue {
 }
 
 #[cfg(test)]
-mod tests {
-    use multiarch_plugins::model::pod::PodBuilder;
-
-    use super::*;
-
-    fn pod(name: &str, priority: i32) -> Arc<PodInfo> {
-        Arc::new(PodBuilder::new("ns", name).priority(priority).info())
-    }
-
-    fn fit_events(plugin: &str) -> &'static [ClusterEvent] {
-        match plugin {
-            "NodeResourcesFit" => &[ClusterEvent::NodeAdded, ClusterEvent::AssignedPodDeleted],
-            "NodeAffinity" => &[ClusterEvent::NodeAdded, ClusterEvent::NodeChanged],
-            _ => &[],
-        }
-    }
-
-    #[test]
-    fn pops_by_priority_then_age() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("old-low", 0), t);
-        q.add_or_update(pod("high", 10), t + Duration::from_millis(2));
-        q.add_or_update(pod("new-low", 0), t + Duration::from_millis(1));
-        let order: Vec<String> = std::iter::from_fn(|| q.pop())
-            .map(|p| p.pod.name.clone())
-            .collect();
-        assert_eq!(order, ["high", "old-low", "new-low"]);
-    }
-
-    #[test]
-    fn unschedulable_pods_wait_for_a_relevant_event() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("p", 0), t);
-        q.pop();
-        // A cluster event while the pod was being scheduled may already have helped.
-        q.on_event(ClusterEvent::NodeAdded, t, fit_events);
-        q.unschedulable("uid-ns-p", vec!["NodeResourcesFit"], false, t);
-        assert_eq!(
-            q.counts().backoff,
-            1,
-            "an event during the cycle sends it to backoff"
-        );
-
-        let mut q = SchedulingQueue::default();
-        q.add_or_update(pod("p", 0), t);
-        q.add_or_update(pod("other", 0), t);
-        q.pop();
-        q.on_event(ClusterEvent::NodeChanged, t, fit_events); // cycle 1 moves nothing
-        q.pop();
-        q.unschedulable("uid-ns-other", vec!["NodeResourcesFit"], false, t);
-        assert_eq!(q.counts().unschedulable, 1);
-
-        // Irrelevant event: stays.
-        q.on_event(
-            ClusterEvent::NodeChanged,
-            t + Duration::from_secs(20),
-            fit_events,
-        );
-        assert_eq!(q.counts().unschedulable, 1);
-        // Relevant event after its backoff expired: active.
-        q.on_event(
-            ClusterEvent::AssignedPodDeleted,
-            t + Duration::from_secs(20),
-            fit_events,
-        );
-        assert_eq!(q.counts().active, 1);
-        assert_eq!(q.pop().unwrap().pod.name, "other");
-    }
-
-    #[test]
-    fn relevant_event_during_backoff_goes_to_backoff_then_active() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("a", 0), t);
-        q.add_or_update(pod("b", 0), t);
-        q.pop();
-        q.unschedulable("uid-ns-a", vec!["NodeAffinity"], false, t); // cycle 1 > move cycle 0
-        assert_eq!(q.counts().unschedulable, 1);
-        q.on_event(ClusterEvent::NodeAdded, t, fit_events);
-        assert_eq!(q.counts().backoff, 1);
-        q.flush(t + Duration::from_millis(999));
-        assert_eq!(q.counts().backoff, 1);
-        q.flush(t + Duration::from_secs(1));
-        assert_eq!(q.counts().active, 2);
-    }
-
-    #[test]
-    fn backoff_doubles_per_attempt() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("p", 0), t);
-        let mut now = t;
-        for expected in [1, 2, 4, 8, 10, 10] {
-            let popped = q.pop().unwrap();
-            q.unschedulable(&popped.pod.uid, vec![], true, now);
-            assert_eq!(
-                q.next_backoff_expiry(),
-                Some(now + Duration::from_secs(expected))
-            );
-            now += Duration::from_secs(expected);
-            q.flush(now);
-        }
-    }
-
-    #[test]
-    fn unschedulable_pods_are_flushed_after_five_minutes() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("a", 0), t);
-        q.add_or_update(pod("b", 0), t);
-        q.pop();
-        q.pop();
-        q.unschedulable("uid-ns-a", vec!["NodeResourcesFit"], false, t);
-        assert_eq!(q.counts().unschedulable, 1);
-        q.flush(t + Duration::from_secs(299));
-        assert_eq!(q.counts().unschedulable, 1);
-        q.flush(t + MAX_IN_UNSCHEDULABLE);
-        assert_eq!(q.counts().active, 1);
-    }
-
-    #[test]
-    fn waiting_for_images_never_blocks_others() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("slow", 10), t);
-        q.add_or_update(pod("fast", 0), t);
-        let slow = q.pop().unwrap();
-        q.wait_for_images(
-            &slow.pod.uid,
-            vec!["quay.io/a:1".into(), "quay.io/b:1".into()],
-        );
-        assert_eq!(q.pop().unwrap().pod.name, "fast");
-        q.images_resolved(&["quay.io/a:1".into()], t);
-        assert!(q.pop().is_none(), "still waiting for quay.io/b:1");
-        q.images_resolved(&["quay.io/b:1".into()], t);
-        assert_eq!(q.pop().unwrap().pod.name, "slow");
-        assert_eq!(q.counts(), QueueCounts::default());
-    }
-
-    #[test]
-    fn image_resolution_retries_pods_rejected_by_image_architecture() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("x", 0), t);
-        q.add_or_update(pod("y", 0), t);
-        q.pop();
-        q.pop();
-        q.unschedulable("uid-ns-x", vec!["ImageArchitecture"], false, t);
-        q.unschedulable("uid-ns-y", vec!["NodeResourcesFit"], false, t);
-        q.images_resolved(&[], t + Duration::from_secs(30));
-        let c = q.counts();
-        assert_eq!((c.active, c.unschedulable), (1, 1));
-    }
-
-    #[test]
-    fn updates_retry_unschedulable_pods_and_deletes_remove() {
-        let mut q = SchedulingQueue::default();
-        let t = Instant::now();
-        q.add_or_update(pod("p", 0), t);
-        q.add_or_update(pod("q", 0), t);
-        q.pop();
-        q.pop();
-        q.unschedulable("uid-ns-p", vec!["NodeAffinity"], false, t);
-        let mut changed = PodBuilder::new("ns", "p").info();
-        changed.resource_version = "2".into();
-        q.add_or_update(Arc::new(changed), t + Duration::from_secs(5));
-        assert_eq!(q.counts().active, 1);
-        assert!(q.delete("uid-ns-p"));
-        assert!(q.pop().is_none());
-        assert!(!q.delete("uid-ns-p"));
-    }
-}
+mod tests;

@@ -1,29 +1,35 @@
 //! The scheduler's core state machine, shared by `multiarch scheduler` and `simulate`:
-//! cluster events in, one scheduling decision out per call. No I/O and no waiting.
+//! cluster changes in, one scheduling decision out per call. No I/O and no waiting.
 
 use std::{sync::Arc, time::Instant};
 
 use multiarch_crd::{ClusterPlugins, PodPlacementConfig, names::NODE_ARCH_LABEL};
 use multiarch_plugins::{
+    events::{ClusterChange, EventKind, NodeChanges},
     exemption,
     framework::CycleContext,
     image_platforms::{ContainerImagePlatforms, ImagePlatforms, PodImagePlatforms},
     model::{
-        cluster::{ClusterEvent, ClusterState},
+        cluster::{AssignedPodUpsert, ClusterState, NodeUpsert},
         node::NodeInfo,
+        nominated::NominatedPods,
         pod::{ContainerImage, PodInfo},
         selectors::Requirement,
+        storage::VolumeBindingPlan,
     },
     preferences::{applied, architecture_preferences},
     profile::Profile,
 };
 use multiarch_runtime::backoff::Backoff;
 use rand::{SeedableRng, rngs::SmallRng};
+use rustc_hash::FxHashMap;
 
+pub use super::storage_objects::{StorageKey, StorageObject};
 use super::{
-    cycle::{self, Rotation},
-    diagnosis::Diagnosis,
+    cycle::{Cycle, NodeChoice, Rotation},
+    diagnosis::{Diagnosis, NO_CLAIMS_TO_DEALLOCATE},
     image_source::{ImageLookup, ImageSource},
+    preemption::{self, PreemptionResult},
     queue::SchedulingQueue,
 };
 
@@ -51,9 +57,27 @@ impl FailureKind {
     }
 }
 
+/// What happens to `status.nominatedNodeName` with a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Nomination {
+    Unchanged,
+    Set(String),
+    Clear,
+}
+
+/// Evictions that make room for a pod (kube-scheduler's preemption, carried out by the
+/// caller: DisruptionTarget condition, delete, `Preempted` event).
+#[derive(Clone, Debug)]
+pub struct Preemption {
+    pub node: String,
+    pub victims: Vec<Arc<PodInfo>>,
+    /// Lower-priority pods nominated to the node that lose their nomination.
+    pub displaced: Vec<Arc<PodInfo>>,
+}
+
 #[derive(Clone, Debug)]
 pub enum Outcome {
-    /// Assumed on `node`; the caller binds it.
+    /// Assumed on `node`; the caller writes `volumes`, then binds it.
     Scheduled {
         pod: Arc<PodInfo>,
         node: String,
@@ -61,6 +85,7 @@ pub enum Outcome {
         /// The text of the `Scheduled` event.
         message: String,
         attempts: u32,
+        volumes: VolumeBindingPlan,
     },
     Failed {
         pod: Arc<PodInfo>,
@@ -68,6 +93,10 @@ pub enum Outcome {
         /// The text of the `FailedScheduling` event and the condition message.
         message: String,
         diagnosis: Box<Diagnosis>,
+        nomination: Nomination,
+        /// Set when preemption made room: the caller evicts, then calls
+        /// [`SchedulerCore::preemption_done`].
+        preemption: Option<Preemption>,
     },
     /// Some images are being inspected; the pod waits without blocking the cycle.
     WaitingForImages {
@@ -84,10 +113,20 @@ pub enum Outcome {
 pub struct SchedulerCore {
     pub cluster: ClusterState,
     pub queue: SchedulingQueue,
+    /// Pods preemption made room for.
+    pub nominated: NominatedPods,
     profile: Profile,
     inputs: PlacementInputs,
     rotation: Rotation,
     rng: SmallRng,
+    /// Volume decisions of assumed pods, undone if their binding fails.
+    volume_plans: FxHashMap<String, VolumeBindingPlan>,
+}
+
+/// What a cycle decided, owned, once its borrows of the cluster end.
+enum Decision {
+    Chosen(NodeChoice),
+    Failed(Diagnosis, Option<PreemptionResult>),
 }
 
 impl SchedulerCore {
@@ -95,10 +134,12 @@ impl SchedulerCore {
         SchedulerCore {
             cluster: ClusterState::new(),
             queue: SchedulingQueue::new(Backoff::default()),
+            nominated: NominatedPods::default(),
             profile,
             inputs,
             rotation: Rotation::default(),
             rng: SmallRng::seed_from_u64(seed),
+            volume_plans: FxHashMap::default(),
         }
     }
 
@@ -111,10 +152,16 @@ impl SchedulerCore {
     }
 
     /// New weights or preferences: pods waiting on configuration may fit now.
-    pub fn set_configuration(&mut self, profile: Profile, inputs: PlacementInputs, now: Instant) {
+    pub fn set_configuration(
+        &mut self,
+        mut profile: Profile,
+        inputs: PlacementInputs,
+        now: Instant,
+    ) {
+        profile.queueing_hints = self.profile.queueing_hints;
         self.profile = profile;
         self.inputs = inputs;
-        self.event(ClusterEvent::ConfigChanged, now);
+        self.event(&ClusterChange::ConfigChanged, now);
     }
 
     /// Whether this scheduler places the pod (kube-scheduler's `responsibleForPod`, plus
@@ -126,45 +173,113 @@ impl SchedulerCore {
             && !pod.deleting
     }
 
-    pub fn apply_node(&mut self, node: NodeInfo, now: Instant) {
-        let event = self.cluster.upsert_node(node);
-        self.event(event, now);
+    fn event(&mut self, change: &ClusterChange<'_>, now: Instant) {
+        self.queue
+            .on_event(change, now, &self.profile, &self.cluster);
     }
 
-    pub fn delete_node(&mut self, name: &str) {
-        self.cluster.remove_node(name);
+    pub fn apply_node(&mut self, node: NodeInfo, now: Instant) {
+        let name = node.name.clone();
+        match self.cluster.upsert_node(node) {
+            NodeUpsert::Added => {
+                if let Some(new) = self.cluster.node(&name) {
+                    let change = ClusterChange::NodeAdded(new);
+                    self.queue
+                        .on_event(&change, now, &self.profile, &self.cluster);
+                }
+            }
+            NodeUpsert::Updated { old, changes } => {
+                if let Some(new) = self.cluster.node(&name) {
+                    let change = ClusterChange::NodeUpdated {
+                        old: &old,
+                        new,
+                        changes,
+                    };
+                    self.queue
+                        .on_event(&change, now, &self.profile, &self.cluster);
+                }
+            }
+            NodeUpsert::Unchanged if self.profile.queueing_hints => {
+                self.queue.unchanged(EventKind::NodeUpdate);
+            }
+            // Without hints, every update is an event (what the scheduler did before them).
+            NodeUpsert::Unchanged => {
+                if let Some(new) = self.cluster.node(&name) {
+                    let change = ClusterChange::NodeUpdated {
+                        old: new,
+                        new,
+                        changes: NodeChanges::default(),
+                    };
+                    self.queue
+                        .on_event(&change, now, &self.profile, &self.cluster);
+                }
+            }
+        }
+    }
+
+    pub fn delete_node(&mut self, name: &str, now: Instant) {
+        if let Some(old) = self.cluster.remove_node(name) {
+            self.event(&ClusterChange::NodeDeleted(&old), now);
+        }
     }
 
     /// A pod was added or changed. Assigned pods (any scheduler) go into the cluster
-    /// model; our pending pods into the queue; anything else leaves the queue.
+    /// model; our pending pods into the queue (and their nominations into the
+    /// nominator); anything else leaves the queue.
     pub fn apply_pod(&mut self, pod: PodInfo, now: Instant) {
         let pod = Arc::new(pod);
         if pod.node_name.is_some() {
             self.queue.delete(&pod.uid);
-            let event = self.cluster.add_assigned_pod(pod);
-            self.event(event, now);
+            self.nominated.remove(&pod.uid);
+            self.volume_plans.remove(&pod.uid);
+            match self.cluster.add_assigned_pod(pod.clone()) {
+                AssignedPodUpsert::Added => {
+                    self.event(&ClusterChange::AssignedPodAdded(&pod), now);
+                }
+                AssignedPodUpsert::Updated { old } => {
+                    self.event(
+                        &ClusterChange::AssignedPodUpdated {
+                            old: &old,
+                            new: &pod,
+                        },
+                        now,
+                    );
+                }
+                AssignedPodUpsert::Unchanged => {}
+            }
         } else if self.responsible_for(&pod) {
             if !self.cluster.is_assumed(&pod.uid) {
+                match &pod.nominated_node {
+                    Some(node) if self.nominated.node_of(&pod.uid) != Some(node.as_str()) => {
+                        self.nominated.nominate(pod.clone(), node);
+                    }
+                    // A version without the nomination the scheduler just made (its
+                    // status patch is still on the way) keeps it.
+                    _ => self.nominated.update(&pod),
+                }
                 self.queue.add_or_update(pod, now);
             }
         } else {
             self.queue.delete(&pod.uid);
+            self.nominated.remove(&pod.uid);
         }
     }
 
     pub fn delete_pod(&mut self, uid: &str, now: Instant) {
         self.queue.delete(uid);
-        if let Some(event) = self.cluster.remove_pod(uid) {
-            self.event(event, now);
+        self.nominated.remove(uid);
+        if let Some(plan) = self.volume_plans.remove(uid) {
+            self.cluster.storage_mut().revert(&plan);
+        }
+        if let Some(old) = self.cluster.remove_pod(uid) {
+            self.event(&ClusterChange::AssignedPodDeleted(&old), now);
         }
     }
 
     /// The API refused or failed the binding (not 404/409: those drop the pod): undo the
     /// assumption and retry with backoff.
     pub fn binding_failed(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Instant) {
-        if self.cluster.forget(&pod.uid) {
-            self.event(ClusterEvent::AssignedPodDeleted, now);
-        }
+        self.undo_assumption(&pod.uid, now);
         // `attempts` already counts this attempt; the error backoff counts it once more.
         self.queue
             .requeue_after_bind_error(pod, attempts.saturating_sub(1), now);
@@ -173,25 +288,39 @@ impl SchedulerCore {
     /// The binding target is gone for good (pod deleted, replaced or bound by someone
     /// else): forget it.
     pub fn binding_dropped(&mut self, uid: &str, now: Instant) {
-        if self.cluster.forget(uid) {
-            self.event(ClusterEvent::AssignedPodDeleted, now);
-        }
+        self.undo_assumption(uid, now);
         self.queue.delete(uid);
+        self.nominated.remove(uid);
+    }
+
+    fn undo_assumption(&mut self, uid: &str, now: Instant) {
+        if let Some(plan) = self.volume_plans.remove(uid) {
+            self.cluster.storage_mut().revert(&plan);
+        }
+        if let Some(forgotten) = self.cluster.forget(uid) {
+            self.event(&ClusterChange::AssignedPodDeleted(&forgotten), now);
+        }
+    }
+
+    /// The evictions of a preemption were sent (`ok`) or failed: the pod is retried now,
+    /// or after an error backoff without its nomination.
+    pub fn preemption_done(&mut self, uid: &str, ok: bool, now: Instant) {
+        if ok {
+            self.queue.preemption_done(uid);
+        } else {
+            self.nominated.remove(uid);
+            self.queue.error(uid, now);
+        }
     }
 
     pub fn images_resolved(&mut self, images: &[String], now: Instant) {
-        self.queue.images_resolved(images, now);
+        self.queue.images_resolved(images);
+        self.event(&ClusterChange::ImagesResolved(images), now);
     }
 
     /// Timers: backoff expiry and the 5-minute unschedulable flush.
     pub fn tick(&mut self, now: Instant) {
         self.queue.flush(now);
-    }
-
-    fn event(&mut self, event: ClusterEvent, now: Instant) {
-        let profile = &self.profile;
-        self.queue
-            .on_event(event, now, |plugin| profile.events_of(plugin));
     }
 
     /// Pops one pod and decides. `None` when no pod is active.
@@ -248,61 +377,163 @@ impl SchedulerCore {
             &self.inputs.configs,
             self.inputs.cluster_plugins.as_ref(),
         ));
-        let ctx = CycleContext {
-            pod: &pod,
-            cluster: &self.cluster,
-            images: &pod_images,
-            arch_preferences: &preferences,
-            fallback_architecture: self.inputs.fallback_architecture.as_deref(),
+        let nominated_node = self.nominated.node_of(&pod.uid).map(str::to_owned);
+        let decision = {
+            let ctx = CycleContext {
+                pod: &pod,
+                cluster: &self.cluster,
+                images: &pod_images,
+                arch_preferences: &preferences,
+                fallback_architecture: self.inputs.fallback_architecture.as_deref(),
+                nominated: &self.nominated,
+            };
+            decide(
+                &self.profile,
+                &ctx,
+                &mut self.rotation,
+                &mut self.rng,
+                nominated_node.as_deref(),
+            )
         };
-        match cycle::run(&self.profile, &ctx, &mut self.rotation, &mut self.rng) {
-            Ok(placement) => {
-                let node = &self.cluster.nodes()[placement.node];
-                let node_name = node.name.clone();
-                let node_architecture = node.platform.to_string();
-                let mut message = format!(
-                    "Successfully assigned {}/{} to {} ({})",
-                    pod.namespace, pod.name, node_name, node_architecture
-                );
-                match &placement.compatible {
-                    Some(c) if c.fallback_used => message.push_str(&format!(
-                        "; image inspection failed, so the pod was placed on its fallback architecture {}",
-                        c.describe()
-                    )),
-                    Some(c) => message.push_str(&format!("; images support {}", c.describe())),
-                    None => {}
+        Some(match decision {
+            Decision::Chosen(choice) => self.scheduled(pod, choice, popped.attempts + 1),
+            Decision::Failed(diagnosis, preemption) => {
+                self.failed(pod, diagnosis, preemption, nominated_node.is_some(), now)
+            }
+        })
+    }
+
+    fn scheduled(&mut self, pod: Arc<PodInfo>, choice: NodeChoice, attempts: u32) -> Outcome {
+        let node = &self.cluster.nodes()[choice.node];
+        let node_name = node.name.clone();
+        let node_architecture = node.platform.to_string();
+        let mut message = format!(
+            "Successfully assigned {}/{} to {} ({})",
+            pod.namespace, pod.name, node_name, node_architecture
+        );
+        match &choice.compatible {
+            Some(c) if c.fallback_used => message.push_str(&format!(
+                "; image inspection failed, so the pod was placed on its fallback architecture {}",
+                c.describe()
+            )),
+            Some(c) => message.push_str(&format!("; images support {}", c.describe())),
+            None => {}
+        }
+        self.cluster.assume(&pod, &node_name);
+        if !choice.volumes.is_empty() {
+            self.cluster
+                .storage_mut()
+                .assume(&choice.volumes, &node_name);
+            self.volume_plans
+                .insert(pod.uid.clone(), choice.volumes.clone());
+        }
+        self.nominated.remove(&pod.uid);
+        self.queue.done(&pod.uid);
+        Outcome::Scheduled {
+            pod,
+            node: node_name,
+            node_architecture,
+            message,
+            attempts,
+            volumes: choice.volumes,
+        }
+    }
+
+    fn failed(
+        &mut self,
+        pod: Arc<PodInfo>,
+        mut diagnosis: Diagnosis,
+        preemption: Option<PreemptionResult>,
+        had_nomination: bool,
+        now: Instant,
+    ) -> Outcome {
+        let rejectors: Vec<&'static str> = diagnosis.rejectors.iter().copied().collect();
+        let mut kinds: Vec<EventKind> = rejectors
+            .iter()
+            .flat_map(|r| self.profile.events_of(r).iter().copied())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        let mut nomination = Nomination::Unchanged;
+        let mut order = None;
+        match preemption {
+            Some(PreemptionResult::Nominated {
+                node,
+                victims,
+                displaced,
+            }) => {
+                diagnosis.post_filter_message = None;
+                for d in &displaced {
+                    self.nominated.remove(&d.uid);
                 }
-                self.cluster.assume(&pod, &node_name);
-                self.queue.done(&pod.uid);
-                Some(Outcome::Scheduled {
-                    pod,
-                    node: node_name,
-                    node_architecture,
-                    message,
-                    attempts: popped.attempts + 1,
-                })
+                self.nominated.nominate(pod.clone(), &node);
+                nomination = Nomination::Set(node.clone());
+                order = Some(Preemption {
+                    node,
+                    victims,
+                    displaced,
+                });
             }
-            Err(diagnosis) => {
-                let message = diagnosis.message();
-                let kind = if diagnosis.error.is_some() {
-                    self.queue.error(&pod.uid, now);
-                    FailureKind::SchedulerError
-                } else {
-                    self.queue.unschedulable(
-                        &pod.uid,
-                        diagnosis.rejectors.iter().copied().collect(),
-                        diagnosis.retry_with_backoff,
-                        now,
-                    );
-                    FailureKind::Unschedulable
-                };
-                Some(Outcome::Failed {
-                    pod,
-                    kind,
-                    message,
-                    diagnosis: Box::new(diagnosis),
-                })
+            Some(PreemptionResult::NotPossible { message, clear }) => {
+                diagnosis.post_filter_message =
+                    Some(format!("{NO_CLAIMS_TO_DEALLOCATE}, preemption: {message}"));
+                if clear && had_nomination {
+                    self.nominated.remove(&pod.uid);
+                    nomination = Nomination::Clear;
+                }
             }
+            None => {}
+        }
+        let message = diagnosis.message();
+        let kind = if diagnosis.error.is_some() {
+            self.queue.error(&pod.uid, now);
+            FailureKind::SchedulerError
+        } else if order.is_some() {
+            self.queue.wait_for_preemption(&pod.uid, rejectors, kinds);
+            FailureKind::Unschedulable
+        } else {
+            self.queue.unschedulable(
+                &pod.uid,
+                rejectors,
+                kinds,
+                diagnosis.retry_with_backoff,
+                now,
+            );
+            FailureKind::Unschedulable
+        };
+        Outcome::Failed {
+            pod,
+            kind,
+            message,
+            diagnosis: Box::new(diagnosis),
+            nomination,
+            preemption: order,
+        }
+    }
+}
+
+/// One cycle, and preemption when no node fits for a reason evictions can fix.
+fn decide(
+    profile: &Profile,
+    ctx: &CycleContext<'_>,
+    rotation: &mut Rotation,
+    rng: &mut SmallRng,
+    nominated_node: Option<&str>,
+) -> Decision {
+    if ctx.cluster.nodes().is_empty() {
+        return Decision::Failed(Diagnosis::default(), None);
+    }
+    let mut cycle = match Cycle::pre_filter(profile, ctx) {
+        Ok(cycle) => cycle,
+        // kube-scheduler's DefaultPreemption does not run after a PreFilter rejection.
+        Err(diagnosis) => return Decision::Failed(*diagnosis, None),
+    };
+    match cycle.run(rotation, rng, nominated_node) {
+        Ok(choice) => Decision::Chosen(choice),
+        Err(diagnosis) if diagnosis.error.is_some() => Decision::Failed(*diagnosis, None),
+        Err(diagnosis) => {
+            let result = preemption::preempt(&cycle, &diagnosis, nominated_node, rng);
+            Decision::Failed(*diagnosis, Some(result))
         }
     }
 }
@@ -321,248 +552,6 @@ fn own_architecture_preferences(pod: &PodInfo) -> Vec<String> {
         .collect()
 }
 
+mod cluster_changes;
 #[cfg(test)]
-mod tests {
-    use std::{collections::HashMap, time::Duration};
-
-    use multiarch_plugins::model::{node::NodeBuilder, platform::Platform, pod::PodBuilder};
-
-    use super::*;
-    use crate::core::image_source::CatalogImages;
-
-    const SCHED: &str = "multiarch-scheduler";
-
-    fn catalog() -> CatalogImages {
-        let mut images = HashMap::new();
-        for (image, archs) in [
-            ("multi:1", &["amd64", "arm64"][..]),
-            ("amd:1", &["amd64"][..]),
-            ("arm:1", &["arm64"][..]),
-        ] {
-            images.insert(
-                image.to_owned(),
-                archs
-                    .iter()
-                    .map(|a| Platform::linux(a))
-                    .collect::<Vec<_>>()
-                    .into(),
-            );
-        }
-        CatalogImages { images }
-    }
-
-    fn core() -> SchedulerCore {
-        let mut core = SchedulerCore::new(Profile::default(), PlacementInputs::default(), 1);
-        let now = Instant::now();
-        core.apply_node(
-            NodeBuilder::new("amd", "amd64")
-                .capacity("2", "4Gi", 110)
-                .info(),
-            now,
-        );
-        core.apply_node(
-            NodeBuilder::new("arm", "arm64")
-                .capacity("2", "4Gi", 110)
-                .info(),
-            now,
-        );
-        core
-    }
-
-    fn pod(name: &str, image: &str, cpu: &str) -> PodInfo {
-        PodBuilder::new("ns", name)
-            .scheduler(SCHED)
-            .container("c", image, cpu, "100Mi")
-            .info()
-    }
-
-    #[test]
-    fn schedules_on_a_compatible_node_and_says_why() {
-        let mut core = core();
-        let now = Instant::now();
-        core.apply_pod(pod("web", "arm:1", "1"), now);
-        match core.schedule_next(&catalog(), now) {
-            Some(Outcome::Scheduled { node, message, .. }) => {
-                assert_eq!(node, "arm");
-                assert_eq!(
-                    message,
-                    "Successfully assigned ns/web to arm (arm64); images support arm64"
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(core.cluster.is_assumed("uid-ns-web"));
-        assert!(core.schedule_next(&catalog(), now).is_none());
-    }
-
-    #[test]
-    fn ignores_pods_of_other_schedulers_gated_or_bound_pods() {
-        let mut core = core();
-        let now = Instant::now();
-        core.apply_pod(
-            PodBuilder::new("ns", "default")
-                .container("c", "amd:1", "", "")
-                .info(),
-            now,
-        );
-        core.apply_pod(
-            PodBuilder::new("ns", "gated")
-                .scheduler(SCHED)
-                .gate("x/y")
-                .info(),
-            now,
-        );
-        core.apply_pod(
-            PodBuilder::new("ns", "bound")
-                .scheduler(SCHED)
-                .node("amd")
-                .container("c", "amd:1", "1", "")
-                .info(),
-            now,
-        );
-        assert!(core.schedule_next(&catalog(), now).is_none());
-        // The bound pod's resources count.
-        assert_eq!(core.cluster.node("amd").unwrap().requested.milli_cpu, 1000);
-    }
-
-    #[test]
-    fn a_failed_pod_retries_when_capacity_frees_up() {
-        let mut core = core();
-        let now = Instant::now();
-        core.apply_pod(
-            PodBuilder::new("ns", "hog")
-                .node("amd")
-                .container("c", "amd:1", "2", "")
-                .info(),
-            now,
-        );
-        core.apply_pod(pod("late", "amd:1", "1"), now);
-        match core.schedule_next(&catalog(), now) {
-            Some(Outcome::Failed { kind, message, .. }) => {
-                assert_eq!(kind, FailureKind::Unschedulable);
-                assert_eq!(
-                    message,
-                    "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match the pod's \
-                     image architectures (images support amd64). preemption: not attempted, \
-                     multiarch-scheduler does not evict lower-priority pods."
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(core.queue.counts().unschedulable, 1);
-        let later = now + Duration::from_secs(2);
-        core.delete_pod("uid-ns-hog", later);
-        match core.schedule_next(&catalog(), later) {
-            Some(Outcome::Scheduled { node, .. }) => assert_eq!(node, "amd"),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn waits_for_images_without_blocking_and_resumes() {
-        struct Slow;
-        impl ImageSource for Slow {
-            fn lookup(&self, pod: &PodInfo, image: &ContainerImage) -> ImageLookup {
-                if image.image == "slow:1" {
-                    ImageLookup::Pending
-                } else {
-                    catalog().lookup(pod, image)
-                }
-            }
-        }
-        let mut core = core();
-        let now = Instant::now();
-        core.apply_pod(pod("slow", "slow:1", "100m"), now);
-        core.apply_pod(
-            pod("fast", "multi:1", "100m"),
-            now + Duration::from_millis(1),
-        );
-        assert!(matches!(
-            core.schedule_next(&Slow, now),
-            Some(Outcome::WaitingForImages { .. })
-        ));
-        assert!(matches!(
-            core.schedule_next(&Slow, now),
-            Some(Outcome::Scheduled { .. })
-        ));
-        assert!(core.schedule_next(&Slow, now).is_none());
-        core.images_resolved(&["slow:1".into()], now);
-        let mut ready = catalog();
-        ready
-            .images
-            .insert("slow:1".into(), vec![Platform::linux("arm64")].into());
-        assert!(
-            matches!(core.schedule_next(&ready, now), Some(Outcome::Scheduled { node, .. }) if node == "arm")
-        );
-    }
-
-    #[test]
-    fn binding_failure_forgets_and_retries_with_backoff() {
-        let mut core = core();
-        let now = Instant::now();
-        core.apply_pod(pod("p", "multi:1", "1"), now);
-        let Some(Outcome::Scheduled { pod, attempts, .. }) = core.schedule_next(&catalog(), now)
-        else {
-            panic!("not scheduled");
-        };
-        core.binding_failed(pod, attempts, now);
-        assert!(!core.cluster.is_assumed("uid-ns-p"));
-        assert_eq!(core.queue.counts().backoff, 1);
-        core.tick(now + Duration::from_secs(2));
-        assert!(matches!(
-            core.schedule_next(&catalog(), now),
-            Some(Outcome::Scheduled { .. })
-        ));
-    }
-
-    #[test]
-    fn deleting_pods_are_skipped() {
-        let mut core = core();
-        let now = Instant::now();
-        let mut p = pod("gone", "multi:1", "1");
-        core.apply_pod(p.clone(), now);
-        p.deleting = true;
-        p.resource_version = "2".into();
-        // A deleting pod is no longer ours to schedule.
-        core.apply_pod(p, now);
-        assert!(core.schedule_next(&catalog(), now).is_none());
-    }
-
-    #[test]
-    fn fallback_architecture_places_pods_whose_images_cannot_be_read() {
-        let inputs = PlacementInputs {
-            fallback_architecture: Some("arm64".into()),
-            ..PlacementInputs::default()
-        };
-        let mut core = SchedulerCore::new(Profile::default(), inputs, 1);
-        let now = Instant::now();
-        core.apply_node(NodeBuilder::new("amd", "amd64").info(), now);
-        core.apply_node(NodeBuilder::new("arm", "arm64").info(), now);
-        core.apply_pod(pod("private", "private:1", "100m"), now);
-        match core.schedule_next(&catalog(), now) {
-            Some(Outcome::Scheduled { node, message, .. }) => {
-                assert_eq!(node, "arm");
-                assert!(message.ends_with("image inspection failed, so the pod was placed on its fallback architecture arm64"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn inspection_failure_without_fallback_waits_with_backoff() {
-        let mut core = core();
-        let now = Instant::now();
-        core.apply_pod(pod("private", "private:1", "100m"), now);
-        match core.schedule_next(&catalog(), now) {
-            Some(Outcome::Failed { kind, message, .. }) => {
-                assert_eq!(kind, FailureKind::Unschedulable);
-                assert!(
-                    message.contains("image private:1 is not in the simulation's image catalog"),
-                    "{message}"
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(core.queue.counts().backoff, 1);
-    }
-}
+mod tests;

@@ -21,6 +21,14 @@ pub struct TypeLabel {
     pub r#type: &'static str,
 }
 
+/// A kind of cluster change and what the queueing hints made of it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HintLabel {
+    pub event: &'static str,
+    /// `Queue` or `QueueSkip`.
+    pub hint: &'static str,
+}
+
 fn latency() -> Histogram {
     Histogram::new([
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -40,6 +48,12 @@ pub struct SchedulerMetrics {
     pub cache_size: Family<TypeLabel, Gauge>,
     pub events_dropped: Counter,
     pub is_leader: Gauge,
+    /// Unschedulable pods an event moved (`Queue`) or left (`QueueSkip`).
+    pub queueing_hints: Family<HintLabel, Counter>,
+    pub preemption_attempts: Counter,
+    pub preemption_victims: Counter,
+    /// Writing a pod's volume decisions and waiting for its claims to be bound.
+    pub volume_binding_seconds: Histogram,
 }
 
 impl Default for SchedulerMetrics {
@@ -52,6 +66,12 @@ impl Default for SchedulerMetrics {
             cache_size: Family::default(),
             events_dropped: Counter::default(),
             is_leader: Gauge::default(),
+            queueing_hints: Family::default(),
+            preemption_attempts: Counter::default(),
+            preemption_victims: Counter::default(),
+            volume_binding_seconds: Histogram::new([
+                0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+            ]),
         }
     }
 }
@@ -93,6 +113,26 @@ impl SchedulerMetrics {
             "is_leader",
             "1 while this replica holds the lease",
             self.is_leader.clone(),
+        );
+        sub.register(
+            "queueing_hints",
+            "Unschedulable pods a cluster change moved back to the queue (Queue) or left waiting (QueueSkip), by kind of change",
+            self.queueing_hints.clone(),
+        );
+        sub.register(
+            "preemption_attempts",
+            "Scheduling attempts that ran preemption",
+            self.preemption_attempts.clone(),
+        );
+        sub.register(
+            "preemption_victims",
+            "Pods evicted to make room for higher-priority pods",
+            self.preemption_victims.clone(),
+        );
+        sub.register(
+            "volume_binding_duration_seconds",
+            "Time to write a pod's volume decisions and see its claims bound",
+            self.volume_binding_seconds.clone(),
         );
     }
 }

@@ -3,11 +3,13 @@
 //! on the network.
 
 pub mod binder;
+pub mod evictions;
 pub mod image_lookups;
 pub mod inbox;
 pub mod metrics;
 pub mod pod_reports;
 mod scheduling_loop;
+pub mod volume_writer;
 pub mod watch;
 
 use std::{sync::Arc, time::Duration};
@@ -25,8 +27,8 @@ use tokio::sync::{mpsc, watch as signal};
 use tokio_util::sync::CancellationToken;
 
 use self::{
-    binder::KubeBinder, image_lookups::InspectedImages, inbox::Inbox, metrics::SchedulerMetrics,
-    pod_reports::PodReports, scheduling_loop::Loop,
+    binder::KubeBinder, evictions::Evictions, image_lookups::InspectedImages, inbox::Inbox,
+    metrics::SchedulerMetrics, pod_reports::PodReports, scheduling_loop::Loop,
 };
 use crate::core::scheduler::{PlacementInputs, SchedulerCore};
 
@@ -48,6 +50,9 @@ pub struct SchedulerOptions {
     /// kube-scheduler's `clientConnection` (default 50 / 100). QPS 0: unlimited.
     pub api_qps: f64,
     pub api_burst: u32,
+    /// How long a pod's claims may take to be bound before its binding fails
+    /// (kube-scheduler's VolumeBinding `bindTimeoutSeconds`, 600 s).
+    pub volume_bind_timeout: Duration,
 }
 
 /// A running scheduler.
@@ -81,6 +86,7 @@ pub fn start(
 ) -> RunningScheduler {
     let (tx, rx) = mpsc::unbounded_channel();
     watch::start(&client, &tx, tasks);
+    watch::start_others(&client, &tx, tasks);
     forward_configs(placement_config::follow(&client, tasks), tx.clone(), tasks);
     let images = InspectedImages::new(inspector, tx.clone(), options.inspection_retry);
     let limiter = Arc::new(TokenBucket::new(options.api_qps, options.api_burst));
@@ -90,6 +96,7 @@ pub fn start(
         tx.clone(),
         metrics.clone(),
         limiter.clone(),
+        options.volume_bind_timeout,
     );
     let reports = PodReports::start(
         client.clone(),
@@ -97,8 +104,16 @@ pub fn start(
         &options.identity,
         options.report_capacity,
         metrics.clone(),
-        limiter,
+        limiter.clone(),
         tasks,
+    );
+    let evictions = Evictions::new(
+        client.clone(),
+        tx.clone(),
+        limiter.clone(),
+        reports.clone(),
+        metrics.clone(),
+        &options.scheduler_name,
     );
     let leadership = Leadership::start(&client, options.election.clone(), tasks);
     let leading = leadership.subscribe();
@@ -120,6 +135,7 @@ pub fn start(
         images,
         binder,
         reports,
+        evictions,
         metrics,
         leadership,
         ready_tx,

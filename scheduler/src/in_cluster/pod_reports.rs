@@ -1,7 +1,8 @@
-//! What users see in `kubectl describe pod`: `Scheduled` and `FailedScheduling` events
-//! (events.k8s.io/v1, repeated ones folded into a series by kube's Recorder) and the
-//! `PodScheduled=False` condition. Written by a background task from a bounded queue, so
-//! a slow API server never slows the scheduling loop (overflow is dropped and counted).
+//! What users see in `kubectl describe pod`: `Scheduled`, `FailedScheduling` and
+//! `Preempted` events (events.k8s.io/v1, repeated ones folded into a series by kube's
+//! Recorder), the `PodScheduled=False` condition and `status.nominatedNodeName`. Written
+//! by a background task from a bounded queue, so a slow API server never slows the
+//! scheduling loop (overflow is dropped and counted).
 
 use std::sync::Arc;
 
@@ -21,17 +22,26 @@ use tracing::debug;
 
 use super::metrics::SchedulerMetrics;
 
+/// An event about a pod.
+#[derive(Debug)]
+pub struct ReportEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+}
+
 #[derive(Debug)]
 pub struct PodReport {
     pub namespace: String,
     pub name: String,
     pub uid: String,
-    pub warning: bool,
-    pub reason: &'static str,
-    pub action: &'static str,
-    pub note: String,
-    /// `Unschedulable` or `SchedulerError` when the PodScheduled condition changes.
+    pub event: Option<ReportEvent>,
+    /// `Unschedulable` or `SchedulerError` when the PodScheduled condition changes (its
+    /// message is the event's note).
     pub condition: Option<&'static str>,
+    /// `Some(Some(node))` sets `status.nominatedNodeName`, `Some(None)` clears it.
+    pub nomination: Option<Option<String>>,
 }
 
 impl PodReport {
@@ -48,12 +58,54 @@ impl PodReport {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
-            warning,
-            reason,
-            action,
-            note,
+            event: Some(ReportEvent {
+                warning,
+                reason,
+                action,
+                note,
+            }),
             condition,
+            nomination: None,
         }
+    }
+
+    /// Only `status.nominatedNodeName` (a nomination another pod took).
+    pub fn nomination_of(
+        pod: &multiarch_plugins::model::pod::PodInfo,
+        node: Option<String>,
+    ) -> Self {
+        PodReport {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            event: None,
+            condition: None,
+            nomination: Some(node),
+        }
+    }
+
+    /// The strategic-merge patch of `pods/status`, if the report changes the status.
+    fn status_patch(&self) -> Option<serde_json::Value> {
+        let mut status = serde_json::Map::new();
+        if let Some(reason) = self.condition {
+            let message = self
+                .event
+                .as_ref()
+                .map(|e| e.note.clone())
+                .unwrap_or_default();
+            status.insert(
+                "conditions".into(),
+                json!([{
+                    "type": "PodScheduled", "status": "False", "reason": reason,
+                    "message": message, "lastProbeTime": null,
+                    "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                }]),
+            );
+        }
+        if let Some(nomination) = &self.nomination {
+            status.insert("nominatedNodeName".into(), json!(nomination));
+        }
+        (!status.is_empty()).then(|| json!({ "status": status }))
     }
 }
 
@@ -98,32 +150,29 @@ impl PodReports {
                 };
                 let reference =
                     pod_reference(&report.namespace, &report.name, Some(report.uid.clone()));
-                let severity = if report.warning {
-                    Severity::Warning
-                } else {
-                    Severity::Normal
-                };
-                limiter.acquire().await;
-                if let Err(e) = events
-                    .publish(
-                        &reference,
-                        severity,
-                        report.reason,
-                        report.action,
-                        report.note.clone(),
-                    )
-                    .await
-                {
-                    debug!(pod = %report.name, error = %e, "cannot publish event");
+                if let Some(event) = &report.event {
+                    let severity = if event.warning {
+                        Severity::Warning
+                    } else {
+                        Severity::Normal
+                    };
+                    limiter.acquire().await;
+                    if let Err(e) = events
+                        .publish(
+                            &reference,
+                            severity,
+                            event.reason,
+                            event.action,
+                            event.note.clone(),
+                        )
+                        .await
+                    {
+                        debug!(pod = %report.name, error = %e, "cannot publish event");
+                    }
                 }
-                if let Some(reason) = report.condition {
+                if let Some(patch) = report.status_patch() {
                     limiter.acquire().await;
                     let api: Api<Pod> = Api::namespaced(client.clone(), &report.namespace);
-                    let patch = json!({"status": {"conditions": [{
-                        "type": "PodScheduled", "status": "False", "reason": reason,
-                        "message": report.note, "lastProbeTime": null,
-                        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
-                    }]}});
                     if let Err(e) = api
                         .patch_status(
                             &report.name,
@@ -132,7 +181,7 @@ impl PodReports {
                         )
                         .await
                     {
-                        debug!(pod = %report.name, error = %e, "cannot write the PodScheduled condition");
+                        debug!(pod = %report.name, error = %e, "cannot write the pod's scheduling status");
                     }
                 }
             }

@@ -19,14 +19,15 @@ use tracing::{info, warn};
 use super::{
     SchedulerOptions,
     binder::KubeBinder,
+    evictions::Evictions,
     image_lookups::InspectedImages,
-    inbox::{BindOutcome, Inbox, Kind},
-    metrics::{AttemptResultLabel, QueueLabel, SchedulerMetrics, TypeLabel},
+    inbox::{BindOutcome, Inbox, Kind, deleted_watch_key, storage_watch_key},
+    metrics::{AttemptResultLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel},
     pod_reports::{PodReport, PodReports},
 };
 use crate::core::{
     binder::{Binder, Binding},
-    scheduler::{FailureKind, Outcome, PlacementInputs, SchedulerCore},
+    scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, SchedulerCore},
 };
 
 struct InFlight {
@@ -41,6 +42,7 @@ pub(super) struct Loop {
     images: InspectedImages,
     binder: KubeBinder,
     reports: PodReports,
+    evictions: Evictions,
     metrics: SchedulerMetrics,
     leading: bool,
     /// Led at some point: losing the lease afterwards ends the process.
@@ -48,8 +50,11 @@ pub(super) struct Loop {
     /// Owned by the loop: when the loop ends, however it ends, the elector stops renewing.
     leadership: Option<Leadership>,
     synced: HashSet<Kind>,
-    known_pods: HashSet<String>,
-    known_nodes: HashSet<String>,
+    /// What each watch has shown, by the key it reports (pod UID, node name,
+    /// `namespace/name`...): a relist drops what it no longer shows.
+    known: HashMap<Kind, HashSet<String>>,
+    /// Queueing hint counts already exported to the metrics.
+    exported_hints: HashMap<(&'static str, &'static str), u64>,
     configs: Arc<PlacementConfigs>,
     in_flight: HashMap<String, InFlight>,
     /// The last FailedScheduling message per pod: unchanged failures are not re-reported.
@@ -71,6 +76,7 @@ impl Loop {
         images: InspectedImages,
         binder: KubeBinder,
         reports: PodReports,
+        evictions: Evictions,
         metrics: SchedulerMetrics,
         leadership: Leadership,
         ready: signal::Sender<bool>,
@@ -84,11 +90,12 @@ impl Loop {
             images,
             binder,
             reports,
+            evictions,
             metrics,
             leadership: Some(leadership),
             synced: HashSet::new(),
-            known_pods: HashSet::new(),
-            known_nodes: HashSet::new(),
+            known: HashMap::new(),
+            exported_hints: HashMap::new(),
             configs: Arc::default(),
             in_flight: HashMap::new(),
             last_failure: HashMap::new(),
@@ -141,9 +148,7 @@ impl Loop {
                 );
                 self.synced.insert(Kind::Configs);
             }
-            let ready = [Kind::Nodes, Kind::Pods, Kind::Configs]
-                .iter()
-                .all(|k| self.synced.contains(k));
+            let ready = Kind::ALL.iter().all(|k| self.synced.contains(k));
             self.ready
                 .send_if_modified(|r| std::mem::replace(r, ready) != ready);
             if self.can_schedule() {
@@ -160,6 +165,7 @@ impl Loop {
             }
             if last_gauges.elapsed() > Duration::from_secs(1) {
                 self.gauges();
+                self.export_hints();
                 self.images.expire();
                 last_gauges = Instant::now();
             }
@@ -184,10 +190,15 @@ impl Loop {
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
         let cluster = &self.core.cluster;
+        let (volumes, claims) = cluster.storage().counts();
         for (r#type, n) in [
             ("nodes", cluster.nodes().len()),
             ("pods", cluster.pod_count()),
             ("assumed_pods", cluster.assumed_count()),
+            ("nominated_pods", self.core.nominated.len()),
+            ("namespaces", cluster.namespace_count()),
+            ("persistent_volumes", volumes),
+            ("persistent_volume_claims", claims),
         ] {
             self.metrics
                 .cache_size
@@ -197,62 +208,117 @@ impl Loop {
         self.metrics.is_leader.set(i64::from(self.leading));
     }
 
+    /// Adds what the queueing hints decided since the last export to the counters.
+    fn export_hints(&mut self) {
+        for (kind, hint, total) in self.core.queue.hint_counts() {
+            let key = (kind.as_str(), hint.as_str());
+            let before = self.exported_hints.insert(key, total).unwrap_or(0);
+            if total > before {
+                self.metrics
+                    .queueing_hints
+                    .get_or_create(&HintLabel {
+                        event: key.0,
+                        hint: key.1,
+                    })
+                    .inc_by(total - before);
+            }
+        }
+    }
+
+    /// Forgets an object its watch no longer shows.
+    fn forget(&mut self, kind: Kind, key: &str, now: Instant) {
+        match kind {
+            Kind::Pods => self.core.delete_pod(key, now),
+            Kind::Nodes => self.core.delete_node(key, now),
+            Kind::Namespaces => self.core.delete_namespace(key),
+            Kind::DisruptionBudgets => self.core.delete_disruption_budget(key),
+            // Configuration arrives whole, as `PlacementConfigs`.
+            Kind::Configs => {}
+            storage => {
+                if let Some(key) = storage.storage_key(key) {
+                    self.core.delete_storage(key, now);
+                }
+            }
+        }
+    }
+
+    fn seen(&mut self, kind: Kind, key: String) {
+        self.known.entry(kind).or_default().insert(key);
+    }
+
+    fn unseen(&mut self, kind: Kind, key: &str) {
+        if let Some(keys) = self.known.get_mut(&kind) {
+            keys.remove(key);
+        }
+    }
+
     fn handle(&mut self, message: Inbox) -> Result<(), LostLease> {
         let now = Instant::now();
         match message {
             Inbox::RelistStarted(_) => {}
             Inbox::RelistDone(kind, keep) => {
                 let keep: HashSet<String> = keep.into_iter().collect();
-                match kind {
-                    Kind::Pods => {
-                        for uid in self
-                            .known_pods
-                            .difference(&keep)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                        {
-                            self.core.delete_pod(&uid, now);
-                        }
-                        self.known_pods = keep;
-                    }
-                    Kind::Nodes => {
-                        for name in self
-                            .known_nodes
-                            .difference(&keep)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                        {
-                            self.core.delete_node(&name);
-                        }
-                        self.known_nodes = keep;
-                    }
-                    // Configuration arrives whole, as `PlacementConfigs`.
-                    Kind::Configs => {}
+                let gone: Vec<String> = self
+                    .known
+                    .get(&kind)
+                    .map(|known| known.difference(&keep).cloned().collect())
+                    .unwrap_or_default();
+                for key in gone {
+                    self.forget(kind, &key, now);
                 }
+                self.known.insert(kind, keep);
                 if self.synced.insert(kind) {
                     info!(?kind, "initial list received");
                 }
             }
             Inbox::NodeUpsert(node) => {
-                self.known_nodes.insert(node.name.clone());
+                self.seen(Kind::Nodes, node.name.clone());
                 self.core.apply_node(*node, now);
             }
             Inbox::NodeDelete(name) => {
-                self.known_nodes.remove(&name);
-                self.core.delete_node(&name);
+                self.unseen(Kind::Nodes, &name);
+                self.core.delete_node(&name, now);
             }
             Inbox::PodUpsert(pod) => {
-                self.known_pods.insert(pod.uid.clone());
+                self.seen(Kind::Pods, pod.uid.clone());
                 if pod.node_name.is_some() {
                     self.last_failure.remove(&pod.uid);
                 }
                 self.core.apply_pod(*pod, now);
             }
             Inbox::PodDelete(uid) => {
-                self.known_pods.remove(&uid);
+                self.unseen(Kind::Pods, &uid);
                 self.last_failure.remove(&uid);
+                self.binder.cancel(&uid);
                 self.core.delete_pod(&uid, now);
             }
+            Inbox::Namespace(name, labels) => {
+                self.seen(Kind::Namespaces, name.clone());
+                self.core.apply_namespace(&name, labels, now);
+            }
+            Inbox::NamespaceDelete(name) => {
+                self.unseen(Kind::Namespaces, &name);
+                self.core.delete_namespace(&name);
+            }
+            Inbox::DisruptionBudget(budget) => {
+                self.seen(Kind::DisruptionBudgets, budget.key());
+                self.core.apply_disruption_budget(budget);
+            }
+            Inbox::DisruptionBudgetDelete(key) => {
+                self.unseen(Kind::DisruptionBudgets, &key);
+                self.core.delete_disruption_budget(&key);
+            }
+            Inbox::Storage(object) => {
+                let (kind, key) = storage_watch_key(&object);
+                self.seen(kind, key);
+                self.core.apply_storage(*object, now);
+            }
+            Inbox::StorageDelete(key) => {
+                let (kind, watch_key) = deleted_watch_key(&key);
+                self.unseen(kind, &watch_key);
+                self.core.delete_storage(key, now);
+            }
+            Inbox::Preempted { uid, ok } => self.core.preemption_done(&uid, ok, now),
             Inbox::PlacementConfigs(configs) => {
                 if configs.synced && self.synced.insert(Kind::Configs) {
                     info!(kind = ?Kind::Configs, "initial list received");
@@ -299,6 +365,7 @@ impl Loop {
                 node,
                 message,
                 attempts,
+                volumes,
                 ..
             } => {
                 self.metrics
@@ -307,7 +374,7 @@ impl Loop {
                         result: "scheduled",
                     })
                     .inc();
-                self.binder.bind(Binding::of(&pod, &node));
+                self.binder.bind(Binding::of(&pod, &node, volumes));
                 self.in_flight.insert(
                     pod.uid.clone(),
                     InFlight {
@@ -318,7 +385,12 @@ impl Loop {
                 );
             }
             Outcome::Failed {
-                pod, kind, message, ..
+                pod,
+                kind,
+                message,
+                nomination,
+                preemption,
+                ..
             } => {
                 let result = if kind == FailureKind::SchedulerError {
                     "error"
@@ -329,16 +401,28 @@ impl Loop {
                     .attempts
                     .get_or_create(&AttemptResultLabel { result })
                     .inc();
-                if self.last_failure.get(&pod.uid) != Some(&message) {
+                let nomination = match nomination {
+                    Nomination::Unchanged => None,
+                    Nomination::Set(node) => Some(Some(node)),
+                    Nomination::Clear => Some(None),
+                };
+                if self.last_failure.get(&pod.uid) != Some(&message) || nomination.is_some() {
                     self.last_failure.insert(pod.uid.clone(), message.clone());
-                    self.reports.send(PodReport::about(
+                    let mut report = PodReport::about(
                         &pod,
                         true,
                         "FailedScheduling",
                         "Scheduling",
                         message,
                         Some(kind.as_str()),
-                    ));
+                    );
+                    report.nomination = nomination;
+                    self.reports.send(report);
+                }
+                if let Some(preemption) = preemption {
+                    self.metrics.preemption_attempts.inc();
+                    info!(pod = %pod.key(), node = %preemption.node, victims = preemption.victims.len(), "preempting");
+                    self.evictions.evict(&pod, preemption);
                 }
             }
             Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}

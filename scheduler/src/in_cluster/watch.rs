@@ -1,23 +1,37 @@
-//! Reflector-style watches feeding the loop: nodes and all non-terminal pods (every
-//! scheduler's). Each relist (initial or after `410 Gone`) is framed so the loop can drop
+//! Reflector-style watches feeding the loop: nodes, all non-terminal pods (every
+//! scheduler's), namespaces, PodDisruptionBudgets and the storage objects the volume
+//! plugins read. Each relist (initial or after `410 Gone`) is framed so the loop can drop
 //! what disappeared meanwhile. The configuration comes from the shared
 //! `placement_config` watch.
 
 use std::fmt::Debug;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod},
+    policy::v1::PodDisruptionBudget,
+    storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment},
+};
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{WatchStreamExt, watcher},
 };
-use multiarch_plugins::model::{node::NodeInfo, pod::PodInfo};
+use multiarch_plugins::model::{
+    disruption_budget::DisruptionBudget,
+    node::NodeInfo,
+    pod::PodInfo,
+    storage::{
+        ClaimInfo, CsiDriverInfo, CsiNodeInfo, PersistentVolumeInfo, StorageCapacityInfo,
+        StorageClassInfo, VolumeAttachmentInfo,
+    },
+};
 use multiarch_runtime::supervisor::Tasks;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::inbox::{Inbox, Kind};
+use crate::core::storage_objects::{StorageKey, StorageObject};
 
 /// Spawns one watch; `upsert` turns an object into a message (None: unreadable, skipped),
 /// `delete` and `key` name it.
@@ -111,5 +125,153 @@ pub fn start(client: &kube::Client, inbox: &mpsc::UnboundedSender<Inbox>, tasks:
         },
         |pod| Inbox::PodDelete(pod.uid().unwrap_or_default()),
         |pod| pod.uid().unwrap_or_default(),
+    );
+}
+
+/// `namespace/name` of a namespaced object.
+fn namespaced_key<K: Resource>(object: &K) -> String {
+    format!(
+        "{}/{}",
+        object.meta().namespace.as_deref().unwrap_or_default(),
+        object.meta().name.as_deref().unwrap_or_default()
+    )
+}
+
+fn storage(object: StorageObject) -> Option<Inbox> {
+    Some(Inbox::Storage(Box::new(object)))
+}
+
+/// The watches of what the scheduler reads besides nodes and pods.
+pub fn start_others(client: &kube::Client, inbox: &mpsc::UnboundedSender<Inbox>, tasks: &Tasks) {
+    spawn(
+        tasks,
+        "namespace watch",
+        Api::<Namespace>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::Namespaces,
+        inbox.clone(),
+        |ns| {
+            Some(Inbox::Namespace(
+                ns.name_any(),
+                ns.metadata.labels.unwrap_or_default(),
+            ))
+        },
+        |ns| Inbox::NamespaceDelete(ns.name_any()),
+        ResourceExt::name_any,
+    );
+    spawn(
+        tasks,
+        "PodDisruptionBudget watch",
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::DisruptionBudgets,
+        inbox.clone(),
+        |pdb| Some(Inbox::DisruptionBudget(DisruptionBudget::from_api(&pdb))),
+        |pdb| Inbox::DisruptionBudgetDelete(namespaced_key(pdb)),
+        namespaced_key,
+    );
+    spawn(
+        tasks,
+        "PersistentVolume watch",
+        Api::<PersistentVolume>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::PersistentVolumes,
+        inbox.clone(),
+        |pv| match PersistentVolumeInfo::from_api(&pv) {
+            Ok(info) => storage(StorageObject::Volume(info)),
+            Err(e) => {
+                warn!(volume = %pv.name_any(), error = %e, "volume has an unreadable capacity; ignoring it");
+                None
+            }
+        },
+        |pv| Inbox::StorageDelete(StorageKey::Volume(pv.name_any())),
+        ResourceExt::name_any,
+    );
+    spawn(
+        tasks,
+        "PersistentVolumeClaim watch",
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::PersistentVolumeClaims,
+        inbox.clone(),
+        |pvc| match ClaimInfo::from_api(&pvc) {
+            Ok(info) => storage(StorageObject::Claim(info)),
+            Err(e) => {
+                warn!(claim = %namespaced_key(&pvc), error = %e, "claim has an unreadable request; ignoring it");
+                None
+            }
+        },
+        |pvc| {
+            Inbox::StorageDelete(StorageKey::Claim(
+                pvc.namespace().unwrap_or_default(),
+                pvc.name_any(),
+            ))
+        },
+        namespaced_key,
+    );
+    spawn(
+        tasks,
+        "StorageClass watch",
+        Api::<StorageClass>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::StorageClasses,
+        inbox.clone(),
+        |class| storage(StorageObject::Class(StorageClassInfo::from_api(&class))),
+        |class| Inbox::StorageDelete(StorageKey::Class(class.name_any())),
+        ResourceExt::name_any,
+    );
+    spawn(
+        tasks,
+        "CSINode watch",
+        Api::<CSINode>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::CsiNodes,
+        inbox.clone(),
+        |node| storage(StorageObject::CsiNode(CsiNodeInfo::from_api(&node))),
+        |node| Inbox::StorageDelete(StorageKey::CsiNode(node.name_any())),
+        ResourceExt::name_any,
+    );
+    spawn(
+        tasks,
+        "CSIDriver watch",
+        Api::<CSIDriver>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::CsiDrivers,
+        inbox.clone(),
+        |driver| storage(StorageObject::CsiDriver(CsiDriverInfo::from_api(&driver))),
+        |driver| Inbox::StorageDelete(StorageKey::CsiDriver(driver.name_any())),
+        ResourceExt::name_any,
+    );
+    spawn(
+        tasks,
+        "CSIStorageCapacity watch",
+        Api::<CSIStorageCapacity>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::StorageCapacities,
+        inbox.clone(),
+        |capacity| match StorageCapacityInfo::from_api(&capacity) {
+            Ok(info) => storage(StorageObject::Capacity(info)),
+            Err(e) => {
+                warn!(capacity = %namespaced_key(&capacity), error = %e, "storage capacity is unreadable; ignoring it");
+                None
+            }
+        },
+        |capacity| Inbox::StorageDelete(StorageKey::Capacity(namespaced_key(capacity))),
+        namespaced_key,
+    );
+    spawn(
+        tasks,
+        "VolumeAttachment watch",
+        Api::<VolumeAttachment>::all(client.clone()),
+        watcher::Config::default(),
+        Kind::VolumeAttachments,
+        inbox.clone(),
+        |attachment| {
+            storage(StorageObject::Attachment(VolumeAttachmentInfo::from_api(
+                &attachment,
+            )))
+        },
+        |attachment| Inbox::StorageDelete(StorageKey::Attachment(attachment.name_any())),
+        ResourceExt::name_any,
     );
 }

@@ -1,6 +1,7 @@
 //! `multiarch simulate`: the real scheduler core on an in-memory mixed-architecture
 //! cluster (embedded default or a scenario file).
 
+mod controllers;
 pub mod default_cluster;
 pub mod report;
 pub mod run;

@@ -16,7 +16,10 @@ use multiarch_plugins::{
     profile::Profile,
 };
 
-use super::scenario::{Scenario, ScenarioError};
+use super::{
+    controllers,
+    scenario::{Scenario, ScenarioError},
+};
 use crate::core::{
     binder::{Binder, Binding, InMemoryBinder},
     image_source::CatalogImages,
@@ -62,6 +65,11 @@ pub struct RunResult {
     pub unschedulable: BTreeMap<String, usize>,
     pub cycle_times: Vec<Duration>,
     pub elapsed: Duration,
+    /// Scheduling attempts that evicted pods, and the pods they evicted.
+    pub preemptions: usize,
+    pub victims: usize,
+    /// Pods this run bound and later evicted.
+    pub evicted: Vec<String>,
 }
 
 impl RunResult {
@@ -116,9 +124,13 @@ pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
                 pod,
                 node,
                 node_architecture,
+                volumes,
                 ..
             } => {
-                binder.bind(Binding::of(&pod, &node));
+                if !volumes.is_empty() {
+                    controllers::bind_volumes(&mut core, &volumes, &node, start);
+                }
+                binder.bind(Binding::of(&pod, &node, volumes));
                 // Confirm as the watch would.
                 let mut bound = (*pod).clone();
                 bound.node_name = Some(node.clone());
@@ -127,7 +139,31 @@ pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
                 *result.bound_by_arch.entry(node_architecture).or_default() += 1;
                 result.placements.insert(pod.uid.clone(), node);
             }
-            Outcome::Failed { pod, message, .. } => {
+            Outcome::Failed {
+                pod,
+                message,
+                preemption,
+                ..
+            } => {
+                if let Some(preemption) = preemption {
+                    result.preemptions += 1;
+                    result.victims += controllers::evict(&mut core, &pod, &preemption, start);
+                    // An evicted pod is gone from the cluster (its controller, if any,
+                    // would create a new one).
+                    for victim in &preemption.victims {
+                        if let Some(node) = result.placements.remove(&victim.uid) {
+                            let arch = core
+                                .cluster
+                                .node(&node)
+                                .map(|n| n.platform.to_string())
+                                .unwrap_or_default();
+                            if let Some(count) = result.bound_by_arch.get_mut(&arch) {
+                                *count = count.saturating_sub(1);
+                            }
+                            result.evicted.push(victim.uid.clone());
+                        }
+                    }
+                }
                 last_failure.insert(pod.uid.clone(), message);
             }
             Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}

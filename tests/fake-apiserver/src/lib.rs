@@ -111,6 +111,15 @@ fn kind_of(resource: &str) -> &'static str {
         "serviceaccounts" => "ServiceAccount",
         "events" => "Event",
         "leases" => "Lease",
+        "persistentvolumes" => "PersistentVolume",
+        "persistentvolumeclaims" => "PersistentVolumeClaim",
+        "storageclasses" => "StorageClass",
+        "csinodes" => "CSINode",
+        "csidrivers" => "CSIDriver",
+        "csistoragecapacities" => "CSIStorageCapacity",
+        "volumeattachments" => "VolumeAttachment",
+        "poddisruptionbudgets" => "PodDisruptionBudget",
+        "priorityclasses" => "PriorityClass",
         "clusterpodplacementconfigs" => "ClusterPodPlacementConfig",
         "podplacementconfigs" => "PodPlacementConfig",
         "enoexecevents" => "ENoExecEvent",
@@ -430,6 +439,11 @@ impl FakeApiServer {
         }
     }
 
+    /// The kubelet confirms a terminating pod is gone: it is removed.
+    pub fn finish_termination(&self, namespace: &str, name: &str) -> bool {
+        self.delete("pods", namespace, name).is_some()
+    }
+
     pub fn fail_next_bindings(&self, code: u16, count: usize) {
         let mut store = self.store();
         for _ in 0..count {
@@ -498,23 +512,107 @@ async fn handle(
         (Method::PATCH, Some(name), _) => {
             patch(&shared, &target, &name, &body, &content_type, &query)
         }
-        (Method::DELETE, Some(name), _) => {
-            let mut store = shared.store.lock().unwrap();
-            let key = Key {
-                resource: target.resource.clone(),
-                namespace: target.namespace.clone(),
-                name: name.clone(),
-            };
-            match store.objects.get(&key).cloned() {
-                Some(object) => {
-                    store.write(key, None, &shared.changes);
-                    json_response(200, &object)
-                }
-                None => not_found(&target, &name),
-            }
-        }
+        (Method::DELETE, Some(name), _) => delete(&shared, &target, &name, &body),
         _ => status(405, "MethodNotAllowed", "method not allowed", "", ""),
     }
+}
+
+/// `DELETE`: a UID precondition is checked; a pod bound to a node with a grace period is
+/// only marked (`deletionTimestamp`), as the real server does until the kubelet confirms
+/// (no kubelet runs here: [`FakeApiServer::finish_termination`] plays its part).
+fn delete(shared: &Shared, target: &Target, name: &str, body: &Value) -> Response {
+    let mut store = shared.store.lock().unwrap();
+    let key = Key {
+        resource: target.resource.clone(),
+        namespace: target.namespace.clone(),
+        name: name.into(),
+    };
+    let Some(object) = store.objects.get(&key).cloned() else {
+        return not_found(target, name);
+    };
+    let uid = object["metadata"]["uid"].as_str().unwrap_or("").to_owned();
+    if let Some(wanted) = body["preconditions"]["uid"].as_str()
+        && wanted != uid
+    {
+        let plural = target.resource.rsplit('/').next().unwrap_or("");
+        return status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": Precondition failed: UID in precondition: {wanted}, UID in object meta: {uid}"
+            ),
+            name,
+            plural,
+        );
+    }
+    let bound = object["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    let grace = body["gracePeriodSeconds"]
+        .as_i64()
+        .or_else(|| object["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(30);
+    if target.resource == "pods" && bound && grace > 0 {
+        if object["metadata"]["deletionTimestamp"].is_null() {
+            let mut terminating = object;
+            terminating["metadata"]["deletionTimestamp"] = json!(now());
+            terminating["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            let stored = store
+                .write(key, Some(terminating), &shared.changes)
+                .unwrap();
+            return json_response(200, &stored);
+        }
+        return json_response(200, &object);
+    }
+    store.write(key, None, &shared.changes);
+    json_response(200, &object)
+}
+
+/// Priority admission for a created pod naming a PriorityClass: its value and preemption
+/// policy, or the real server's 403.
+fn admit_priority(store: &Store, name: &str, body: &mut Value) -> Result<(), Box<Response>> {
+    let Some(class_name) = body["spec"]["priorityClassName"]
+        .as_str()
+        .map(str::to_owned)
+    else {
+        return Ok(());
+    };
+    let class = store.objects.get(&Key {
+        resource: "scheduling.k8s.io/priorityclasses".into(),
+        namespace: String::new(),
+        name: class_name.clone(),
+    });
+    let Some(class) = class else {
+        return Err(Box::new(status(
+            403,
+            "Forbidden",
+            &format!(
+                "pods \"{name}\" is forbidden: no PriorityClass with name {class_name} was found"
+            ),
+            name,
+            "pods",
+        )));
+    };
+    let value = class["value"].as_i64().unwrap_or(0);
+    if let Some(given) = body["spec"]["priority"].as_i64()
+        && given != value
+    {
+        return Err(Box::new(status(
+            403,
+            "Forbidden",
+            &format!(
+                "pods \"{name}\" is forbidden: the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
+            ),
+            name,
+            "pods",
+        )));
+    }
+    body["spec"]["priority"] = json!(value);
+    body["spec"]["preemptionPolicy"] = class
+        .get("preemptionPolicy")
+        .cloned()
+        .unwrap_or_else(|| json!("PreemptLowerPriority"));
+    Ok(())
 }
 
 fn not_found(target: &Target, name: &str) -> Response {
@@ -670,6 +768,11 @@ fn create(shared: &Shared, target: &Target, mut body: Value) -> Response {
         object.remove("status");
     }
     body["metadata"]["name"] = json!(name);
+    if target.resource == "pods"
+        && let Err(refused) = admit_priority(&store, &name, &mut body)
+    {
+        return *refused;
+    }
     body = match admit_custom(&store, target, &name, body, None) {
         Ok(admitted) => admitted,
         Err(refused) => return json_response(422, &refused),
@@ -776,6 +879,22 @@ fn patch(
         }
         None => return not_found(target, name),
     };
+    // A resourceVersion in the patch is a precondition, as on the real server.
+    if let Some(wanted) = body["metadata"]["resourceVersion"].as_str()
+        && !existing["metadata"]["resourceVersion"].is_null()
+        && existing["metadata"]["resourceVersion"].as_str() != Some(wanted)
+    {
+        let plural = target.resource.rsplit('/').next().unwrap_or("");
+        return status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+            name,
+            plural,
+        );
+    }
     let mut patched = existing.clone();
     let strategic = content_type.starts_with("application/strategic-merge-patch");
     let mut patch = body.clone();

@@ -191,6 +191,84 @@ impl PodBuilder {
         self
     }
 
+    /// A generic ephemeral volume (its claim is `<pod>-<volume>`).
+    pub fn ephemeral(mut self, volume: &str) -> Self {
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(core::Volume {
+                name: volume.into(),
+                ephemeral: Some(core::EphemeralVolumeSource::default()),
+                ..Default::default()
+            });
+        self
+    }
+
+    /// An inline GCE persistent disk.
+    pub fn gce_disk(mut self, volume: &str, disk: &str, read_only: bool) -> Self {
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(core::Volume {
+                name: volume.into(),
+                gce_persistent_disk: Some(core::GCEPersistentDiskVolumeSource {
+                    pd_name: disk.into(),
+                    read_only: Some(read_only),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        self
+    }
+
+    /// An inline AWS EBS volume.
+    pub fn ebs(mut self, volume: &str, volume_id: &str) -> Self {
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(core::Volume {
+                name: volume.into(),
+                aws_elastic_block_store: Some(core::AWSElasticBlockStoreVolumeSource {
+                    volume_id: volume_id.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        self
+    }
+
+    pub fn preemption_never(mut self) -> Self {
+        self.spec().preemption_policy = Some("Never".into());
+        self
+    }
+
+    pub fn nominated(mut self, node: &str) -> Self {
+        self.pod
+            .status
+            .get_or_insert_with(Default::default)
+            .nominated_node_name = Some(node.into());
+        self
+    }
+
+    pub fn deleting(mut self) -> Self {
+        self.pod.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        self
+    }
+
+    /// `status.startTime`, seconds since the epoch.
+    pub fn started(mut self, seconds: i64) -> Self {
+        let at = k8s_openapi::jiff::Timestamp::from_second(seconds)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        self.pod
+            .status
+            .get_or_insert_with(Default::default)
+            .start_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+        self
+    }
+
     pub fn obj(self) -> core::Pod {
         self.pod
     }

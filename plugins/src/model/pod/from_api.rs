@@ -6,13 +6,14 @@ use k8s_openapi::api::core::v1 as core;
 
 use super::{
     ContainerImage, DEFAULT_SCHEDULER, HostPort, NamespaceScope, PodAffinity, PodAffinityTerm,
-    PodInfo, SpreadConstraint, Toleration,
+    PodInfo, SpreadConstraint, Toleration, volumes,
 };
 use crate::model::{
     quantity::InvalidQuantity,
     resources::{NonZero, Resources},
     selectors::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Requirement},
 };
+use crate::routing;
 
 impl PodInfo {
     /// Reads the API object. Fails only on a resource quantity the API server would have
@@ -98,18 +99,14 @@ impl PodInfo {
             })
             .collect();
 
-        let unsupported_volumes = spec
-            .volumes
-            .iter()
-            .flatten()
-            .filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
-            .map(|v| v.name.clone())
-            .collect();
+        let name = meta.name.clone().unwrap_or_default();
+        let volumes = volumes::pod_volumes(&name, spec);
+        let status = pod.status.as_ref();
 
         Ok(PodInfo {
             uid: meta.uid.clone().unwrap_or_default(),
             namespace: namespace.clone(),
-            name: meta.name.clone().unwrap_or_default(),
+            name,
             priority: spec.priority.unwrap_or(0),
             scheduler_name: spec
                 .scheduler_name
@@ -140,7 +137,15 @@ impl PodInfo {
                 .map(|g| g.name.clone())
                 .collect(),
             deleting: meta.deletion_timestamp.is_some(),
-            unsupported_volumes,
+            volumes,
+            preemption_never: spec.preemption_policy.as_deref() == Some("Never"),
+            nominated_node: status
+                .and_then(|s| s.nominated_node_name.clone())
+                .filter(|n| !n.is_empty()),
+            start_time: status
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0.as_second()),
+            unsupported: routing::unsupported(spec),
             image_pull_secrets: spec
                 .image_pull_secrets
                 .iter()

@@ -2,8 +2,10 @@
 
 mod builder;
 mod from_api;
+pub mod volumes;
 
 pub use builder::PodBuilder;
+pub use volumes::{DiskId, PodClaim, PodVolume};
 
 use super::{
     resources::{NonZero, Resources},
@@ -40,9 +42,18 @@ pub struct PodInfo {
     pub images: Vec<ContainerImage>,
     pub scheduling_gates: Vec<String>,
     pub deleting: bool,
-    /// Volumes the scheduler cannot place correctly yet (PersistentVolumeClaims and
-    /// generic ephemeral volumes need volume binding).
-    pub unsupported_volumes: Vec<String>,
+    /// Claims, unshareable disks and attachable in-tree volumes (the volume plugins).
+    pub volumes: Vec<PodVolume>,
+    /// `preemptionPolicy: Never`: the pod waits instead of evicting others.
+    pub preemption_never: bool,
+    /// `status.nominatedNodeName`: where a preemption made room for the pod.
+    pub nominated_node: Option<String>,
+    /// `status.startTime` in seconds since the epoch (preemption prefers victims that
+    /// started last).
+    pub start_time: Option<i64>,
+    /// Features this scheduler does not place (see `routing`); the pod is refused with
+    /// their names rather than placed wrongly.
+    pub unsupported: Vec<crate::routing::Unsupported>,
     /// `imagePullSecrets` names and the service account: where the image inspector finds
     /// the pod's pull credentials.
     pub image_pull_secrets: Vec<String>,
@@ -131,10 +142,12 @@ impl PodAffinityTerm {
     /// Whether `pod` (in a namespace labelled `namespace_labels`) is selected by the term.
     pub fn selects(&self, pod: &PodInfo, namespace_labels: Option<&Labels>) -> bool {
         let NamespaceScope::Listed(names, selector) = &self.namespaces;
+        // A namespace not known (yet) has no labels, as kube-scheduler's snapshot.
+        let no_labels = Labels::new();
         let in_scope = names.contains(&pod.namespace)
-            || selector.as_ref().is_some_and(|s| {
-                s.is_empty() || namespace_labels.is_some_and(|labels| s.matches(labels))
-            });
+            || selector
+                .as_ref()
+                .is_some_and(|s| s.matches(namespace_labels.unwrap_or(&no_labels)));
         in_scope && self.selector.matches(&pod.labels)
     }
 }
@@ -146,6 +159,76 @@ impl PodInfo {
 
     pub fn has_pod_affinity(&self) -> bool {
         !self.affinity.is_empty() || !self.anti_affinity.is_empty()
+    }
+
+    /// Names of the claims the pod mounts (persistent and ephemeral).
+    pub fn claim_names(&self) -> impl Iterator<Item = &str> {
+        self.volumes
+            .iter()
+            .filter_map(|v| v.claim.as_ref().map(|c| c.name.as_str()))
+    }
+
+    /// Whether two versions of a pod differ in anything scheduling reads (a status-only
+    /// update, such as the scheduler's own condition patch, does not).
+    pub fn same_scheduling_inputs(&self, other: &PodInfo) -> bool {
+        let PodInfo {
+            uid,
+            namespace,
+            name,
+            labels,
+            priority,
+            scheduler_name,
+            node_name,
+            controller_uid,
+            requests,
+            non_zero,
+            host_ports,
+            node_selector,
+            required_node_affinity,
+            preferred_node_affinity,
+            tolerations,
+            spread_constraints,
+            affinity,
+            anti_affinity,
+            images,
+            scheduling_gates,
+            deleting,
+            volumes,
+            preemption_never,
+            // Status and version: what the scheduler itself writes.
+            nominated_node: _,
+            start_time: _,
+            unsupported,
+            image_pull_secrets,
+            service_account,
+            resource_version: _,
+        } = self;
+        *uid == other.uid
+            && *namespace == other.namespace
+            && *name == other.name
+            && *labels == other.labels
+            && *priority == other.priority
+            && *scheduler_name == other.scheduler_name
+            && *node_name == other.node_name
+            && *controller_uid == other.controller_uid
+            && *requests == other.requests
+            && *non_zero == other.non_zero
+            && *host_ports == other.host_ports
+            && *node_selector == other.node_selector
+            && *required_node_affinity == other.required_node_affinity
+            && *preferred_node_affinity == other.preferred_node_affinity
+            && *tolerations == other.tolerations
+            && *spread_constraints == other.spread_constraints
+            && *affinity == other.affinity
+            && *anti_affinity == other.anti_affinity
+            && *images == other.images
+            && *scheduling_gates == other.scheduling_gates
+            && *deleting == other.deleting
+            && *volumes == other.volumes
+            && *preemption_never == other.preemption_never
+            && *unsupported == other.unsupported
+            && *image_pull_secrets == other.image_pull_secrets
+            && *service_account == other.service_account
     }
 }
 

@@ -1,0 +1,290 @@
+//! Every storage object the volume plugins read, plus the bindings the scheduler decided
+//! but has not written yet: a claim it chose a volume for (or a node to provision on) is
+//! seen as such by the next cycles, so two pods never get the same volume.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use rustc_hash::FxHashMap;
+
+use super::{
+    ClaimInfo, ClaimRef, CsiDriverInfo, CsiNodeInfo, PersistentVolumeInfo, StorageCapacityInfo,
+    StorageClassInfo, VolumeAttachmentInfo, claim_key,
+};
+use crate::model::pod::PodInfo;
+
+/// A volume chosen for a claim of the pod (kube-scheduler's static binding).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaticBinding {
+    pub volume: String,
+    /// The version the decision was made on: the write is refused if it changed.
+    pub volume_resource_version: String,
+    pub claim: ClaimRef,
+    pub claim_resource_version: String,
+    /// The volume was not bound to the claim before (the scheduler, not a user, binds it).
+    pub bound_by_scheduler: bool,
+}
+
+/// A claim to provision on the chosen node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provision {
+    pub claim: ClaimRef,
+    pub claim_resource_version: String,
+}
+
+/// What the binder writes before binding the pod (kube-scheduler's `PodVolumes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VolumeBindingPlan {
+    pub bindings: Vec<StaticBinding>,
+    pub provisions: Vec<Provision>,
+}
+
+impl VolumeBindingPlan {
+    pub fn is_empty(&self) -> bool {
+        self.bindings.is_empty() && self.provisions.is_empty()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct StorageCatalog {
+    volumes: FxHashMap<String, Arc<PersistentVolumeInfo>>,
+    /// Volume names per class, sorted so matching is deterministic.
+    by_class: FxHashMap<String, BTreeSet<String>>,
+    claims: FxHashMap<String, Arc<ClaimInfo>>,
+    classes: FxHashMap<String, Arc<StorageClassInfo>>,
+    csi_nodes: FxHashMap<String, Arc<CsiNodeInfo>>,
+    csi_drivers: FxHashMap<String, Arc<CsiDriverInfo>>,
+    capacities: FxHashMap<String, Arc<StorageCapacityInfo>>,
+    attachments: FxHashMap<String, VolumeAttachmentInfo>,
+    /// Pods (bound or assumed) per claim key, for ReadWriteOncePod.
+    claim_users: FxHashMap<String, u32>,
+    /// Assumed volumes and claims: the API version each replaced.
+    assumed_volumes: FxHashMap<String, Option<Arc<PersistentVolumeInfo>>>,
+    assumed_claims: FxHashMap<String, Option<Arc<ClaimInfo>>>,
+}
+
+/// Whether `fresh` is a newer version than `old` (versions compare as integers, as
+/// kube-scheduler's assume cache does; anything else counts as newer).
+fn newer(fresh: &str, old: &str) -> bool {
+    match (fresh.parse::<u64>(), old.parse::<u64>()) {
+        (Ok(f), Ok(o)) => f > o,
+        _ => fresh != old,
+    }
+}
+
+impl StorageCatalog {
+    pub fn volume(&self, name: &str) -> Option<&PersistentVolumeInfo> {
+        self.volumes.get(name).map(Arc::as_ref)
+    }
+
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&ClaimInfo> {
+        self.claims
+            .get(&claim_key(namespace, name))
+            .map(Arc::as_ref)
+    }
+
+    pub fn class(&self, name: &str) -> Option<&StorageClassInfo> {
+        self.classes.get(name).map(Arc::as_ref)
+    }
+
+    pub fn csi_node(&self, node: &str) -> Option<&CsiNodeInfo> {
+        self.csi_nodes.get(node).map(Arc::as_ref)
+    }
+
+    pub fn csi_driver(&self, name: &str) -> Option<&CsiDriverInfo> {
+        self.csi_drivers.get(name).map(Arc::as_ref)
+    }
+
+    pub fn capacities(&self) -> impl Iterator<Item = &StorageCapacityInfo> {
+        self.capacities.values().map(Arc::as_ref)
+    }
+
+    /// Volumes of one class (`ListPVs`).
+    pub fn volumes_of_class<'a>(
+        &'a self,
+        class: &str,
+    ) -> impl Iterator<Item = &'a PersistentVolumeInfo> + 'a {
+        self.by_class
+            .get(class)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| self.volume(name))
+    }
+
+    /// Volumes attached to a node.
+    pub fn attachments_on<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> impl Iterator<Item = &'a VolumeAttachmentInfo> + 'a {
+        self.attachments.values().filter(move |a| a.node == node)
+    }
+
+    pub fn upsert_attachment(&mut self, attachment: VolumeAttachmentInfo) {
+        self.attachments.insert(attachment.name.clone(), attachment);
+    }
+
+    pub fn delete_attachment(&mut self, name: &str) {
+        self.attachments.remove(name);
+    }
+
+    /// Pods (bound or assumed) that use the claim.
+    pub fn claim_users(&self, key: &str) -> u32 {
+        self.claim_users.get(key).copied().unwrap_or(0)
+    }
+
+    pub fn counts(&self) -> (usize, usize) {
+        (self.volumes.len(), self.claims.len())
+    }
+
+    pub fn upsert_volume(&mut self, fresh: PersistentVolumeInfo) {
+        let name = fresh.name.clone();
+        if let Some(original) = self.assumed_volumes.get(&name) {
+            let original_version = original
+                .as_ref()
+                .map_or("", |v| v.resource_version.as_str());
+            if !newer(&fresh.resource_version, original_version) {
+                // An older or the same version than the assumption was made on.
+                self.assumed_volumes.insert(name, Some(Arc::new(fresh)));
+                return;
+            }
+            self.assumed_volumes.remove(&name);
+        }
+        self.remove_from_class(&name);
+        self.by_class
+            .entry(fresh.storage_class.clone())
+            .or_default()
+            .insert(name.clone());
+        self.volumes.insert(name, Arc::new(fresh));
+    }
+
+    pub fn delete_volume(&mut self, name: &str) {
+        self.assumed_volumes.remove(name);
+        self.remove_from_class(name);
+        self.volumes.remove(name);
+    }
+
+    fn remove_from_class(&mut self, name: &str) {
+        if let Some(old) = self.volumes.get(name)
+            && let Some(set) = self.by_class.get_mut(&old.storage_class)
+        {
+            set.remove(name);
+            if set.is_empty() {
+                self.by_class.remove(&old.storage_class);
+            }
+        }
+    }
+
+    pub fn upsert_claim(&mut self, fresh: ClaimInfo) {
+        let key = fresh.key();
+        if let Some(original) = self.assumed_claims.get(&key) {
+            let original_version = original
+                .as_ref()
+                .map_or("", |c| c.resource_version.as_str());
+            if !newer(&fresh.resource_version, original_version) {
+                self.assumed_claims.insert(key, Some(Arc::new(fresh)));
+                return;
+            }
+            self.assumed_claims.remove(&key);
+        }
+        self.claims.insert(key, Arc::new(fresh));
+    }
+
+    pub fn delete_claim(&mut self, namespace: &str, name: &str) {
+        let key = claim_key(namespace, name);
+        self.assumed_claims.remove(&key);
+        self.claims.remove(&key);
+    }
+
+    pub fn upsert_class(&mut self, class: StorageClassInfo) {
+        self.classes.insert(class.name.clone(), Arc::new(class));
+    }
+
+    pub fn delete_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn upsert_csi_node(&mut self, node: CsiNodeInfo) {
+        self.csi_nodes.insert(node.name.clone(), Arc::new(node));
+    }
+
+    pub fn delete_csi_node(&mut self, name: &str) {
+        self.csi_nodes.remove(name);
+    }
+
+    pub fn upsert_csi_driver(&mut self, driver: CsiDriverInfo) {
+        self.csi_drivers
+            .insert(driver.name.clone(), Arc::new(driver));
+    }
+
+    pub fn delete_csi_driver(&mut self, name: &str) {
+        self.csi_drivers.remove(name);
+    }
+
+    pub fn upsert_capacity(&mut self, capacity: StorageCapacityInfo) {
+        self.capacities
+            .insert(capacity.key.clone(), Arc::new(capacity));
+    }
+
+    pub fn delete_capacity(&mut self, key: &str) {
+        self.capacities.remove(key);
+    }
+
+    /// Counts (or uncounts) the claims of a pod placed on a node.
+    pub fn count_claims(&mut self, pod: &PodInfo, delta: i32) {
+        for claim in pod.claim_names() {
+            let key = claim_key(&pod.namespace, claim);
+            let count = self.claim_users.entry(key.clone()).or_default();
+            *count = count.saturating_add_signed(delta);
+            if *count == 0 {
+                self.claim_users.remove(&key);
+            }
+        }
+    }
+
+    /// Sees the plan as written: its volumes bound to their claims, its claims provisioned
+    /// on `node` (kube-scheduler's `AssumePodVolumes`).
+    pub fn assume(&mut self, plan: &VolumeBindingPlan, node: &str) {
+        for binding in &plan.bindings {
+            let Some(current) = self.volumes.get(&binding.volume).cloned() else {
+                continue;
+            };
+            let mut bound = (*current).clone();
+            bound.claim_ref = Some(binding.claim.clone());
+            self.assumed_volumes
+                .entry(binding.volume.clone())
+                .or_insert(Some(current));
+            self.volumes.insert(binding.volume.clone(), Arc::new(bound));
+        }
+        for provision in &plan.provisions {
+            let key = claim_key(&provision.claim.namespace, &provision.claim.name);
+            let Some(current) = self.claims.get(&key).cloned() else {
+                continue;
+            };
+            let mut selected = (*current).clone();
+            selected.selected_node = Some(node.to_owned());
+            self.assumed_claims
+                .entry(key.clone())
+                .or_insert(Some(current));
+            self.claims.insert(key, Arc::new(selected));
+        }
+    }
+
+    /// Undoes [`assume`](Self::assume) after a failed binding, for what the API has not
+    /// shown a newer version of meanwhile.
+    pub fn revert(&mut self, plan: &VolumeBindingPlan) {
+        for binding in &plan.bindings {
+            if let Some(Some(original)) = self.assumed_volumes.remove(&binding.volume) {
+                self.volumes.insert(binding.volume.clone(), original);
+            }
+        }
+        for provision in &plan.provisions {
+            let key = claim_key(&provision.claim.namespace, &provision.claim.name);
+            if let Some(Some(original)) = self.assumed_claims.remove(&key) {
+                self.claims.insert(key, original);
+            }
+        }
+    }
+
+    pub fn assumed(&self) -> usize {
+        self.assumed_volumes.len() + self.assumed_claims.len()
+    }
+}

@@ -1,0 +1,300 @@
+//! Storage objects as the volume plugins read them: PersistentVolumes, claims, classes,
+//! CSI nodes and drivers, storage capacities; read once per object version. The rules
+//! that match claims to volumes (`FindMatchingVolume`, `CheckNodeAffinity`) live here so
+//! the plugins and the binder share them.
+
+pub mod builders;
+mod catalog;
+mod from_api;
+pub mod migration;
+
+pub use catalog::{Provision, StaticBinding, StorageCatalog, VolumeBindingPlan};
+
+use super::selectors::{LabelSelector, Labels, NodeSelector};
+
+/// `volume.kubernetes.io/selected-node`: the node a WaitForFirstConsumer claim is
+/// provisioned for.
+pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+/// Set by the PersistentVolume controller once a claim is bound.
+pub const BIND_COMPLETED_ANNOTATION: &str = "pv.kubernetes.io/bind-completed";
+/// Set on a volume the scheduler (not the user) bound to a claim.
+pub const BOUND_BY_CONTROLLER_ANNOTATION: &str = "pv.kubernetes.io/bound-by-controller";
+/// The legacy class annotation, which wins over `spec.storageClassName`.
+pub const BETA_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+/// The provisioner name of classes that only use pre-created volumes.
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
+/// `namespace/name`, how claims are keyed.
+pub fn claim_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// Access modes as a bit set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AccessModes(u8);
+
+impl AccessModes {
+    pub const READ_WRITE_ONCE: AccessModes = AccessModes(1);
+    pub const READ_ONLY_MANY: AccessModes = AccessModes(2);
+    pub const READ_WRITE_MANY: AccessModes = AccessModes(4);
+    pub const READ_WRITE_ONCE_POD: AccessModes = AccessModes(8);
+
+    pub fn parse<'a>(modes: impl IntoIterator<Item = &'a String>) -> Self {
+        let mut bits = 0;
+        for mode in modes {
+            bits |= match mode.as_str() {
+                "ReadWriteOnce" => 1,
+                "ReadOnlyMany" => 2,
+                "ReadWriteMany" => 4,
+                "ReadWriteOncePod" => 8,
+                _ => 0,
+            };
+        }
+        AccessModes(bits)
+    }
+
+    pub fn contains(self, other: AccessModes) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// The claim a volume is bound (or pre-bound) to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimRef {
+    pub namespace: String,
+    pub name: String,
+    /// Empty for a volume a user pre-bound by name only.
+    pub uid: String,
+}
+
+/// A volume as the CSI attach limits count it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsiVolume {
+    pub driver: String,
+    pub handle: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PersistentVolumeInfo {
+    pub name: String,
+    pub resource_version: String,
+    pub labels: Labels,
+    /// `spec.storageClassName` (or the beta annotation); empty: no class.
+    pub storage_class: String,
+    pub capacity: i64,
+    pub access_modes: AccessModes,
+    pub block: bool,
+    pub attributes_class: String,
+    pub claim_ref: Option<ClaimRef>,
+    pub node_affinity: Option<NodeSelector>,
+    /// `status.phase == Available`: only such volumes are bound by the scheduler.
+    pub available: bool,
+    pub deleting: bool,
+    /// A CSI volume, or an in-tree one with the CSI driver it migrates to.
+    pub csi: Option<CsiVolume>,
+    /// The in-tree plugin of a migratable in-tree volume (counted only on nodes that
+    /// migrated it).
+    pub in_tree_plugin: Option<&'static str>,
+    /// Local volume: the node names its node affinity pins it to (kube-scheduler narrows
+    /// the candidate nodes to these).
+    pub local_node_names: Option<Vec<String>>,
+}
+
+impl PersistentVolumeInfo {
+    /// `IsVolumeBoundToClaim`.
+    pub fn is_bound_to(&self, claim: &ClaimInfo) -> bool {
+        self.claim_ref.as_ref().is_some_and(|r| {
+            r.name == claim.name
+                && r.namespace == claim.namespace
+                && (r.uid.is_empty() || r.uid == claim.uid)
+        })
+    }
+
+    /// `CheckNodeAffinity`: the volume's required node affinity against the node's labels
+    /// (as kube, without the node's name: `matchFields` never match).
+    pub fn fits_node(&self, node_labels: &Labels) -> bool {
+        self.node_affinity
+            .as_ref()
+            .is_none_or(|selector| selector.matches(node_labels, ""))
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimInfo {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// `GetPersistentVolumeClaimClass`: the beta annotation, else `spec.storageClassName`,
+    /// else empty.
+    pub storage_class: String,
+    pub volume_name: String,
+    pub access_modes: AccessModes,
+    pub block: bool,
+    pub attributes_class: String,
+    /// `resources.requests.storage` in bytes.
+    pub request: Option<i64>,
+    pub selector: Option<LabelSelector>,
+    pub selected_node: Option<String>,
+    pub bind_completed: bool,
+    pub lost: bool,
+    pub deleting: bool,
+    /// UID of the pod that controls the claim (generic ephemeral volumes).
+    pub owner_pod_uid: Option<String>,
+}
+
+impl ClaimInfo {
+    pub fn key(&self) -> String {
+        claim_key(&self.namespace, &self.name)
+    }
+
+    /// Bound and the PersistentVolume controller finished binding it.
+    pub fn fully_bound(&self) -> bool {
+        !self.volume_name.is_empty() && self.bind_completed
+    }
+
+    /// `FindMatchingVolume` for one node (`None`: the scheduler path without a node is
+    /// never used here). `excluded` are volumes already chosen for other claims of the pod.
+    pub fn matching_volume<'a>(
+        &self,
+        volumes: impl Iterator<Item = &'a PersistentVolumeInfo>,
+        node_labels: &Labels,
+        excluded: &[&str],
+    ) -> Option<&'a PersistentVolumeInfo> {
+        let requested = self.request.unwrap_or(0);
+        let mut smallest: Option<&PersistentVolumeInfo> = None;
+        for volume in volumes {
+            if excluded.contains(&volume.name.as_str()) {
+                continue;
+            }
+            if volume.claim_ref.is_some() && !volume.is_bound_to(self) {
+                continue;
+            }
+            if volume.capacity < requested
+                || volume.block != self.block
+                || volume.attributes_class != self.attributes_class
+                || volume.deleting
+            {
+                continue;
+            }
+            let affinity_fits = volume.fits_node(node_labels);
+            if volume.is_bound_to(self) {
+                // Pre-bound to this claim: that volume or none.
+                return affinity_fits.then_some(volume);
+            }
+            if !volume.available
+                || self
+                    .selector
+                    .as_ref()
+                    .is_some_and(|s| !s.matches(&volume.labels))
+                || volume.storage_class != self.storage_class
+                || !affinity_fits
+                || !volume.access_modes.contains(self.access_modes)
+            {
+                continue;
+            }
+            if smallest.is_none_or(|s| s.capacity > volume.capacity) {
+                smallest = Some(volume);
+            }
+        }
+        smallest
+    }
+}
+
+/// One `TopologySelectorTerm` of a StorageClass: every expression must match.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopologyTerm {
+    pub expressions: Vec<(String, Vec<String>)>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageClassInfo {
+    pub name: String,
+    pub provisioner: String,
+    /// `None`: `volumeBindingMode` unset (the API server defaults it, so only objects
+    /// written without defaulting have it).
+    pub wait_for_first_consumer: Option<bool>,
+    pub allowed_topologies: Vec<TopologyTerm>,
+}
+
+impl StorageClassInfo {
+    /// `MatchTopologySelectorTerms`: no term allows every node.
+    pub fn allows(&self, node_labels: &Labels) -> bool {
+        self.allowed_topologies.is_empty()
+            || self.allowed_topologies.iter().any(|term| {
+                term.expressions
+                    .iter()
+                    .all(|(key, values)| node_labels.get(key).is_some_and(|v| values.contains(v)))
+            })
+    }
+}
+
+/// A CSINode: per driver, the attach limit (`allocatable.count`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CsiNodeInfo {
+    pub name: String,
+    pub limits: Vec<(String, i64)>,
+    /// In-tree plugins migrated to CSI on this node
+    /// (`storage.alpha.kubernetes.io/migrated-plugins`).
+    pub migrated_plugins: Vec<String>,
+}
+
+impl CsiNodeInfo {
+    pub fn limit(&self, driver: &str) -> Option<i64> {
+        self.limits
+            .iter()
+            .find(|(d, _)| d == driver)
+            .map(|(_, n)| *n)
+    }
+
+    pub fn migrated(&self, plugin: &str) -> bool {
+        self.migrated_plugins.iter().any(|p| p == plugin)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CsiDriverInfo {
+    pub name: String,
+    /// `spec.storageCapacity`: provisioning is checked against CSIStorageCapacity objects.
+    pub storage_capacity: bool,
+}
+
+/// A volume attached to a node (it counts against the node's attach limit until it is
+/// detached, even after its pod is gone).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VolumeAttachmentInfo {
+    pub name: String,
+    pub node: String,
+    /// The CSI driver (`spec.attacher`).
+    pub attacher: String,
+    pub volume: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageCapacityInfo {
+    /// `namespace/name`.
+    pub key: String,
+    pub storage_class: String,
+    /// `None`: the capacity is reachable from no node.
+    pub node_topology: Option<LabelSelector>,
+    pub capacity: Option<i64>,
+    pub maximum_volume_size: Option<i64>,
+}
+
+impl StorageCapacityInfo {
+    /// `capacitySufficient`: `maximumVolumeSize` when set, else `capacity`.
+    pub fn fits(&self, size: i64) -> bool {
+        self.maximum_volume_size
+            .or(self.capacity)
+            .is_some_and(|limit| limit >= size)
+    }
+
+    pub fn reachable_from(&self, node_labels: &Labels) -> bool {
+        self.node_topology
+            .as_ref()
+            .is_some_and(|s| s.matches(node_labels))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,302 @@
+use k8s_openapi::api::core::v1 as core;
+
+use super::{builders::*, *};
+use crate::model::selectors::Labels;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+const GI: i64 = 1 << 30;
+
+/// kube's `FindMatchingVolume` cases, for the scheduler's path (a node is given).
+#[test]
+fn matching_volume_table() {
+    let node = labels(&[("kubernetes.io/hostname", "n1"), ("zone", "a")]);
+    let claim = ClaimBuilder::new("ns", "c", "fast", "5Gi").info();
+    let cases: Vec<(&str, Vec<PersistentVolumeInfo>, Option<&str>)> = vec![
+        (
+            "smallest that fits",
+            vec![
+                VolumeBuilder::new("big", "fast", "100Gi").info(),
+                VolumeBuilder::new("small", "fast", "10Gi").info(),
+                VolumeBuilder::new("tiny", "fast", "1Gi").info(),
+            ],
+            Some("small"),
+        ),
+        (
+            "other class",
+            vec![VolumeBuilder::new("v", "slow", "10Gi").info()],
+            None,
+        ),
+        (
+            "not available (the PV controller never ran)",
+            vec![
+                VolumeBuilder::new("v", "fast", "10Gi")
+                    .phase("Pending")
+                    .info(),
+            ],
+            None,
+        ),
+        (
+            "bound to another claim",
+            vec![
+                VolumeBuilder::new("v", "fast", "10Gi")
+                    .claim_ref("ns", "other", "x")
+                    .info(),
+            ],
+            None,
+        ),
+        (
+            "pre-bound to this claim wins even if larger and not available",
+            vec![
+                VolumeBuilder::new("small", "fast", "6Gi").info(),
+                VolumeBuilder::new("mine", "fast", "50Gi")
+                    .claim_ref("ns", "c", "")
+                    .phase("Pending")
+                    .info(),
+            ],
+            Some("mine"),
+        ),
+        (
+            "pre-bound but the node does not fit: none",
+            vec![
+                VolumeBuilder::new("free", "fast", "6Gi").info(),
+                VolumeBuilder::new("mine", "fast", "50Gi")
+                    .claim_ref("ns", "c", "")
+                    .affinity("zone", &["b"])
+                    .info(),
+            ],
+            None,
+        ),
+        (
+            "node affinity",
+            vec![
+                VolumeBuilder::new("elsewhere", "fast", "6Gi")
+                    .local_on("n2")
+                    .info(),
+                VolumeBuilder::new("here", "fast", "60Gi")
+                    .local_on("n1")
+                    .info(),
+            ],
+            Some("here"),
+        ),
+        (
+            "access modes must all be offered",
+            vec![
+                VolumeBuilder::new("rox", "fast", "10Gi")
+                    .access_modes(&["ReadOnlyMany"])
+                    .info(),
+            ],
+            None,
+        ),
+        (
+            "too small",
+            vec![VolumeBuilder::new("v", "fast", "4Gi").info()],
+            None,
+        ),
+    ];
+    for (name, volumes, want) in cases {
+        let found = claim.matching_volume(volumes.iter(), &node, &[]);
+        assert_eq!(found.map(|v| v.name.as_str()), want, "{name}");
+    }
+    let volumes = [
+        VolumeBuilder::new("a", "fast", "10Gi").info(),
+        VolumeBuilder::new("b", "fast", "20Gi").info(),
+    ];
+    assert_eq!(
+        claim
+            .matching_volume(volumes.iter(), &node, &["a"])
+            .map(|v| v.name.as_str()),
+        Some("b"),
+        "volumes chosen for other claims are excluded"
+    );
+}
+
+#[test]
+fn reads_the_recorded_volumes_and_claims() {
+    let pvs: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/kube-scheduler/volume-pvs.json"
+    )))
+    .unwrap();
+    let pv: core::PersistentVolume = serde_json::from_value(pvs["items"][1].clone()).unwrap();
+    let info = PersistentVolumeInfo::from_api(&pv).unwrap();
+    assert_eq!(info.name, "pv-wffc-1");
+    assert_eq!(info.storage_class, "local-wffc");
+    assert_eq!(info.capacity, GI);
+    assert!(
+        !info.available,
+        "phase Pending: no PV controller made it Available"
+    );
+    assert_eq!(
+        info.local_node_names.as_deref(),
+        Some(&["rec-ppc64le-1".to_owned()][..])
+    );
+    assert!(info.fits_node(&labels(&[("kubernetes.io/hostname", "rec-ppc64le-1")])));
+    assert!(!info.fits_node(&labels(&[("kubernetes.io/hostname", "rec-ppc64le-0")])));
+
+    let pvcs: serde_json::Value = serde_json::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/kube-scheduler/volume-pvcs.json"
+    )))
+    .unwrap();
+    let pvc: core::PersistentVolumeClaim =
+        serde_json::from_value(pvcs["items"][1].clone()).unwrap();
+    let claim = ClaimInfo::from_api(&pvc).unwrap();
+    assert_eq!(claim.key(), "vol/wffc");
+    assert_eq!(claim.request, Some(GI));
+    assert!(claim.access_modes.contains(AccessModes::READ_WRITE_ONCE));
+    assert!(!claim.fully_bound());
+}
+
+#[test]
+fn local_names_intersect_within_terms_and_unite_across() {
+    let mut pv = VolumeBuilder::new("v", "c", "1Gi").local_on("n1").obj();
+    let spec = pv.spec.as_mut().unwrap();
+    let terms = &mut spec
+        .node_affinity
+        .as_mut()
+        .unwrap()
+        .required
+        .as_mut()
+        .unwrap()
+        .node_selector_terms;
+    terms[0]
+        .match_expressions
+        .as_mut()
+        .unwrap()
+        .push(core::NodeSelectorRequirement {
+            key: "kubernetes.io/hostname".into(),
+            operator: "In".into(),
+            values: Some(vec!["n1".into(), "n9".into()]),
+        });
+    terms.push(core::NodeSelectorTerm {
+        match_expressions: Some(vec![core::NodeSelectorRequirement {
+            key: "kubernetes.io/hostname".into(),
+            operator: "In".into(),
+            values: Some(vec!["n2".into()]),
+        }]),
+        match_fields: None,
+    });
+    let info = PersistentVolumeInfo::from_api(&pv).unwrap();
+    assert_eq!(
+        info.local_node_names,
+        Some(vec!["n1".to_owned(), "n2".to_owned()])
+    );
+    // Not a local volume: no narrowing.
+    let zonal = VolumeBuilder::new("z", "c", "1Gi")
+        .affinity("kubernetes.io/hostname", &["n1"])
+        .info();
+    assert!(zonal.local_node_names.is_none());
+}
+
+#[test]
+fn assumed_bindings_hide_volumes_until_confirmed_or_reverted() {
+    let mut catalog = StorageCatalog::default();
+    catalog.upsert_volume(VolumeBuilder::new("v", "fast", "10Gi").info());
+    catalog.upsert_claim(ClaimBuilder::new("ns", "c", "fast", "1Gi").info());
+    let claim = catalog.claim("ns", "c").unwrap().clone();
+    let plan = VolumeBindingPlan {
+        bindings: vec![StaticBinding {
+            volume: "v".into(),
+            volume_resource_version: "1".into(),
+            claim: ClaimRef {
+                namespace: "ns".into(),
+                name: "c".into(),
+                uid: claim.uid.clone(),
+            },
+            claim_resource_version: "1".into(),
+            bound_by_scheduler: true,
+        }],
+        provisions: vec![],
+    };
+    catalog.assume(&plan, "n1");
+    let other = ClaimBuilder::new("ns", "other", "fast", "1Gi").info();
+    let node = Labels::new();
+    assert!(
+        other
+            .matching_volume(catalog.volumes_of_class("fast"), &node, &[])
+            .is_none(),
+        "the assumed volume is taken"
+    );
+    // A stale version from the watch does not undo the assumption.
+    catalog.upsert_volume(VolumeBuilder::new("v", "fast", "10Gi").info());
+    assert!(catalog.volume("v").unwrap().claim_ref.is_some());
+    catalog.revert(&plan);
+    assert!(catalog.volume("v").unwrap().claim_ref.is_none());
+
+    catalog.assume(&plan, "n1");
+    let mut written = VolumeBuilder::new("v", "fast", "10Gi")
+        .claim_ref("ns", "c", &claim.uid)
+        .info();
+    written.resource_version = "2".into();
+    catalog.upsert_volume(written);
+    catalog.revert(&plan);
+    assert!(
+        catalog.volume("v").unwrap().claim_ref.is_some(),
+        "a newer version from the API replaced the assumption"
+    );
+    assert_eq!(catalog.assumed(), 0);
+}
+
+#[test]
+fn provisioning_is_assumed_on_the_claim() {
+    let mut catalog = StorageCatalog::default();
+    catalog.upsert_claim(ClaimBuilder::new("ns", "c", "fast", "1Gi").info());
+    let plan = VolumeBindingPlan {
+        bindings: vec![],
+        provisions: vec![Provision {
+            claim: ClaimRef {
+                namespace: "ns".into(),
+                name: "c".into(),
+                uid: "u".into(),
+            },
+            claim_resource_version: "1".into(),
+        }],
+    };
+    catalog.assume(&plan, "n1");
+    assert_eq!(
+        catalog.claim("ns", "c").unwrap().selected_node.as_deref(),
+        Some("n1")
+    );
+    catalog.revert(&plan);
+    assert!(catalog.claim("ns", "c").unwrap().selected_node.is_none());
+}
+
+#[test]
+fn classes_allow_topologies_and_capacities_fit() {
+    let class = ClassBuilder::new("c", "csi.example.com", true)
+        .allowed("topology.kubernetes.io/zone", &["a", "b"])
+        .info();
+    assert!(class.allows(&labels(&[("topology.kubernetes.io/zone", "b")])));
+    assert!(!class.allows(&labels(&[("topology.kubernetes.io/zone", "c")])));
+    assert!(!class.allows(&Labels::new()));
+    assert!(
+        ClassBuilder::new("open", "p", true)
+            .info()
+            .allows(&Labels::new())
+    );
+
+    let capacity = StorageCapacityInfo {
+        key: "ns/cap".into(),
+        storage_class: "c".into(),
+        node_topology: Some(crate::model::selectors::LabelSelector::default()),
+        capacity: Some(10 * GI),
+        maximum_volume_size: Some(2 * GI),
+    };
+    assert!(capacity.fits(2 * GI));
+    assert!(
+        !capacity.fits(3 * GI),
+        "maximumVolumeSize wins over capacity"
+    );
+    assert!(capacity.reachable_from(&Labels::new()));
+    let nowhere = StorageCapacityInfo {
+        node_topology: None,
+        ..capacity
+    };
+    assert!(!nowhere.reachable_from(&Labels::new()));
+}

@@ -1,0 +1,208 @@
+//! `NodeVolumeLimits`: a node attaches at most its CSINode's `allocatable.count` volumes
+//! per CSI driver (in-tree volumes count for the driver they migrated to). Volumes in use
+//! by the node's pods and volumes still attached count; a volume shared by pods counts
+//! once.
+
+use std::collections::HashMap;
+
+use crate::{
+    events::{ClusterChange, EventKind, QueueingHint, StorageChange},
+    framework::{CycleContext, CycleState, FilterPlugin, Plugin, PreFilterPlugin, Status},
+    model::{
+        cluster::ClusterState,
+        node::NodeInfo,
+        pod::PodInfo,
+        storage::{ClaimInfo, CsiNodeInfo, StorageCatalog, migration},
+    },
+    plugins::volume_binding::claim_not_found,
+};
+
+pub const NAME: &str = "NodeVolumeLimits";
+pub const REASON: &str = "node(s) exceed max volume count";
+
+pub struct NodeVolumeLimits;
+
+/// Unique volume name (`driver/handle`) → driver.
+type Volumes = HashMap<String, String>;
+
+fn counts_for_limits(pod: &PodInfo) -> bool {
+    pod.volumes
+        .iter()
+        .any(|v| v.claim.is_some() || v.migrated.is_some())
+}
+
+/// `getCSIDriverInfo`: the driver and handle of a claim's volume, or of the volume its
+/// class would provision (a placeholder handle per claim).
+fn claim_volume(
+    storage: &StorageCatalog,
+    csi_node: Option<&CsiNodeInfo>,
+    claim: &ClaimInfo,
+) -> Option<(String, String)> {
+    if !claim.volume_name.is_empty()
+        && let Some(volume) = storage.volume(&claim.volume_name)
+    {
+        let csi = volume.csi.as_ref()?;
+        if let Some(plugin) = volume.in_tree_plugin
+            && !csi_node.is_some_and(|n| n.migrated(plugin))
+        {
+            return None;
+        }
+        return Some((csi.driver.clone(), csi.handle.clone()));
+    }
+    let class = storage.class(&claim.storage_class)?;
+    let driver = match migration::driver_of_provisioner(&class.provisioner) {
+        Some((plugin, driver)) => {
+            if !csi_node.is_some_and(|n| n.migrated(plugin)) {
+                return None;
+            }
+            driver.to_owned()
+        }
+        None => class.provisioner.clone(),
+    };
+    Some((driver, format!("{}-{}", claim.namespace, claim.name)))
+}
+
+/// `filterAttachableVolumes`: the pod's volumes that count. For the incoming pod a
+/// missing claim is an error; for running pods it is skipped.
+fn attachable(
+    storage: &StorageCatalog,
+    csi_node: Option<&CsiNodeInfo>,
+    pod: &PodInfo,
+    incoming: bool,
+    into: &mut Volumes,
+) -> Result<(), Status> {
+    for volume in &pod.volumes {
+        if let Some(claim) = &volume.claim {
+            let Some(found) = storage.claim(&pod.namespace, &claim.name) else {
+                if incoming {
+                    return Err(Status::unresolvable(format!(
+                        "looking up PVC {}/{}: {}",
+                        pod.namespace,
+                        claim.name,
+                        claim_not_found(&claim.name)
+                    )));
+                }
+                continue;
+            };
+            if claim.ephemeral && found.owner_pod_uid.as_deref() != Some(pod.uid.as_str()) {
+                return Err(Status::error(format!(
+                    "PVC {}/{} was not created for pod {}/{} (pod is not owner)",
+                    found.namespace, found.name, pod.namespace, pod.name
+                )));
+            }
+            if let Some((driver, handle)) = claim_volume(storage, csi_node, found) {
+                into.insert(format!("{driver}/{handle}"), driver);
+            }
+        } else if let Some(migrated) = &volume.migrated
+            && csi_node.is_some_and(|n| n.migrated(migrated.plugin))
+        {
+            let csi = &migrated.csi;
+            into.insert(format!("{}/{}", csi.driver, csi.handle), csi.driver.clone());
+        }
+    }
+    Ok(())
+}
+
+impl Plugin for NodeVolumeLimits {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn events(&self) -> &'static [EventKind] {
+        &[
+            EventKind::CsiNodeChange,
+            EventKind::AssignedPodDelete,
+            EventKind::PersistentVolumeClaimChange,
+            EventKind::VolumeAttachmentDelete,
+        ]
+    }
+
+    /// A CSINode (new limits), a deleted pod that had volumes, a detached volume, or the
+    /// pod's missing claim appearing.
+    fn queueing_hint(
+        &self,
+        pod: &PodInfo,
+        change: &ClusterChange<'_>,
+        _: &ClusterState,
+    ) -> QueueingHint {
+        let queue = match change {
+            ClusterChange::Storage(
+                StorageChange::CsiNode(_) | StorageChange::AttachmentDeleted(_),
+            ) => true,
+            ClusterChange::AssignedPodDeleted(deleted) => counts_for_limits(deleted),
+            ClusterChange::Storage(StorageChange::Claim(claim)) => {
+                claim.namespace == pod.namespace && pod.claim_names().any(|n| n == claim.name)
+            }
+            _ => false,
+        };
+        QueueingHint::from_bool(queue)
+    }
+}
+
+impl PreFilterPlugin for NodeVolumeLimits {
+    fn pre_filter(&self, ctx: &CycleContext<'_>, _: &mut CycleState) -> Status {
+        if counts_for_limits(ctx.pod) {
+            Status::success()
+        } else {
+            Status::skip()
+        }
+    }
+}
+
+impl FilterPlugin for NodeVolumeLimits {
+    fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
+        let storage = ctx.cluster.storage();
+        let csi_node = storage.csi_node(&node.name);
+        let mut new = Volumes::new();
+        if let Err(status) = attachable(storage, csi_node, ctx.pod, true, &mut new) {
+            return status;
+        }
+        let Some(csi_node) = csi_node else {
+            return Status::success();
+        };
+        if new.is_empty() || csi_node.limits.is_empty() {
+            return Status::success();
+        }
+        let mut attached = Volumes::new();
+        for existing in &node.pods {
+            if let Err(status) = attachable(storage, Some(csi_node), existing, false, &mut attached)
+            {
+                return status;
+            }
+        }
+        for attachment in storage.attachments_on(&node.name) {
+            let handle = attachment
+                .volume
+                .as_deref()
+                .and_then(|v| storage.volume(v))
+                .and_then(|v| v.csi.as_ref())
+                .filter(|_| !attachment.attacher.is_empty())
+                .map(|csi| csi.handle.clone());
+            if let Some(handle) = handle {
+                attached
+                    .entry(format!("{}/{handle}", attachment.attacher))
+                    .or_insert_with(|| attachment.attacher.clone());
+            }
+        }
+        let mut attached_per_driver: HashMap<&str, i64> = HashMap::new();
+        for (unique, driver) in &attached {
+            new.remove(unique);
+            *attached_per_driver.entry(driver).or_default() += 1;
+        }
+        let mut new_per_driver: HashMap<&str, i64> = HashMap::new();
+        for driver in new.values() {
+            *new_per_driver.entry(driver).or_default() += 1;
+        }
+        for (driver, count) in new_per_driver {
+            if let Some(limit) = csi_node.limit(driver)
+                && attached_per_driver.get(driver).copied().unwrap_or(0) + count > limit
+            {
+                return Status::unschedulable(REASON);
+            }
+        }
+        Status::success()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,290 @@
+use std::sync::Arc;
+
+use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
+
+use super::*;
+use crate::{
+    events::{ClusterChange, QueueingHint},
+    framework::Code,
+    model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
+    testing::Fixture,
+};
+
+fn constraint(key: &str, skew: i32, hard: bool) -> core::TopologySpreadConstraint {
+    core::TopologySpreadConstraint {
+        max_skew: skew,
+        topology_key: key.into(),
+        when_unsatisfiable: if hard {
+            "DoNotSchedule"
+        } else {
+            "ScheduleAnyway"
+        }
+        .into(),
+        label_selector: Some(meta::LabelSelector {
+            match_labels: Some([("app".to_owned(), "web".to_owned())].into()),
+            match_expressions: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// Zones a (2 web pods), b (1), c (0); node `nozone` has no zone label.
+fn cluster() -> ClusterState {
+    let mut cluster = ClusterState::new();
+    for (node, zone) in [("a1", "a"), ("a2", "a"), ("b1", "b"), ("c1", "c")] {
+        cluster.upsert_node(NodeBuilder::new(node, "amd64").label("zone", zone).info());
+    }
+    cluster.upsert_node(NodeBuilder::new("nozone", "amd64").info());
+    for (pod, node) in [("w1", "a1"), ("w2", "a2"), ("w3", "b1")] {
+        cluster.add_assigned_pod(Arc::new(
+            PodBuilder::new("ns", pod)
+                .label("app", "web")
+                .node(node)
+                .info(),
+        ));
+    }
+    // Another namespace and another app never count.
+    cluster.add_assigned_pod(Arc::new(
+        PodBuilder::new("other", "x")
+            .label("app", "web")
+            .node("c1")
+            .info(),
+    ));
+    cluster.add_assigned_pod(Arc::new(
+        PodBuilder::new("ns", "db")
+            .label("app", "db")
+            .node("c1")
+            .info(),
+    ));
+    cluster
+}
+
+fn filter_all(pod: PodInfo, cluster: ClusterState) -> Vec<(String, Code)> {
+    let f = Fixture::new(pod).with_cluster(cluster);
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    assert!(PodTopologySpread.pre_filter(&ctx, &mut state).is_success());
+    f.cluster
+        .nodes()
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                PodTopologySpread.filter(&ctx, &state, n).code,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hard_constraint_bounds_the_skew() {
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "web")
+        .spread(constraint("zone", 1, true))
+        .info();
+    let result = filter_all(pod, cluster());
+    // min is 0 (zone c): a (2+1-0=3) and b (1+1=2) exceed skew 1; c fits.
+    assert_eq!(
+        result,
+        [
+            ("a1".to_owned(), Code::Unschedulable),
+            ("a2".to_owned(), Code::Unschedulable),
+            ("b1".to_owned(), Code::Unschedulable),
+            ("c1".to_owned(), Code::Success),
+            ("nozone".to_owned(), Code::UnschedulableAndUnresolvable),
+        ]
+    );
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "web")
+        .spread(constraint("zone", 2, true))
+        .info();
+    let fits: Vec<String> = filter_all(pod, cluster())
+        .into_iter()
+        .filter(|(_, c)| *c == Code::Success)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(fits, ["b1", "c1"]);
+}
+
+#[test]
+fn a_pod_that_does_not_match_its_own_selector_adds_nothing() {
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "other")
+        .spread(constraint("zone", 2, true))
+        .info();
+    let fits: Vec<String> = filter_all(pod, cluster())
+        .into_iter()
+        .filter(|(_, c)| *c == Code::Success)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(fits, ["a1", "a2", "b1", "c1"]);
+}
+
+#[test]
+fn min_domains_treats_missing_domains_as_empty() {
+    let mut c = constraint("zone", 1, true);
+    c.min_domains = Some(5);
+    // Only zone a and b exist for nodeAffinity-matching nodes below.
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "web")
+        .spread(c)
+        .info();
+    let mut cluster = cluster();
+    cluster.remove_node("c1");
+    let fits: Vec<String> = filter_all(pod, cluster)
+        .into_iter()
+        .filter(|(_, c)| *c == Code::Success)
+        .map(|(n, _)| n)
+        .collect();
+    // With min 0, b (1+1-0=2) exceeds skew 1 as well.
+    assert!(fits.is_empty(), "{fits:?}");
+}
+
+#[test]
+fn soft_constraints_score_emptier_domains_higher() {
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "web")
+        .spread(constraint("zone", 1, false))
+        .info();
+    let f = Fixture::new(pod).with_cluster(cluster());
+    let ctx = f.ctx();
+    let nodes: Vec<&NodeInfo> = f.cluster.nodes().iter().collect();
+    let mut state = CycleState::new();
+    assert!(
+        PodTopologySpread
+            .pre_score(&ctx, &mut state, &nodes)
+            .is_success()
+    );
+    let mut scores: Vec<i64> = nodes
+        .iter()
+        .map(|n| PodTopologySpread.score(&ctx, &state, n))
+        .collect();
+    PodTopologySpread.normalize(&ctx, &state, &mut scores);
+    let by_node: HashMap<&str, i64> = nodes.iter().map(|n| n.name.as_str()).zip(scores).collect();
+    assert!(by_node["c1"] > by_node["b1"]);
+    assert!(by_node["b1"] > by_node["a1"]);
+    assert_eq!(by_node["nozone"], 0);
+}
+
+#[test]
+fn pods_of_a_controller_spread_by_default() {
+    let mut cluster = ClusterState::new();
+    for n in ["n1", "n2"] {
+        cluster.upsert_node(NodeBuilder::new(n, "amd64").info());
+    }
+    cluster.add_assigned_pod(Arc::new(
+        PodBuilder::new("ns", "r1")
+            .owner("ReplicaSet", "rs")
+            .node("n1")
+            .info(),
+    ));
+    let pod = PodBuilder::new("ns", "r2").owner("ReplicaSet", "rs").info();
+    let f = Fixture::new(pod).with_cluster(cluster);
+    let ctx = f.ctx();
+    let nodes: Vec<&NodeInfo> = f.cluster.nodes().iter().collect();
+    let mut state = CycleState::new();
+    assert!(
+        PodTopologySpread
+            .pre_score(&ctx, &mut state, &nodes)
+            .is_success()
+    );
+    let mut scores: Vec<i64> = nodes
+        .iter()
+        .map(|n| PodTopologySpread.score(&ctx, &state, n))
+        .collect();
+    PodTopologySpread.normalize(&ctx, &state, &mut scores);
+    assert!(scores[1] > scores[0], "{scores:?}");
+
+    let lone = Fixture::new(PodBuilder::new("ns", "lone").info());
+    assert_eq!(
+        PodTopologySpread
+            .pre_score(&lone.ctx(), &mut CycleState::new(), &[])
+            .code,
+        Code::Skip
+    );
+}
+
+#[test]
+fn preemption_updates_the_domain_counts() {
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "web")
+        .spread(constraint("zone", 1, true))
+        .info();
+    let f = Fixture::new(pod).with_cluster(cluster());
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    assert!(PodTopologySpread.pre_filter(&ctx, &mut state).is_success());
+    let b1 = f.cluster.node("b1").unwrap();
+    assert_eq!(
+        PodTopologySpread.filter(&ctx, &state, b1).code,
+        Code::Unschedulable
+    );
+    // Without zone b's pod, b is the emptiest zone.
+    let victim = b1.pods[0].clone();
+    let mut without = state.clone();
+    PodTopologySpread.remove_pod(&ctx, &mut without, &victim, b1);
+    assert!(PodTopologySpread.filter(&ctx, &without, b1).is_success());
+    PodTopologySpread.add_pod(&ctx, &mut without, &victim, b1);
+    assert_eq!(
+        PodTopologySpread.filter(&ctx, &without, b1).code,
+        Code::Unschedulable
+    );
+}
+
+#[test]
+fn hints_follow_selected_pods_and_topology_keys() {
+    let c = ClusterState::new();
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "web")
+        .spread(constraint("zone", 1, true))
+        .info();
+    let hint = |change| PodTopologySpread.queueing_hint(&pod, &change, &c);
+    let web = PodBuilder::new("ns", "w")
+        .label("app", "web")
+        .node("a1")
+        .info();
+    let db = PodBuilder::new("ns", "d")
+        .label("app", "db")
+        .node("a1")
+        .info();
+    let other_ns = PodBuilder::new("x", "w")
+        .label("app", "web")
+        .node("a1")
+        .info();
+    assert_eq!(
+        hint(ClusterChange::AssignedPodDeleted(&web)),
+        QueueingHint::Queue
+    );
+    assert_eq!(
+        hint(ClusterChange::AssignedPodAdded(&db)),
+        QueueingHint::QueueSkip
+    );
+    assert_eq!(
+        hint(ClusterChange::AssignedPodDeleted(&other_ns)),
+        QueueingHint::QueueSkip
+    );
+    assert_eq!(
+        hint(ClusterChange::AssignedPodUpdated {
+            old: &db,
+            new: &web
+        }),
+        QueueingHint::Queue
+    );
+    let zoned = NodeBuilder::new("z", "amd64").label("zone", "q").info();
+    let plain = NodeBuilder::new("z", "amd64").info();
+    assert_eq!(hint(ClusterChange::NodeAdded(&zoned)), QueueingHint::Queue);
+    assert_eq!(
+        hint(ClusterChange::NodeAdded(&plain)),
+        QueueingHint::QueueSkip
+    );
+    let relabelled = NodeBuilder::new("z", "amd64")
+        .label("zone", "q")
+        .label("x", "y")
+        .info();
+    let update = ClusterChange::NodeUpdated {
+        old: &zoned,
+        new: &relabelled,
+        changes: crate::events::NodeChanges::between(&zoned, &relabelled),
+    };
+    assert_eq!(hint(update), QueueingHint::QueueSkip);
+}

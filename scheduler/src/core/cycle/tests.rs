@@ -1,0 +1,159 @@
+use multiarch_plugins::{
+    image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
+    model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
+    testing::{Fixture, known},
+};
+use rand::SeedableRng;
+
+use super::*;
+
+#[test]
+fn feasible_nodes_to_find_matches_kube_scheduler() {
+    let cases = [
+        (50, 0, 50),
+        (500, 0, 230),
+        (1000, 0, 420),
+        (5000, 0, 500),
+        (6000, 0, 300),
+        (6000, 100, 6000),
+        (200, 10, 100),
+    ];
+    for (nodes, pct, want) in cases {
+        assert_eq!(
+            num_feasible_nodes_to_find(nodes, pct),
+            want,
+            "{nodes} nodes at {pct}%"
+        );
+    }
+}
+
+fn fixture(cluster: ClusterState, image_archs: &[&str], cpu: &str) -> Fixture {
+    let pod = PodBuilder::new("ns", "p")
+        .container("app", "app:1", cpu, "1Gi")
+        .info();
+    let mut f = Fixture::new(pod).with_cluster(cluster);
+    f.images = PodImagePlatforms {
+        containers: vec![ContainerImagePlatforms {
+            container: "app".into(),
+            image: "app:1".into(),
+            platforms: known(image_archs),
+        }],
+    };
+    f
+}
+
+#[test]
+fn picks_only_compatible_nodes_and_explains_failures() {
+    let mut cluster = ClusterState::new();
+    for (name, arch, cpu) in [
+        ("a1", "amd64", "4"),
+        ("a2", "amd64", "1"),
+        ("r1", "arm64", "1"),
+        ("z1", "s390x", "8"),
+        ("z2", "s390x", "8"),
+    ] {
+        cluster.upsert_node(
+            NodeBuilder::new(name, arch)
+                .capacity(cpu, "8Gi", 110)
+                .info(),
+        );
+    }
+    let profile = Profile::default();
+    let mut rng = SmallRng::seed_from_u64(1);
+    let mut rotation = Rotation::default();
+
+    let f = fixture(cluster.clone(), &["amd64", "arm64"], "2");
+    let placed = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap();
+    assert_eq!(cluster.nodes()[placed.node].name, "a1");
+    assert_eq!(placed.compatible.unwrap().describe(), "amd64, arm64");
+
+    let f = fixture(cluster, &["amd64", "arm64"], "6");
+    let diagnosis = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap_err();
+    // 6 cpu is more than any compatible node has: no preemption note.
+    assert_eq!(
+        diagnosis.message(),
+        "0/5 nodes are available: 2 node(s) didn't match the pod's image architectures \
+         (images support amd64, arm64), 3 Insufficient cpu."
+    );
+    assert!(diagnosis.rejectors.contains("ImageArchitecture"));
+    assert!(diagnosis.rejectors.contains("NodeResourcesFit"));
+}
+
+#[test]
+fn ties_are_broken_at_random_and_rotation_moves_on() {
+    let mut cluster = ClusterState::new();
+    for i in 0..4 {
+        cluster.upsert_node(NodeBuilder::new(&format!("n{i}"), "amd64").info());
+    }
+    let f = fixture(cluster, &["amd64"], "100m");
+    let profile = Profile::default();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut rotation = Rotation::default();
+    let mut chosen = HashSet::new();
+    for _ in 0..40 {
+        chosen.insert(
+            run(&profile, &f.ctx(), &mut rotation, &mut rng)
+                .unwrap()
+                .node,
+        );
+    }
+    assert_eq!(
+        chosen.len(),
+        4,
+        "identical nodes must all be picked sometimes"
+    );
+}
+
+#[test]
+fn large_clusters_stop_after_enough_feasible_nodes() {
+    let mut cluster = ClusterState::new();
+    for i in 0..2000 {
+        let arch = if i % 2 == 0 { "amd64" } else { "arm64" };
+        cluster.upsert_node(NodeBuilder::new(&format!("n{i}"), arch).info());
+    }
+    let f = fixture(cluster, &["arm64"], "100m");
+    let profile = Profile::default();
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut rotation = Rotation::default();
+    let placed = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap();
+    // 2,000 nodes: adaptive 34% = 680 feasible nodes wanted.
+    assert_eq!(placed.feasible, 680);
+    assert!(
+        placed.evaluated >= 1360 && placed.evaluated < 2000,
+        "{}",
+        placed.evaluated
+    );
+    assert_eq!(
+        f.cluster.nodes()[placed.node].platform.architecture,
+        "arm64"
+    );
+    assert!(rotation.0 > 0);
+}
+
+#[test]
+fn an_empty_cluster_says_so() {
+    let f = fixture(ClusterState::new(), &["amd64"], "1");
+    let d = run(
+        &Profile::default(),
+        &f.ctx(),
+        &mut Rotation::default(),
+        &mut SmallRng::seed_from_u64(0),
+    )
+    .unwrap_err();
+    assert_eq!(d.message(), "no nodes available to schedule pods");
+}
+
+#[test]
+fn scoring_prefers_the_configured_architecture() {
+    let mut cluster = ClusterState::new();
+    cluster.upsert_node(NodeBuilder::new("amd", "amd64").info());
+    cluster.upsert_node(NodeBuilder::new("arm", "arm64").info());
+    let mut f = fixture(cluster, &["amd64", "arm64"], "100m");
+    f.preferences = vec![("arm64".into(), 80)];
+    let profile = Profile::default();
+    let mut rng = SmallRng::seed_from_u64(9);
+    for _ in 0..10 {
+        let placed = run(&profile, &f.ctx(), &mut Rotation::default(), &mut rng).unwrap();
+        assert_eq!(f.cluster.nodes()[placed.node].name, "arm");
+    }
+}
