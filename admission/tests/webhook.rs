@@ -182,6 +182,43 @@ fn exemptions_leave_the_pod_unchanged() {
     assert_eq!(pod["spec"]["schedulerName"], "multiarch-scheduler");
 }
 
+/// Routing safety: a pod with resource claims (which the scheduler does not allocate) is
+/// never routed to it; in scheduler mode it takes the gate path, so the default
+/// scheduler places it with an architecture constraint.
+#[test]
+fn pods_the_scheduler_cannot_place_stay_with_the_default_scheduler_and_are_gated() {
+    let mut request = fixture("admissionreview-request-1.json");
+    request["request"]["object"]["spec"]["resourceClaims"] =
+        json!([{"name": "gpu", "resourceClaimName": "gpu-claim"}]);
+    let (response, pod) = admit(&request, &config(PlacementMode::Scheduler));
+    assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
+    assert_eq!(
+        pod["spec"]["schedulingGates"],
+        json!([{"name": "multiarch.openshift.io/scheduling-gate"}])
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/scheduling-gate"],
+        "gated"
+    );
+    let (_, decision) = review(
+        &serde_json::to_vec(&request).unwrap(),
+        &config(PlacementMode::Scheduler),
+    )
+    .unwrap();
+    let decision = decision.unwrap();
+    assert!(decision.gated);
+    assert_eq!(
+        decision.unsupported,
+        [multiarch_plugins::routing::Unsupported::DynamicResourceClaims]
+    );
+    assert!(response["response"]["patch"].is_string());
+    // The same pod without claims is routed.
+    let plain = fixture("admissionreview-request-1.json");
+    let (_, pod) = admit(&plain, &config(PlacementMode::Scheduler));
+    assert_eq!(pod["spec"]["schedulerName"], "multiarch-scheduler");
+    assert!(pod["spec"]["schedulingGates"].is_null());
+}
+
 #[test]
 fn gate_mode_adds_the_gate_and_mtos_labels() {
     let request = fixture("admissionreview-request-1.json");

@@ -4,102 +4,13 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/table_inspector.rs"]
-mod table_inspector;
+mod common;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
+use common::{events_for, eventually, node, node_of, options, pod, start, start_with};
 use multiarch_fake_apiserver::FakeApiServer;
-use multiarch_inspector::ImageInspector;
-use multiarch_runtime::{leader_election::ElectionConfig, supervisor::Supervisor};
-use multiarch_scheduler::in_cluster::{
-    RunningScheduler, SchedulerOptions, metrics::SchedulerMetrics,
-};
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-
-fn inspector() -> Arc<dyn ImageInspector> {
-    table_inspector::standard()
-}
-
-fn client(server: &FakeApiServer) -> kube::Client {
-    kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap()
-}
-
-fn options(identity: &str, election: bool) -> SchedulerOptions {
-    SchedulerOptions {
-        scheduler_name: "multiarch-scheduler".into(),
-        identity: identity.into(),
-        election: election.then(|| ElectionConfig {
-            namespace: "multiarch".into(),
-            lease_name: "multiarch-scheduler".into(),
-            identity: identity.into(),
-            lease_duration: Duration::from_millis(1500),
-            renew_deadline: Duration::from_millis(1000),
-            retry_period: Duration::from_millis(150),
-        }),
-        bind_concurrency: 4,
-        report_capacity: 1000,
-        inspection_retry: Duration::from_secs(30),
-        config_grace: Duration::from_secs(5),
-        api_qps: 0.0,
-        api_burst: 1,
-        volume_bind_timeout: Duration::from_secs(20),
-    }
-}
-
-fn start(server: &FakeApiServer, identity: &str, election: bool) -> RunningScheduler {
-    start_with(server, options(identity, election))
-}
-
-/// A scheduler with its own supervisor (its tasks stop with `shutdown`).
-fn start_with(server: &FakeApiServer, options: SchedulerOptions) -> RunningScheduler {
-    let supervisor = Supervisor::new(CancellationToken::new());
-    multiarch_scheduler::in_cluster::start(
-        client(server),
-        options,
-        inspector(),
-        SchedulerMetrics::default(),
-        &supervisor.tasks(),
-    )
-}
-
-fn node(name: &str, arch: &str, cpu: &str) -> Value {
-    json!({"metadata": {"name": name, "labels": {"kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": name}},
-           "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}, "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
-           "conditions": [{"type": "Ready", "status": "True"}]}})
-}
-
-fn pod(name: &str, image: &str, cpu: &str) -> Value {
-    json!({"metadata": {"name": name, "namespace": "shop"},
-           "spec": {"schedulerName": "multiarch-scheduler", "containers": [{"name": "app", "image": image, "resources": {"requests": {"cpu": cpu}}}]},
-           "status": {"phase": "Pending"}})
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn node_of(server: &FakeApiServer, name: &str) -> Option<String> {
-    server.get("pods", "shop", name)?["spec"]["nodeName"]
-        .as_str()
-        .map(str::to_owned)
-}
-
-fn events_for(server: &FakeApiServer, pod: &str) -> Vec<Value> {
-    server
-        .list("events.k8s.io/events")
-        .into_iter()
-        .filter(|e| e["regarding"]["name"] == pod)
-        .collect()
-}
+use serde_json::json;
 
 fn bindings(server: &FakeApiServer, pod: &str) -> usize {
     server

@@ -45,5 +45,10 @@ pub fn standard() -> Arc<dyn ImageInspector> {
         ("amd:1".to_owned(), vec!["amd64"]),
         ("arm:1".to_owned(), vec!["arm64"]),
         ("z:1".to_owned(), vec!["s390x"]),
+        // The image of the recordings in tests/fixtures/kube-scheduler/.
+        (
+            "registry.example/app:1".to_owned(),
+            vec!["amd64", "arm64", "ppc64le", "s390x"],
+        ),
     ])))
 }

@@ -209,3 +209,52 @@ fn only_routing_cares_about_other_schedulers() {
     let core = SchedulerCore::new(Profile::default(), PlacementInputs::default(), 1);
     assert!(!core.responsible_for(&PodInfo::from_pod(&pod).unwrap()));
 }
+
+/// Routing safety: one definition (`multiarch_plugins::routing`) decides both that the
+/// webhook keeps a pod with the default scheduler (and gates it) and that the scheduler
+/// refuses it by name when it is named anyway.
+#[test]
+fn the_webhook_never_routes_what_the_scheduler_refuses() {
+    use multiarch_plugins::{
+        framework::{Code, CycleContext, CycleState, PreFilterPlugin},
+        image_platforms::PodImagePlatforms,
+        model::{cluster::ClusterState, nominated::NominatedPods},
+        plugins::unsupported_features::UnsupportedFeatures,
+    };
+    let claims = json!([{"name": "gpu", "resourceClaimTemplateName": "gpu"}]);
+    let cases = [
+        ("resource claims", Some(claims)),
+        ("no resource claims", None),
+    ];
+    for (case, resource_claims) in cases {
+        let mut object = pod("shop", |_| {});
+        if let Some(claims) = &resource_claims {
+            object["spec"]["resourceClaims"] = claims.clone();
+        }
+        let pod = with(object.clone(), "schedulerName", json!("default-scheduler"));
+        let decision = decide(&pod, "shop", &webhook_config(PlacementMode::Scheduler));
+        let routed = decision
+            .patch
+            .iter()
+            .any(|op| op["path"] == "/spec/schedulerName");
+        let named = PodInfo::from_pod(&with(object, "schedulerName", json!("multiarch-scheduler")))
+            .unwrap();
+        let cluster = ClusterState::new();
+        let nominated = NominatedPods::default();
+        let ctx = CycleContext {
+            pod: &named,
+            cluster: &cluster,
+            images: &PodImagePlatforms::default(),
+            arch_preferences: &[],
+            fallback_architecture: None,
+            nominated: &nominated,
+        };
+        let refused = UnsupportedFeatures
+            .pre_filter(&ctx, &mut CycleState::new())
+            .code
+            == Code::UnschedulableAndUnresolvable;
+        assert_eq!(routed, !refused, "{case}");
+        assert_eq!(decision.gated, refused, "{case}: gated instead");
+        assert_eq!(decision.unsupported, named.unsupported, "{case}");
+    }
+}

@@ -1,6 +1,7 @@
 //! What the admission webhook does to a new pod, as a minimal JSONPatch: route it to the
 //! multiarch scheduler (scheduler mode) or gate it for the gate controller (MTO's gate
-//! mode). Pure: tested on recorded AdmissionReviews.
+//! mode, and in scheduler mode the pods using a feature the scheduler does not place).
+//! Pure: tested on recorded AdmissionReviews.
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ pub use multiarch_plugins::exemption::Exemption;
 use multiarch_plugins::{
     exemption::{architecture_set, exemption, names_other_scheduler},
     preferences::preferences_apply,
+    routing::{self, Unsupported},
 };
 use serde_json::{Value, json};
 
@@ -53,6 +55,9 @@ pub struct Decision {
     pub exemption: Option<Exemption>,
     /// Gate mode: the gate was added (the gate-added event is due once the pod exists).
     pub gated: bool,
+    /// Scheduler mode: features the scheduler does not place, so the pod stays with the
+    /// default scheduler and takes the gate path.
+    pub unsupported: Vec<Unsupported>,
 }
 
 /// `/` and `~` escaped for a JSON pointer.
@@ -69,6 +74,7 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
                     patch: Vec::new(),
                     exemption: exempt,
                     gated: false,
+                    unsupported: Vec::new(),
                 };
             }
             if names_other_scheduler(pod) {
@@ -76,6 +82,20 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
                     patch: Vec::new(),
                     exemption: Some(Exemption::OtherScheduler),
                     gated: false,
+                    unsupported: Vec::new(),
+                };
+            }
+            // Never routed to a scheduler that cannot place it: the default scheduler
+            // keeps it, with an architecture constraint from the gate path.
+            let unsupported = pod
+                .spec
+                .as_ref()
+                .map(routing::unsupported)
+                .unwrap_or_default();
+            if !unsupported.is_empty() {
+                return Decision {
+                    unsupported,
+                    ..gate(pod, namespace, exempt, config)
                 };
             }
             // The API server defaults the name before mutating webhooks see the pod; a
@@ -90,6 +110,7 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
                 ],
                 exemption: None,
                 gated: false,
+                unsupported: Vec::new(),
             }
         }
         PlacementMode::SchedulingGate => gate(pod, namespace, exempt, config),
@@ -107,6 +128,7 @@ fn gate(pod: &Pod, namespace: &str, exempt: Option<Exemption>, config: &WebhookC
             patch: Vec::new(),
             exemption: exempt,
             gated: false,
+            unsupported: Vec::new(),
         };
     }
     let preferences = config.preferences_for(pod, namespace);
@@ -156,5 +178,6 @@ fn gate(pod: &Pod, namespace: &str, exempt: Option<Exemption>, config: &WebhookC
         patch,
         exemption: exempt,
         gated: gated && !already_gated,
+        unsupported: Vec::new(),
     }
 }

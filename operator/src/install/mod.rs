@@ -16,7 +16,7 @@ pub use self::{
         enoexec_handler_namespace_rules,
     },
     gate_controller::gate_controller,
-    scheduler::scheduler,
+    scheduler::{scheduler, scheduler_rules},
     webhook::webhook,
 };
 

@@ -1,21 +1,31 @@
 //! `manifests/scheduler/`: the namespace, the scheduler and the image inspector.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{
     Files, INSPECTOR, NAMESPACE, SCHEDULER, deployment, downward_env, kustomization, labels,
 };
 
-/// `(file name, documents)` of `manifests/scheduler/`, in apply order.
-pub fn scheduler() -> Files {
-    let scheduler_rules = json!([
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+/// What the scheduler may do cluster-wide: read what the plugins read; bind pods, write
+/// their scheduling status and evict preemption victims; write volume decisions
+/// (a volume's claim reference, a claim's selected node); publish events.
+pub fn scheduler_rules() -> Value {
+    json!([
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes", "namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["persistentvolumes", "persistentvolumeclaims"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]},
-    ]);
+    ])
+}
+
+/// `(file name, documents)` of `manifests/scheduler/`, in apply order.
+pub fn scheduler() -> Files {
+    let scheduler_rules = scheduler_rules();
     let inspector_rules = json!([
         {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]},
     ]);

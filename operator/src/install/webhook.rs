@@ -83,7 +83,10 @@ pub fn webhook() -> Files {
         ),
         (
             "kustomization.yaml",
+            // The gate controller is the webhook's path for pods the scheduler does not
+            // place (and gate mode's only path): installing one installs the other.
             vec![kustomization(&[
+                "../gate-controller",
                 "rbac.yaml",
                 "webhook.yaml",
                 "mutatingwebhookconfiguration.yaml",
