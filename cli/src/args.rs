@@ -89,6 +89,16 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
 
+    /// Node status updates per node per minute while pods are scheduled (heartbeats:
+    /// they change nothing the scheduler reads).
+    #[arg(long, default_value_t = 0)]
+    pub node_updates_per_minute: u32,
+
+    /// Retry waiting pods on every change their plugins registered, as before queueing
+    /// hints (to measure what the hints save).
+    #[arg(long)]
+    pub no_queueing_hints: bool,
+
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,

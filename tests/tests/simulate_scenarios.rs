@@ -162,7 +162,14 @@ fn the_embedded_default_runs_and_reports() {
     assert_eq!(report.nodes, 200);
     assert_eq!(report.pods, 1000);
     let pending: usize = report.unschedulable.iter().map(|g| g.pods).sum();
-    assert_eq!(report.bound + pending, 1000);
+    // Preemption victims are gone from the cluster (their controllers would recreate them).
+    assert_eq!(report.bound + pending + report.evicted, 1000);
+    assert_eq!(
+        report.evicted, report.preemptions,
+        "one low-priority victim each"
+    );
+    assert!(report.preemptions > 0, "the critical wave preempts");
+    assert!(report.volumes_bound > 0 && report.volumes_provisioned > 0);
     assert!(report.bound > 900, "{}", report.bound);
     // The catalog's cobol-batch workload has no common architecture.
     assert!(
@@ -174,4 +181,73 @@ fn the_embedded_default_runs_and_reports() {
     assert!(report.architecture_blind.incompatible > 0);
     assert!(report.pods_per_second > 0.0);
     assert!(report.cycle_p99_micros >= report.cycle_p50_micros);
+}
+
+#[test]
+fn volumes_pin_provision_and_priorities_preempt() {
+    let prepared = Prepared::new(&load("volumes-and-priorities.yaml")).unwrap();
+    let (profile, _) = profiles(&prepared);
+    let result = run(&prepared, profile, 9);
+    let node_of = |name: &str| {
+        let pod = prepared.pods.iter().find(|p| p.name == name).unwrap();
+        result.placements.get(&pod.uid).cloned()
+    };
+    // One local volume on each of nvme-0 and nvme-1: two replicas get one each, the third
+    // has no volume left (arm has no local disk).
+    let mut db_nodes: Vec<String> = ["db-0", "db-1", "db-2"]
+        .iter()
+        .filter_map(|n| node_of(n))
+        .collect();
+    db_nodes.sort();
+    assert_eq!(db_nodes, ["nvme-0", "nvme-1"]);
+    assert_eq!(result.volumes_bound, 2);
+    // The CSI class provisions one volume per cache pod, wherever it lands.
+    assert!(node_of("cache-0").is_some() && node_of("cache-1").is_some());
+    assert_eq!(result.volumes_provisioned, 2);
+    // The critical pod of the second wave evicts one nightly job on the full ppc64le node;
+    // the pod whose class says `preemptionPolicy: Never` waits.
+    assert_eq!(node_of("settlement").as_deref(), Some("power"));
+    assert_eq!((result.preemptions, result.victims), (1, 1));
+    assert_eq!(result.evicted.len(), 1);
+    let nightly = prepared
+        .pods
+        .iter()
+        .filter(|p| p.name.starts_with("nightly"));
+    assert!(nightly.clone().any(|p| result.evicted.contains(&p.uid)));
+    assert_eq!(node_of("report"), None);
+    let reasons: Vec<(&str, usize)> = result
+        .unschedulable
+        .iter()
+        .map(|(r, n)| (r.as_str(), *n))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (
+                "0/6 nodes are available: 1 Insufficient cpu, 5 node(s) didn't match the pod's \
+                 image architectures (images support ppc64le). no new claims to deallocate, \
+                 preemption: not eligible due to preemptionPolicy=Never.",
+                1
+            ),
+            (
+                "0/6 nodes are available: 3 node(s) didn't find available persistent volumes \
+                 to bind, 3 node(s) didn't match the pod's image architectures (images support \
+                 arm64). no new claims to deallocate, preemption: 0/6 nodes are available: 6 \
+                 Preemption is not helpful for scheduling.",
+                1
+            ),
+        ]
+    );
+}
+
+/// The README's SchedulingBasic figure comes from this file: it must stay valid.
+#[test]
+fn the_scheduling_basic_benchmark_scenario_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../benches/scenarios/scheduling-basic.yaml");
+    let scenario = Scenario::from_yaml(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let prepared = Prepared::new(&scenario).unwrap();
+    assert_eq!((prepared.nodes.len(), prepared.pods.len()), (5000, 10000));
+    assert!(prepared.pods.iter().all(|p| p.volumes.is_empty()));
+    assert!(prepared.storage.is_empty());
 }

@@ -14,7 +14,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         }
         None => default_cluster::scenario(args.nodes, args.pods, args.seed)?,
     };
-    let report = simulate::simulate(&scenario, args.seed)?;
+    let options = simulate::RunOptions {
+        node_updates_per_minute: args.node_updates_per_minute,
+        no_queueing_hints: args.no_queueing_hints,
+    };
+    let report = simulate::simulate_with(&scenario, args.seed, options)?;
     match args.output {
         OutputFormat::Text => print!("{}", report.text()),
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),

@@ -31,46 +31,56 @@ fn counts_for_limits(pod: &PodInfo) -> bool {
         .any(|v| v.claim.is_some() || v.migrated.is_some())
 }
 
+/// A volume that counts against a driver's limit, and the in-tree plugin that must be
+/// migrated on the node for it to count there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Attachable {
+    driver: String,
+    /// `driver/handle`: a volume used by several pods counts once.
+    unique: String,
+    migrated_from: Option<&'static str>,
+}
+
+impl Attachable {
+    fn counts_on(&self, csi_node: Option<&CsiNodeInfo>) -> bool {
+        self.migrated_from
+            .is_none_or(|plugin| csi_node.is_some_and(|n| n.migrated(plugin)))
+    }
+}
+
 /// `getCSIDriverInfo`: the driver and handle of a claim's volume, or of the volume its
 /// class would provision (a placeholder handle per claim).
-fn claim_volume(
-    storage: &StorageCatalog,
-    csi_node: Option<&CsiNodeInfo>,
-    claim: &ClaimInfo,
-) -> Option<(String, String)> {
+fn claim_volume(storage: &StorageCatalog, claim: &ClaimInfo) -> Option<Attachable> {
     if !claim.volume_name.is_empty()
         && let Some(volume) = storage.volume(&claim.volume_name)
     {
         let csi = volume.csi.as_ref()?;
-        if let Some(plugin) = volume.in_tree_plugin
-            && !csi_node.is_some_and(|n| n.migrated(plugin))
-        {
-            return None;
-        }
-        return Some((csi.driver.clone(), csi.handle.clone()));
+        return Some(Attachable {
+            driver: csi.driver.clone(),
+            unique: format!("{}/{}", csi.driver, csi.handle),
+            migrated_from: volume.in_tree_plugin,
+        });
     }
     let class = storage.class(&claim.storage_class)?;
-    let driver = match migration::driver_of_provisioner(&class.provisioner) {
-        Some((plugin, driver)) => {
-            if !csi_node.is_some_and(|n| n.migrated(plugin)) {
-                return None;
-            }
-            driver.to_owned()
-        }
-        None => class.provisioner.clone(),
+    let (driver, migrated_from) = match migration::driver_of_provisioner(&class.provisioner) {
+        Some((plugin, driver)) => (driver.to_owned(), Some(plugin)),
+        None => (class.provisioner.clone(), None),
     };
-    Some((driver, format!("{}-{}", claim.namespace, claim.name)))
+    Some(Attachable {
+        unique: format!("{driver}/{}-{}", claim.namespace, claim.name),
+        driver,
+        migrated_from,
+    })
 }
 
-/// `filterAttachableVolumes`: the pod's volumes that count. For the incoming pod a
-/// missing claim is an error; for running pods it is skipped.
+/// `filterAttachableVolumes`, without the node: the pod's volumes that may count. For
+/// the incoming pod a missing claim is an error; for running pods it is skipped.
 fn attachable(
     storage: &StorageCatalog,
-    csi_node: Option<&CsiNodeInfo>,
     pod: &PodInfo,
     incoming: bool,
-    into: &mut Volumes,
-) -> Result<(), Status> {
+) -> Result<Vec<Attachable>, Status> {
+    let mut out = Vec::new();
     for volume in &pod.volumes {
         if let Some(claim) = &volume.claim {
             let Some(found) = storage.claim(&pod.namespace, &claim.name) else {
@@ -90,18 +100,23 @@ fn attachable(
                     found.namespace, found.name, pod.namespace, pod.name
                 )));
             }
-            if let Some((driver, handle)) = claim_volume(storage, csi_node, found) {
-                into.insert(format!("{driver}/{handle}"), driver);
-            }
-        } else if let Some(migrated) = &volume.migrated
-            && csi_node.is_some_and(|n| n.migrated(migrated.plugin))
-        {
+            out.extend(claim_volume(storage, found));
+        } else if let Some(migrated) = &volume.migrated {
             let csi = &migrated.csi;
-            into.insert(format!("{}/{}", csi.driver, csi.handle), csi.driver.clone());
+            out.push(Attachable {
+                driver: csi.driver.clone(),
+                unique: format!("{}/{}", csi.driver, csi.handle),
+                migrated_from: Some(migrated.plugin),
+            });
         }
     }
-    Ok(())
+    Ok(out)
 }
+
+/// The incoming pod's volumes, resolved once per cycle (or why it cannot be placed,
+/// reported by every node as kube-scheduler's Filter does).
+#[derive(Clone)]
+struct LimitsState(Result<Vec<Attachable>, Status>);
 
 impl Plugin for NodeVolumeLimits {
     fn name(&self) -> &'static str {
@@ -140,34 +155,48 @@ impl Plugin for NodeVolumeLimits {
 }
 
 impl PreFilterPlugin for NodeVolumeLimits {
-    fn pre_filter(&self, ctx: &CycleContext<'_>, _: &mut CycleState) -> Status {
-        if counts_for_limits(ctx.pod) {
-            Status::success()
-        } else {
-            Status::skip()
+    fn pre_filter(&self, ctx: &CycleContext<'_>, state: &mut CycleState) -> Status {
+        if !counts_for_limits(ctx.pod) {
+            return Status::skip();
         }
+        state.write(LimitsState(attachable(
+            ctx.cluster.storage(),
+            ctx.pod,
+            true,
+        )));
+        Status::success()
     }
 }
 
 impl FilterPlugin for NodeVolumeLimits {
-    fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
+    fn filter(&self, ctx: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> Status {
+        let incoming = match state.read::<LimitsState>() {
+            None => return Status::error("NodeVolumeLimits: PreFilter did not run"),
+            Some(LimitsState(Err(status))) => return status.clone(),
+            Some(LimitsState(Ok(volumes))) => volumes,
+        };
         let storage = ctx.cluster.storage();
-        let csi_node = storage.csi_node(&node.name);
-        let mut new = Volumes::new();
-        if let Err(status) = attachable(storage, csi_node, ctx.pod, true, &mut new) {
-            return status;
-        }
-        let Some(csi_node) = csi_node else {
+        let Some(csi_node) = storage.csi_node(&node.name) else {
             return Status::success();
         };
+        let mut new: Volumes = incoming
+            .iter()
+            .filter(|v| v.counts_on(Some(csi_node)))
+            .map(|v| (v.unique.clone(), v.driver.clone()))
+            .collect();
         if new.is_empty() || csi_node.limits.is_empty() {
             return Status::success();
         }
         let mut attached = Volumes::new();
         for existing in &node.pods {
-            if let Err(status) = attachable(storage, Some(csi_node), existing, false, &mut attached)
-            {
-                return status;
+            match attachable(storage, existing, false) {
+                Ok(volumes) => attached.extend(
+                    volumes
+                        .into_iter()
+                        .filter(|v| v.counts_on(Some(csi_node)))
+                        .map(|v| (v.unique, v.driver)),
+                ),
+                Err(status) => return status,
             }
         }
         for attachment in storage.attachments_on(&node.name) {

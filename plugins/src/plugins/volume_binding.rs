@@ -5,6 +5,8 @@
 //! the chosen node's plan (volumes to bind, claims to provision) is written before the
 //! binding. Unbound `Immediate` claims wait for the PersistentVolume controller.
 
+use std::sync::Arc;
+
 use crate::{
     events::{ClusterChange, EventKind, NodeChanges, QueueingHint, StorageChange},
     framework::{
@@ -15,8 +17,8 @@ use crate::{
         node::NodeInfo,
         pod::PodInfo,
         storage::{
-            ClaimInfo, ClaimRef, NO_PROVISIONER, Provision, StaticBinding, StorageCatalog,
-            VolumeBindingPlan,
+            ClaimInfo, ClaimRef, NO_PROVISIONER, PersistentVolumeInfo, Provision, StaticBinding,
+            StorageCatalog, StorageClassInfo, VolumeBindingPlan,
         },
     },
 };
@@ -37,14 +39,66 @@ pub fn claim_not_found(name: &str) -> String {
     format!("persistentvolumeclaim \"{name}\" not found")
 }
 
-/// The pod's claims, looked up once per cycle.
+/// The pod's claims and what they may use, looked up once per cycle so that Filter
+/// does no lookup per node.
 #[derive(Clone, Default)]
 struct ClaimsState {
-    /// Fully bound claims.
-    bound: Vec<ClaimInfo>,
-    /// Unbound claims of WaitForFirstConsumer classes.
-    delayed: Vec<ClaimInfo>,
+    /// Fully bound claims, with their volume (`None`: it does not exist).
+    bound: Vec<(ClaimInfo, Option<Arc<PersistentVolumeInfo>>)>,
+    /// Unbound claims of WaitForFirstConsumer classes, smallest request first.
+    delayed: Vec<DelayedClaim>,
 }
+
+#[derive(Clone)]
+struct DelayedClaim {
+    claim: ClaimInfo,
+    /// The volumes it may use on any node (`ClaimInfo::may_use`): unclaimed ones not
+    /// pinned to hostnames and those that name it. Volumes pinned to a hostname are
+    /// looked up per node in the catalog's index.
+    anywhere: Vec<Arc<PersistentVolumeInfo>>,
+    class: Option<Arc<StorageClassInfo>>,
+    /// The class's CSI driver publishes storage capacity: provisioning is checked
+    /// against it.
+    capacity_tracked: bool,
+}
+
+impl DelayedClaim {
+    fn new(storage: &StorageCatalog, claim: ClaimInfo) -> Self {
+        let anywhere = storage
+            .unpinned_volumes_for_claim(&claim)
+            .filter(|v| claim.may_use(v))
+            .cloned()
+            .collect();
+        let class = storage.class_arc(&claim.storage_class);
+        let capacity_tracked = class.as_ref().is_some_and(|c| {
+            storage
+                .csi_driver(&c.provisioner)
+                .is_some_and(|d| d.storage_capacity)
+        });
+        DelayedClaim {
+            claim,
+            anywhere,
+            class,
+            capacity_tracked,
+        }
+    }
+
+    /// The volumes a node with these labels may offer the claim.
+    fn usable_on<'a>(
+        &'a self,
+        storage: &'a StorageCatalog,
+        node_labels: &'a crate::model::selectors::Labels,
+    ) -> impl Iterator<Item = &'a PersistentVolumeInfo> + 'a {
+        let pinned = node_labels
+            .get(HOSTNAME_LABEL)
+            .into_iter()
+            .flat_map(move |host| storage.unclaimed_on_host(&self.claim.storage_class, host))
+            .filter(|v| self.claim.may_use(v));
+        self.anywhere.iter().chain(pinned).map(Arc::as_ref)
+    }
+}
+
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// The claim of a pod volume, or why the pod cannot be scheduled with it
 /// (`podHasPVCs` and `isVolumeBound`).
@@ -181,12 +235,18 @@ impl PreFilterPlugin for VolumeBinding {
                 Err(reason) => return Status::unresolvable(reason),
             };
             if found.fully_bound() {
-                claims.bound.push(found.clone());
+                claims
+                    .bound
+                    .push((found.clone(), storage.volume_arc(&found.volume_name)));
                 continue;
             }
             match delayed_binding(storage, found) {
                 Err(e) => return Status::error(e),
-                Ok(true) if found.volume_name.is_empty() => claims.delayed.push(found.clone()),
+                Ok(true) if found.volume_name.is_empty() => {
+                    claims
+                        .delayed
+                        .push(DelayedClaim::new(storage, found.clone()));
+                }
                 // Immediate, or pre-bound to a volume: the PersistentVolume controller binds.
                 Ok(_) => immediate = true,
             }
@@ -197,18 +257,18 @@ impl PreFilterPlugin for VolumeBinding {
         if immediate {
             return Status::unresolvable(UNBOUND_IMMEDIATE);
         }
+        claims.delayed.sort_by_key(|c| c.claim.request.unwrap_or(0));
         state.write(claims);
         Status::success()
     }
 
     /// `GetEligibleNodes`: the nodes the local volumes of bound claims are pinned to.
-    fn eligible_nodes(&self, ctx: &CycleContext<'_>, state: &CycleState) -> Option<Vec<String>> {
+    fn eligible_nodes(&self, _: &CycleContext<'_>, state: &CycleState) -> Option<Vec<String>> {
         let claims = state.read::<ClaimsState>()?;
-        let storage = ctx.cluster.storage();
         let mut eligible: Option<Vec<String>> = None;
-        for claim in &claims.bound {
+        for (_, volume) in &claims.bound {
             // A missing volume: no narrowing at all (the filter explains it).
-            let volume = storage.volume(&claim.volume_name)?;
+            let volume = volume.as_ref()?;
             if let Some(names) = &volume.local_node_names {
                 eligible = Some(match eligible {
                     None => names.clone(),
@@ -220,138 +280,162 @@ impl PreFilterPlugin for VolumeBinding {
     }
 }
 
-/// What one node offers the pod's claims.
-struct NodeVolumes {
-    reasons: Vec<Reason>,
-    plan: VolumeBindingPlan,
+/// Why a node does not suit the pod's claims, as bits (no allocation per node).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Conflicts(u8);
+
+impl Conflicts {
+    const NODE: u8 = 1;
+    const BIND: u8 = 2;
+    const SPACE: u8 = 4;
+    const MISSING_VOLUME: u8 = 8;
+
+    fn set(&mut self, bit: u8, on: bool) {
+        if on {
+            self.0 |= bit;
+        } else {
+            self.0 &= !bit;
+        }
+    }
+
+    /// kube-scheduler's reasons, in its order.
+    fn reasons(self) -> Vec<Reason> {
+        [
+            (Self::NODE, NODE_CONFLICT),
+            (Self::BIND, BIND_CONFLICT),
+            (Self::SPACE, NOT_ENOUGH_SPACE),
+            (Self::MISSING_VOLUME, PV_NOT_EXIST),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| self.0 & bit != 0)
+        .map(|(_, reason)| Reason::Static(reason))
+        .collect()
+    }
 }
 
-/// `FindPodVolumes` for one node.
+fn claim_ref(claim: &ClaimInfo) -> ClaimRef {
+    ClaimRef {
+        namespace: claim.namespace.clone(),
+        name: claim.name.clone(),
+        uid: claim.uid.clone(),
+    }
+}
+
+/// `FindPodVolumes` for one node: what conflicts, and (when `plan` is given, for the
+/// chosen node) the volumes to bind and claims to provision.
 fn find_pod_volumes(
     storage: &StorageCatalog,
     claims: &ClaimsState,
     node: &NodeInfo,
-) -> Result<NodeVolumes, String> {
-    let mut bound_satisfied = true;
-    let mut bound_found = true;
-    let mut unbound_satisfied = true;
-    let mut sufficient_storage = true;
-    let mut plan = VolumeBindingPlan::default();
-    let reasons =
-        |bound_satisfied: bool, unbound_satisfied: bool, sufficient: bool, found: bool| {
-            let mut reasons = Vec::new();
-            if !bound_satisfied {
-                reasons.push(Reason::Static(NODE_CONFLICT));
-            }
-            if !unbound_satisfied {
-                reasons.push(Reason::Static(BIND_CONFLICT));
-            }
-            if !sufficient {
-                reasons.push(Reason::Static(NOT_ENOUGH_SPACE));
-            }
-            if !found {
-                reasons.push(Reason::Static(PV_NOT_EXIST));
-            }
-            reasons
-        };
-    for claim in &claims.bound {
-        match storage.volume(&claim.volume_name) {
+    mut plan: Option<&mut VolumeBindingPlan>,
+) -> Result<Conflicts, String> {
+    let mut conflicts = Conflicts::default();
+    for (_, volume) in &claims.bound {
+        match volume {
             None => {
-                bound_found = false;
+                conflicts.set(Conflicts::MISSING_VOLUME, true);
                 break;
             }
             Some(volume) if !volume.fits_node(&node.labels) => {
-                bound_satisfied = false;
+                conflicts.set(Conflicts::NODE, true);
                 break;
             }
             Some(_) => {}
         }
     }
-    if !claims.delayed.is_empty() {
-        let mut to_match: Vec<&ClaimInfo> = Vec::new();
-        let mut to_provision: Vec<&ClaimInfo> = Vec::new();
-        for claim in &claims.delayed {
-            match &claim.selected_node {
-                Some(selected) if *selected != node.name => {
-                    return Ok(NodeVolumes {
-                        reasons: reasons(bound_satisfied, false, true, bound_found),
-                        plan: VolumeBindingPlan::default(),
-                    });
-                }
-                Some(_) => to_provision.push(claim),
-                None => to_match.push(claim),
-            }
+    if claims.delayed.is_empty() {
+        return Ok(conflicts);
+    }
+    // A claim already provisioned for another node rules this one out.
+    if claims.delayed.iter().any(|c| {
+        c.claim
+            .selected_node
+            .as_ref()
+            .is_some_and(|n| *n != node.name)
+    }) {
+        conflicts.set(Conflicts::BIND, true);
+        return Ok(conflicts);
+    }
+    // Smallest requests first (sorted in PreFilter), so they get the smallest volumes.
+    let mut chosen: Vec<&str> = Vec::new();
+    let mut unmatched: u64 = 0;
+    let mut unmatched_beyond: Vec<usize> = Vec::new();
+    for (i, delayed) in claims.delayed.iter().enumerate() {
+        let claim = &delayed.claim;
+        if claim.selected_node.is_some() {
+            continue;
         }
-        // Smallest requests first, so they get the smallest volumes.
-        to_match.sort_by_key(|c| c.request.unwrap_or(0));
-        let mut chosen: Vec<&str> = Vec::new();
-        for claim in to_match {
-            match claim.matching_volume(
-                storage.volumes_of_class(&claim.storage_class),
-                &node.labels,
-                &chosen,
-            ) {
-                Some(volume) => {
-                    chosen.push(&volume.name);
+        match claim.matching_volume(
+            delayed.usable_on(storage, &node.labels),
+            &node.labels,
+            &chosen,
+        ) {
+            Some(volume) => {
+                chosen.push(&volume.name);
+                if let Some(plan) = plan.as_deref_mut() {
                     plan.bindings.push(StaticBinding {
                         volume: volume.name.clone(),
                         volume_resource_version: volume.resource_version.clone(),
-                        claim: ClaimRef {
-                            namespace: claim.namespace.clone(),
-                            name: claim.name.clone(),
-                            uid: claim.uid.clone(),
-                        },
+                        claim: claim_ref(claim),
                         claim_resource_version: claim.resource_version.clone(),
                         bound_by_scheduler: !volume.is_bound_to(claim),
                     });
                 }
-                None => {
-                    unbound_satisfied = false;
-                    to_provision.push(claim);
+            }
+            None => {
+                conflicts.set(Conflicts::BIND, true);
+                match u32::try_from(i).ok().filter(|i| *i < 64) {
+                    Some(bit) => unmatched |= 1 << bit,
+                    None => unmatched_beyond.push(i),
                 }
             }
         }
-        if !to_provision.is_empty() {
-            let (satisfied, sufficient) = check_provisioning(storage, &to_provision, node)?;
-            unbound_satisfied = satisfied;
-            sufficient_storage = sufficient;
-            if satisfied && sufficient {
-                plan.provisions = to_provision
-                    .iter()
-                    .map(|c| Provision {
-                        claim: ClaimRef {
-                            namespace: c.namespace.clone(),
-                            name: c.name.clone(),
-                            uid: c.uid.clone(),
-                        },
-                        claim_resource_version: c.resource_version.clone(),
-                    })
-                    .collect();
-            }
+    }
+    let to_provision: Vec<&DelayedClaim> = claims
+        .delayed
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            c.claim.selected_node.is_some()
+                || match u32::try_from(*i).ok().filter(|i| *i < 64) {
+                    Some(bit) => unmatched & (1 << bit) != 0,
+                    None => unmatched_beyond.contains(i),
+                }
+        })
+        .map(|(_, c)| c)
+        .collect();
+    if !to_provision.is_empty() {
+        let (satisfied, sufficient) = check_provisioning(storage, &to_provision, node)?;
+        conflicts.set(Conflicts::BIND, !satisfied);
+        conflicts.set(Conflicts::SPACE, !sufficient);
+        if let Some(plan) = plan
+            && satisfied
+            && sufficient
+        {
+            plan.provisions = to_provision
+                .iter()
+                .map(|c| Provision {
+                    claim: claim_ref(&c.claim),
+                    claim_resource_version: c.claim.resource_version.clone(),
+                })
+                .collect();
         }
     }
-    Ok(NodeVolumes {
-        reasons: reasons(
-            bound_satisfied,
-            unbound_satisfied,
-            sufficient_storage,
-            bound_found,
-        ),
-        plan,
-    })
+    Ok(conflicts)
 }
 
 /// `checkVolumeProvisions`: (provisioning possible, enough capacity).
 fn check_provisioning(
     storage: &StorageCatalog,
-    claims: &[&ClaimInfo],
+    claims: &[&DelayedClaim],
     node: &NodeInfo,
 ) -> Result<(bool, bool), String> {
-    for claim in claims {
+    for delayed in claims {
+        let claim = &delayed.claim;
         if claim.storage_class.is_empty() {
             return Err(format!("no class for claim \"{}\"", claim.key()));
         }
-        let Some(class) = storage.class(&claim.storage_class) else {
+        let Some(class) = &delayed.class else {
             return Err(format!(
                 "failed to find storage class \"{}\"",
                 claim.storage_class
@@ -363,29 +447,18 @@ fn check_provisioning(
         if !class.allows(&node.labels) {
             return Ok((false, true));
         }
-        if !enough_capacity(storage, claim, &class.provisioner, node) {
+        if delayed.capacity_tracked && !enough_capacity(storage, claim, node) {
             return Ok((true, false));
         }
     }
     Ok((true, true))
 }
 
-/// `hasEnoughCapacity`: only drivers that publish storage capacity are checked.
-fn enough_capacity(
-    storage: &StorageCatalog,
-    claim: &ClaimInfo,
-    provisioner: &str,
-    node: &NodeInfo,
-) -> bool {
+/// `hasEnoughCapacity`, for a driver that publishes storage capacity.
+fn enough_capacity(storage: &StorageCatalog, claim: &ClaimInfo, node: &NodeInfo) -> bool {
     let Some(size) = claim.request else {
         return true;
     };
-    if !storage
-        .csi_driver(provisioner)
-        .is_some_and(|d| d.storage_capacity)
-    {
-        return true;
-    }
     storage.capacities().any(|c| {
         c.storage_class == claim.storage_class && c.fits(size) && c.reachable_from(&node.labels)
     })
@@ -396,12 +469,12 @@ impl FilterPlugin for VolumeBinding {
         let Some(claims) = state.read::<ClaimsState>() else {
             return Status::error("VolumeBinding: PreFilter did not run");
         };
-        match find_pod_volumes(ctx.cluster.storage(), claims, node) {
+        match find_pod_volumes(ctx.cluster.storage(), claims, node, None) {
             Err(e) => Status::error(e),
-            Ok(found) if found.reasons.is_empty() => Status::success(),
-            Ok(found) => Status {
+            Ok(conflicts) if conflicts == Conflicts::default() => Status::success(),
+            Ok(conflicts) => Status {
                 code: Code::UnschedulableAndUnresolvable,
-                reasons: found.reasons,
+                reasons: conflicts.reasons(),
                 plugin: NAME,
                 retry_with_backoff: false,
             },
@@ -422,9 +495,12 @@ pub fn binding_plan(
     if claims.delayed.is_empty() {
         return VolumeBindingPlan::default();
     }
-    find_pod_volumes(ctx.cluster.storage(), claims, node)
-        .map(|found| found.plan)
-        .unwrap_or_default()
+    let mut plan = VolumeBindingPlan::default();
+    match find_pod_volumes(ctx.cluster.storage(), claims, node, Some(&mut plan)) {
+        Ok(conflicts) if conflicts == Conflicts::default() => plan,
+        // Filter passed on this node a moment ago: nothing changed since.
+        _ => VolumeBindingPlan::default(),
+    }
 }
 
 #[cfg(test)]

@@ -3,10 +3,7 @@
 //! the pods nominated to a node counted there, PreScore, Score, normalize, weight, pick
 //! with a random tie-break. Reads the cluster only; the caller assumes and binds.
 
-use std::{
-    collections::HashSet,
-    sync::atomic::{AtomicUsize, Ordering},
-};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use multiarch_plugins::model::storage::VolumeBindingPlan;
 use multiarch_plugins::{
@@ -84,7 +81,8 @@ impl<'a> Cycle<'a> {
             ..Diagnosis::default()
         };
         let mut state = CycleState::new();
-        let mut skipped: HashSet<&'static str> = HashSet::new();
+        // A handful of names: a vector beats hashing them.
+        let mut skipped: Vec<&'static str> = Vec::new();
         let mut extensions = Vec::new();
         let mut eligible: Option<Vec<String>> = None;
         let mut narrowing: Vec<&'static str> = Vec::new();
@@ -114,9 +112,7 @@ impl<'a> Cycle<'a> {
                         }
                     }
                 }
-                Code::Skip => {
-                    skipped.insert(plugin.name());
-                }
+                Code::Skip => skipped.push(plugin.name()),
                 Code::Error => {
                     diagnosis.error = Some(format!("{}: {}", plugin.name(), status.message()));
                     return Err(Box::new(diagnosis));
@@ -132,7 +128,7 @@ impl<'a> Cycle<'a> {
         let filters = profile
             .filters
             .iter()
-            .filter(|f| !skipped.contains(f.name()))
+            .filter(|f| !skipped.contains(&f.name()))
             .collect();
         let eligible = eligible.map(|names| {
             let mut indexes: Vec<usize> = names
@@ -166,6 +162,9 @@ impl<'a> Cycle<'a> {
     /// kube-scheduler's `RunFilterPluginsWithNominatedPods`: the node must fit with the
     /// pods nominated to it (of at least the pod's priority) and, if any, without them.
     pub fn filter_with_nominated(&self, state: &CycleState, node: &NodeInfo) -> Option<Status> {
+        if self.ctx.nominated.is_empty() {
+            return self.filter_node(state, node);
+        }
         let mut nominated = self
             .ctx
             .nominated
@@ -235,9 +234,9 @@ impl<'a> Cycle<'a> {
             return Ok(self.choice(i, 1, 1));
         }
 
-        let candidates: Vec<usize> = match &self.eligible {
-            Some((indexes, _)) => indexes.clone(),
-            None => (0..nodes.len()).collect(),
+        let candidates = match &self.eligible {
+            Some((indexes, _)) => Candidates::Some(indexes),
+            None => Candidates::All(nodes.len()),
         };
         let mut diagnosis = Diagnosis {
             num_nodes: nodes.len(),
@@ -261,9 +260,9 @@ impl<'a> Cycle<'a> {
         let start = rotation.0 % n;
         let check = |i: usize| self.filter_with_nominated(&self.state, &nodes[i]);
         let (feasible, failures, evaluated) = if target < PARALLEL_FILTER_MIN_FEASIBLE {
-            filter_sequential(&candidates, start, target, &check)
+            filter_sequential(candidates, start, target, &check)
         } else {
-            filter_parallel(&candidates, start, target, &check)
+            filter_parallel(candidates, start, target, &check)
         };
         rotation.0 = (start + evaluated) % n;
 
@@ -326,8 +325,31 @@ pub fn run(
 
 type Check<'a> = dyn Fn(usize) -> Option<Status> + Sync + 'a;
 
+/// The nodes a cycle filters: all of them, or those PreFilter narrowed it to.
+#[derive(Clone, Copy)]
+enum Candidates<'a> {
+    All(usize),
+    Some(&'a [usize]),
+}
+
+impl Candidates<'_> {
+    fn len(self) -> usize {
+        match self {
+            Candidates::All(n) => n,
+            Candidates::Some(list) => list.len(),
+        }
+    }
+
+    fn get(self, i: usize) -> usize {
+        match self {
+            Candidates::All(_) => i,
+            Candidates::Some(list) => list[i],
+        }
+    }
+}
+
 fn filter_sequential(
-    candidates: &[usize],
+    candidates: Candidates<'_>,
     start: usize,
     target: usize,
     check: &Check<'_>,
@@ -337,7 +359,7 @@ fn filter_sequential(
     let mut failures = Vec::new();
     let mut evaluated = 0;
     for offset in 0..n {
-        let i = candidates[(start + offset) % n];
+        let i = candidates.get((start + offset) % n);
         evaluated += 1;
         match check(i) {
             None => {
@@ -353,7 +375,7 @@ fn filter_sequential(
 }
 
 fn filter_parallel(
-    candidates: &[usize],
+    candidates: Candidates<'_>,
     start: usize,
     target: usize,
     check: &Check<'_>,
@@ -371,7 +393,7 @@ fn filter_parallel(
                 if found.load(Ordering::Relaxed) >= target {
                     break;
                 }
-                let i = candidates[(start + offset) % n];
+                let i = candidates.get((start + offset) % n);
                 evaluated += 1;
                 match check(i) {
                     None => {

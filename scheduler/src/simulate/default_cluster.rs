@@ -10,7 +10,10 @@ use multiarch_crd::{
 use rand::{Rng, SeedableRng, rngs::SmallRng, seq::SliceRandom};
 use serde::Deserialize;
 
-use super::scenario::{ContainerSpec, NodeGroup, PodGroup, Scenario, ScenarioError, TaintSpec};
+use super::scenario::{
+    ClaimTemplate, ContainerSpec, LocalVolumeGroup, NodeGroup, PodGroup, PriorityClassSpec,
+    Scenario, ScenarioError, StorageClassSpec, TaintSpec,
+};
 
 const CATALOG: &str = include_str!("catalog.yaml");
 
@@ -18,6 +21,8 @@ const CATALOG: &str = include_str!("catalog.yaml");
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Catalog {
     images: BTreeMap<String, Vec<String>>,
+    priority_classes: Vec<PriorityClassSpec>,
+    storage_classes: Vec<StorageClassSpec>,
     workloads: Vec<Workload>,
 }
 
@@ -31,7 +36,22 @@ struct Workload {
     init_containers: Vec<ContainerSpec>,
     #[serde(default)]
     tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    #[serde(default = "replica_set")]
+    owner_kind: String,
+    #[serde(default)]
+    claims: Vec<ClaimTemplate>,
+    #[serde(default)]
+    priority_class_name: Option<String>,
+    #[serde(default)]
+    wave: u32,
 }
+
+fn replica_set() -> String {
+    "ReplicaSet".into()
+}
+
+/// The label of nodes with local NVMe volumes (the two larger sizes).
+const LOCAL_NVME_LABEL: &str = "storage.example.com/local-nvme";
 
 /// Node architectures and their share of the default cluster.
 const ARCH_MIX: [(&str, u32); 4] = [("amd64", 60), ("arm64", 30), ("ppc64le", 5), ("s390x", 5)];
@@ -64,8 +84,17 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
         .iter()
         .enumerate()
         .map(|(i, arch)| {
-            let (cpu, memory) = SIZES[rng.random_range(0..SIZES.len())];
+            let size = rng.random_range(0..SIZES.len());
+            let (cpu, memory) = SIZES[size];
             let tainted = rng.random_range(0..100) < 5;
+            let mut labels: BTreeMap<String, String> = [(
+                "topology.kubernetes.io/zone".to_owned(),
+                ZONES[i % ZONES.len()].to_owned(),
+            )]
+            .into();
+            if size >= 2 {
+                labels.insert(LOCAL_NVME_LABEL.to_owned(), "true".to_owned());
+            }
             NodeGroup {
                 name: format!("{arch}-{i:05}"),
                 count: 1,
@@ -75,11 +104,7 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
                 cpu: cpu.into(),
                 memory: memory.into(),
                 pods: 110,
-                labels: [(
-                    "topology.kubernetes.io/zone".to_owned(),
-                    ZONES[i % ZONES.len()].to_owned(),
-                )]
-                .into(),
+                labels,
                 taints: if tainted {
                     vec![TaintSpec {
                         key: "dedicated".into(),
@@ -121,6 +146,10 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
             priority: None,
             labels: [("app".to_owned(), workload.name.clone())].into(),
             owner: Some(owner),
+            owner_kind: workload.owner_kind.clone(),
+            priority_class_name: workload.priority_class_name.clone(),
+            claims: workload.claims.clone(),
+            wave: workload.wave,
             scheduler_name: None,
             containers: workload.containers.clone(),
             init_containers: workload.init_containers.clone(),
@@ -158,6 +187,14 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
             ..ClusterPodPlacementConfigSpec::default()
         }),
         pod_placement_configs: Vec::new(),
+        priority_classes: catalog.priority_classes,
+        storage_classes: catalog.storage_classes,
+        local_volumes: vec![LocalVolumeGroup {
+            node_selector: [(LOCAL_NVME_LABEL.to_owned(), "true".to_owned())].into(),
+            storage_class: "local-nvme".into(),
+            size: "200Gi".into(),
+            per_node: 2,
+        }],
     })
 }
 

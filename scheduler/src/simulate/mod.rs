@@ -10,14 +10,23 @@ pub mod scenario;
 use std::collections::BTreeMap;
 
 use report::{Counterfactual, SimulationReport, UnschedulableGroup};
+pub use run::RunOptions;
 use run::{Prepared, incompatible_placements, profiles};
 use scenario::{Scenario, ScenarioError};
 
 /// Runs the scenario (and its architecture-blind counterfactual) and reports.
 pub fn simulate(scenario: &Scenario, seed: u64) -> Result<SimulationReport, ScenarioError> {
+    simulate_with(scenario, seed, RunOptions::default())
+}
+
+pub fn simulate_with(
+    scenario: &Scenario,
+    seed: u64,
+    options: RunOptions,
+) -> Result<SimulationReport, ScenarioError> {
     let prepared = Prepared::new(scenario)?;
     let (profile, blind_profile) = profiles(&prepared);
-    let result = run::run(&prepared, profile, seed);
+    let result = run::run_with(&prepared, profile, seed, options);
     let peak_memory_bytes = report::peak_memory_bytes();
     let blind = run::run(&prepared, blind_profile, seed);
 
@@ -49,6 +58,15 @@ pub fn simulate(scenario: &Scenario, seed: u64) -> Result<SimulationReport, Scen
         cycle_p50_micros: result.percentile(0.50).as_secs_f64() * 1e6,
         cycle_p99_micros: result.percentile(0.99).as_secs_f64() * 1e6,
         peak_memory_bytes,
+        preemptions: result.preemptions,
+        evicted: result.victims,
+        volumes_bound: result.volumes_bound,
+        volumes_provisioned: result.volumes_provisioned,
+        attempts: result.attempts,
+        node_updates: result.node_updates,
+        requeued: result.requeued,
+        left_waiting: result.left_waiting,
+        queueing_hints: !options.no_queueing_hints,
         architecture_blind: Counterfactual {
             bound: blind.bound(),
             incompatible: incompatible_placements(&prepared, &blind),

@@ -21,6 +21,20 @@ pub struct SimulationReport {
     pub cycle_p99_micros: f64,
     /// Peak resident memory of the process (VmHWM), when the platform reports it.
     pub peak_memory_bytes: Option<u64>,
+    /// Scheduling attempts that evicted lower-priority pods, and the pods evicted.
+    pub preemptions: usize,
+    pub evicted: usize,
+    /// Claims bound to pre-created volumes, and provisioned on the chosen node.
+    pub volumes_bound: usize,
+    pub volumes_provisioned: usize,
+    /// Scheduling attempts (a pod may take several).
+    pub attempts: usize,
+    /// Node status updates sent while scheduling.
+    pub node_updates: u64,
+    /// Waiting pods a cluster change sent back to the queue, and pods it left waiting.
+    pub requeued: u64,
+    pub left_waiting: u64,
+    pub queueing_hints: bool,
     pub architecture_blind: Counterfactual,
 }
 
@@ -71,6 +85,32 @@ impl SimulationReport {
         for group in &self.unschedulable {
             let _ = writeln!(out, "  {:>6}  {}", group.pods, group.reason);
         }
+        let _ = writeln!(
+            out,
+            "\nPreemption: {} pods made room by evicting {} lower-priority pods",
+            self.preemptions, self.evicted
+        );
+        let _ = writeln!(
+            out,
+            "Volumes: {} claims bound to existing volumes, {} provisioned on the chosen node",
+            self.volumes_bound, self.volumes_provisioned
+        );
+        let _ = writeln!(
+            out,
+            "Queue: {} waiting pods retried after a cluster change, {} left waiting by the queueing hints{}{}",
+            self.requeued,
+            self.left_waiting,
+            if self.queueing_hints {
+                ""
+            } else {
+                " (hints off)"
+            },
+            if self.node_updates > 0 {
+                format!("; {} node status updates", self.node_updates)
+            } else {
+                String::new()
+            }
+        );
         let _ = writeln!(
             out,
             "\nThroughput: {:.0} pods/s ({} scheduling cycles in {:.3} s)",

@@ -1,5 +1,8 @@
 //! Runs the real scheduler core on a scenario, and the same scenario once more without
-//! `ImageArchitecture` to count what an architecture-blind scheduler would break.
+//! `ImageArchitecture` to count what an architecture-blind scheduler would break. Pods
+//! arrive in waves; between them, and whenever only backing-off pods are left, simulated
+//! time moves on to the next backoff expiry. Optionally, nodes send status updates at a
+//! given rate while the scheduler works (the heartbeats of a real cluster).
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -24,12 +27,29 @@ use crate::core::{
     binder::{Binder, Binding, InMemoryBinder},
     image_source::CatalogImages,
     scheduler::{Outcome, PlacementInputs, SchedulerCore},
+    storage_objects::StorageObject,
 };
+
+/// How far simulated time may move on waiting for backoffs before the run ends.
+const MAX_SIMULATED: Duration = Duration::from_secs(15 * 60);
+
+/// What else happens while the scheduler works.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// Status updates per node per minute (wall-clock), changing nothing the plugins read.
+    pub node_updates_per_minute: u32,
+    /// Off: every registered event retries a waiting pod (the behaviour before queueing
+    /// hints), to measure what they save.
+    pub no_queueing_hints: bool,
+}
 
 /// A scenario turned into objects, ready to run (several times).
 pub struct Prepared {
     pub nodes: Vec<NodeInfo>,
     pub pods: Vec<PodInfo>,
+    /// The wave each pod of `pods` arrives in.
+    pub waves: Vec<u32>,
+    pub storage: Vec<StorageObject>,
     pub images: CatalogImages,
     pub inputs: PlacementInputs,
     pub profile_placement: multiarch_crd::PlacementSpec,
@@ -42,9 +62,15 @@ impl Prepared {
             .clone()
             .unwrap_or_default();
         let placement = spec.placement_or_default();
+        let (pods, waves) = scenario
+            .pods_in_waves(&placement.scheduler_name)?
+            .into_iter()
+            .unzip();
         Ok(Prepared {
             nodes: scenario.node_infos()?,
-            pods: scenario.pod_infos(&placement.scheduler_name)?,
+            pods,
+            waves,
+            storage: scenario.storage_objects()?,
             images: scenario.image_catalog()?,
             inputs: PlacementInputs {
                 cluster_plugins: spec.plugins.clone(),
@@ -70,6 +96,16 @@ pub struct RunResult {
     pub victims: usize,
     /// Pods this run bound and later evicted.
     pub evicted: Vec<String>,
+    /// Claims bound to pre-created volumes, and provisioned.
+    pub volumes_bound: usize,
+    pub volumes_provisioned: usize,
+    /// Node status updates sent during the run.
+    pub node_updates: u64,
+    /// Scheduling attempts (pods popped from the queue).
+    pub attempts: usize,
+    /// Unschedulable pods cluster changes moved back to the queue, and left waiting.
+    pub requeued: u64,
+    pub left_waiting: u64,
 }
 
 impl RunResult {
@@ -101,74 +137,84 @@ impl RunResult {
 }
 
 pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
+    run_with(prepared, profile, seed, RunOptions::default())
+}
+
+/// Status updates due after `elapsed` of wall-clock time.
+fn updates_due(prepared: &Prepared, options: RunOptions, elapsed: Duration) -> u64 {
+    let per_second =
+        prepared.nodes.len() as f64 * f64::from(options.node_updates_per_minute) / 60.0;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let due = (elapsed.as_secs_f64() * per_second) as u64;
+    due
+}
+
+pub fn run_with(
+    prepared: &Prepared,
+    mut profile: Profile,
+    seed: u64,
+    options: RunOptions,
+) -> RunResult {
+    profile.queueing_hints = !options.no_queueing_hints;
     let mut core = SchedulerCore::new(profile, prepared.inputs.clone(), seed);
     let start = Instant::now();
     for node in &prepared.nodes {
         core.apply_node(node.clone(), start);
     }
-    for pod in &prepared.pods {
-        core.apply_pod(pod.clone(), start);
+    for object in &prepared.storage {
+        core.apply_storage(object.clone(), start);
     }
+    let mut waves: Vec<u32> = prepared.waves.clone();
+    waves.sort_unstable();
+    waves.dedup();
 
     let mut binder = InMemoryBinder::default();
     let mut result = RunResult::default();
     let mut last_failure: HashMap<String, String> = HashMap::new();
+    let mut now = start;
     let began = Instant::now();
-    loop {
-        let cycle_start = Instant::now();
-        let Some(outcome) = core.schedule_next(&prepared.images, start) else {
-            break;
-        };
-        match outcome {
-            Outcome::Scheduled {
-                pod,
-                node,
-                node_architecture,
-                volumes,
-                ..
-            } => {
-                if !volumes.is_empty() {
-                    controllers::bind_volumes(&mut core, &volumes, &node, start);
-                }
-                binder.bind(Binding::of(&pod, &node, volumes));
-                // Confirm as the watch would.
-                let mut bound = (*pod).clone();
-                bound.node_name = Some(node.clone());
-                core.apply_pod(bound, start);
-                last_failure.remove(&pod.uid);
-                *result.bound_by_arch.entry(node_architecture).or_default() += 1;
-                result.placements.insert(pod.uid.clone(), node);
-            }
-            Outcome::Failed {
-                pod,
-                message,
-                preemption,
-                ..
-            } => {
-                if let Some(preemption) = preemption {
-                    result.preemptions += 1;
-                    result.victims += controllers::evict(&mut core, &pod, &preemption, start);
-                    // An evicted pod is gone from the cluster (its controller, if any,
-                    // would create a new one).
-                    for victim in &preemption.victims {
-                        if let Some(node) = result.placements.remove(&victim.uid) {
-                            let arch = core
-                                .cluster
-                                .node(&node)
-                                .map(|n| n.platform.to_string())
-                                .unwrap_or_default();
-                            if let Some(count) = result.bound_by_arch.get_mut(&arch) {
-                                *count = count.saturating_sub(1);
-                            }
-                            result.evicted.push(victim.uid.clone());
-                        }
-                    }
-                }
-                last_failure.insert(pod.uid.clone(), message);
-            }
-            Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}
+    for wave in waves {
+        for (pod, _) in prepared
+            .pods
+            .iter()
+            .zip(&prepared.waves)
+            .filter(|(_, w)| **w == wave)
+        {
+            core.apply_pod(pod.clone(), now);
         }
-        result.cycle_times.push(cycle_start.elapsed());
+        loop {
+            loop {
+                let due = updates_due(prepared, options, began.elapsed());
+                while result.node_updates < due && !prepared.nodes.is_empty() {
+                    let index =
+                        usize::try_from(result.node_updates).unwrap_or(0) % prepared.nodes.len();
+                    core.apply_node(prepared.nodes[index].clone(), now);
+                    result.node_updates += 1;
+                }
+                let cycle_start = Instant::now();
+                let Some(outcome) = core.schedule_next(&prepared.images, now) else {
+                    break;
+                };
+                result.attempts += 1;
+                handle(
+                    &mut core,
+                    &mut binder,
+                    &mut result,
+                    &mut last_failure,
+                    outcome,
+                    now,
+                );
+                result.cycle_times.push(cycle_start.elapsed());
+            }
+            // Only backing-off pods left: time moves on to the next expiry.
+            match core.queue.next_backoff_expiry() {
+                Some(at) if at.duration_since(start) <= MAX_SIMULATED => {
+                    now = now.max(at);
+                    core.tick(now);
+                }
+                _ => break,
+            }
+        }
     }
     result.elapsed = began.elapsed();
     for pod in core.queue.pending() {
@@ -178,7 +224,74 @@ pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
             .unwrap_or_else(|| "not attempted".to_owned());
         *result.unschedulable.entry(message).or_default() += 1;
     }
+    for (_, hint, count) in core.queue.hint_counts() {
+        match hint {
+            multiarch_plugins::events::QueueingHint::Queue => result.requeued += count,
+            multiarch_plugins::events::QueueingHint::QueueSkip => result.left_waiting += count,
+        }
+    }
     result
+}
+
+fn handle(
+    core: &mut SchedulerCore,
+    binder: &mut InMemoryBinder,
+    result: &mut RunResult,
+    last_failure: &mut HashMap<String, String>,
+    outcome: Outcome,
+    now: Instant,
+) {
+    match outcome {
+        Outcome::Scheduled {
+            pod,
+            node,
+            node_architecture,
+            volumes,
+            ..
+        } => {
+            if !volumes.is_empty() {
+                result.volumes_bound += volumes.bindings.len();
+                result.volumes_provisioned += volumes.provisions.len();
+                controllers::bind_volumes(core, &volumes, &node, now);
+            }
+            binder.bind(Binding::of(&pod, &node, volumes));
+            // Confirm as the watch would.
+            let mut bound = (*pod).clone();
+            bound.node_name = Some(node.clone());
+            core.apply_pod(bound, now);
+            last_failure.remove(&pod.uid);
+            *result.bound_by_arch.entry(node_architecture).or_default() += 1;
+            result.placements.insert(pod.uid.clone(), node);
+        }
+        Outcome::Failed {
+            pod,
+            message,
+            preemption,
+            ..
+        } => {
+            if let Some(preemption) = preemption {
+                result.preemptions += 1;
+                result.victims += controllers::evict(core, &pod, &preemption, now);
+                // An evicted pod is gone from the cluster (its controller, if any,
+                // would create a new one).
+                for victim in &preemption.victims {
+                    if let Some(node) = result.placements.remove(&victim.uid) {
+                        let arch = core
+                            .cluster
+                            .node(&node)
+                            .map(|n| n.platform.to_string())
+                            .unwrap_or_default();
+                        if let Some(count) = result.bound_by_arch.get_mut(&arch) {
+                            *count = count.saturating_sub(1);
+                        }
+                        result.evicted.push(victim.uid.clone());
+                    }
+                }
+            }
+            last_failure.insert(pod.uid.clone(), message);
+        }
+        Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}
+    }
 }
 
 /// How many of the blind run's placements put a pod on a node its images cannot run on.

@@ -1,5 +1,6 @@
 //! The scenario format of `multiarch simulate --scenario FILE` (YAML): images with their
-//! platforms, node groups, pod groups, and the placement CRDs.
+//! platforms, node groups, pod groups (with priorities, claims and arrival waves),
+//! priority classes, storage classes, local volumes, and the placement CRDs.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -9,10 +10,11 @@ use multiarch_plugins::model::{
     node::{NODE_VARIANT_LABEL, NodeBuilder, NodeInfo},
     platform::Platform,
     pod::{PodBuilder, PodInfo},
+    storage::builders::{ClaimBuilder, ClassBuilder, VolumeBuilder},
 };
 use serde::Deserialize;
 
-use crate::core::image_source::CatalogImages;
+use crate::core::{image_source::CatalogImages, storage_objects::StorageObject};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -43,6 +45,60 @@ pub struct Scenario {
     pub cluster_pod_placement_config: Option<ClusterPodPlacementConfigSpec>,
     #[serde(default)]
     pub pod_placement_configs: Vec<PodPlacementConfig>,
+    /// PriorityClasses pods name with `priorityClassName`.
+    #[serde(default)]
+    pub priority_classes: Vec<PriorityClassSpec>,
+    #[serde(default)]
+    pub storage_classes: Vec<StorageClassSpec>,
+    /// Pre-created local PersistentVolumes on the nodes a selector picks.
+    #[serde(default)]
+    pub local_volumes: Vec<LocalVolumeGroup>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PriorityClassSpec {
+    pub name: String,
+    pub value: i32,
+    /// `Never`: pods of the class wait instead of preempting.
+    #[serde(default)]
+    pub preemption_policy: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StorageClassSpec {
+    pub name: String,
+    /// `kubernetes.io/no-provisioner` for pre-created volumes only.
+    pub provisioner: String,
+    /// `WaitForFirstConsumer` (the default here) or `Immediate`.
+    #[serde(default = "wait_for_first_consumer")]
+    pub volume_binding_mode: String,
+    /// Label → allowed values where volumes may be provisioned.
+    #[serde(default)]
+    pub allowed_topologies: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalVolumeGroup {
+    /// Labels a node must have (all of them) to get the volumes.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    pub storage_class: String,
+    pub size: String,
+    #[serde(default = "one")]
+    pub per_node: usize,
+}
+
+/// A claim each pod of a group gets, named `<name>-<pod>` (a StatefulSet's
+/// `volumeClaimTemplates`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClaimTemplate {
+    pub name: String,
+    pub storage_class: String,
+    pub size: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -94,6 +150,17 @@ pub struct PodGroup {
     /// A controller UID shared by the group's pods (they then spread by default).
     #[serde(default)]
     pub owner: Option<String>,
+    /// The controller's kind (`ReplicaSet`, `StatefulSet`, `Job`...).
+    #[serde(default = "replica_set")]
+    pub owner_kind: String,
+    /// Sets the priority (and preemption policy) from a class of `priorityClasses`.
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+    #[serde(default)]
+    pub claims: Vec<ClaimTemplate>,
+    /// Pods of wave 1 arrive once wave 0 is scheduled, and so on.
+    #[serde(default)]
+    pub wave: u32,
     /// Defaults to the scheduler's name.
     #[serde(default)]
     pub scheduler_name: Option<String>,
@@ -134,6 +201,14 @@ fn default_max_pods() -> i64 {
 
 fn default_namespace() -> String {
     "default".into()
+}
+
+fn replica_set() -> String {
+    "ReplicaSet".into()
+}
+
+fn wait_for_first_consumer() -> String {
+    "WaitForFirstConsumer".into()
 }
 
 impl Scenario {
@@ -193,17 +268,117 @@ impl Scenario {
         Ok(out)
     }
 
+    /// The pods, with the wave each arrives in.
     pub fn pod_infos(&self, scheduler_name: &str) -> Result<Vec<PodInfo>, ScenarioError> {
+        Ok(self
+            .pods_in_waves(scheduler_name)?
+            .into_iter()
+            .map(|(pod, _)| pod)
+            .collect())
+    }
+
+    pub fn pods_in_waves(
+        &self,
+        scheduler_name: &str,
+    ) -> Result<Vec<(PodInfo, u32)>, ScenarioError> {
         let mut out = Vec::new();
         for group in &self.pods {
+            let class = match &group.priority_class_name {
+                None => None,
+                Some(name) => Some(
+                    self.priority_classes
+                        .iter()
+                        .find(|c| c.name == *name)
+                        .ok_or_else(|| ScenarioError::Group {
+                            kind: "pod",
+                            name: group.name.clone(),
+                            detail: format!("no PriorityClass with name {name}"),
+                        })?,
+                ),
+            };
             for name in names(&group.name, group.count) {
-                let pod = group.build(&name, scheduler_name);
+                let mut pod = group.build(&name, scheduler_name);
+                if let (Some(class), Some(spec)) = (class, pod.spec.as_mut()) {
+                    spec.priority = Some(class.value);
+                    spec.priority_class_name = Some(class.name.clone());
+                    spec.preemption_policy = Some(
+                        class
+                            .preemption_policy
+                            .clone()
+                            .unwrap_or_else(|| "PreemptLowerPriority".into()),
+                    );
+                }
                 let info = PodInfo::from_pod(&pod).map_err(|e| ScenarioError::Group {
                     kind: "pod",
                     name: group.name.clone(),
                     detail: e.to_string(),
                 })?;
-                out.push(info);
+                out.push((info, group.wave));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Storage classes, local volumes on the nodes, and the pods' claims.
+    pub fn storage_objects(&self) -> Result<Vec<StorageObject>, ScenarioError> {
+        let mut out = Vec::new();
+        for class in &self.storage_classes {
+            let mut b = ClassBuilder::new(
+                &class.name,
+                &class.provisioner,
+                class.volume_binding_mode == "WaitForFirstConsumer",
+            );
+            for (key, values) in &class.allowed_topologies {
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                b = b.allowed(key, &values);
+            }
+            out.push(StorageObject::Class(b.info()));
+        }
+        let nodes = self.node_infos()?;
+        for group in &self.local_volumes {
+            for node in nodes.iter().filter(|n| {
+                group
+                    .node_selector
+                    .iter()
+                    .all(|(k, v)| n.labels.get(k) == Some(v))
+            }) {
+                for i in 0..group.per_node {
+                    let volume = VolumeBuilder::new(
+                        &format!("local-{}-{i}", node.name),
+                        &group.storage_class,
+                        &group.size,
+                    )
+                    .local_on(&node.name)
+                    .obj();
+                    let info =
+                        multiarch_plugins::model::storage::PersistentVolumeInfo::from_api(&volume)
+                            .map_err(|e| ScenarioError::Group {
+                                kind: "local volume",
+                                name: group.storage_class.clone(),
+                                detail: e.to_string(),
+                            })?;
+                    out.push(StorageObject::Volume(info));
+                }
+            }
+        }
+        for group in &self.pods {
+            for name in names(&group.name, group.count) {
+                for template in &group.claims {
+                    let claim = ClaimBuilder::new(
+                        &group.namespace,
+                        &format!("{}-{name}", template.name),
+                        &template.storage_class,
+                        &template.size,
+                    )
+                    .obj();
+                    let info = multiarch_plugins::model::storage::ClaimInfo::from_api(&claim)
+                        .map_err(|e| ScenarioError::Group {
+                            kind: "pod",
+                            name: group.name.clone(),
+                            detail: e.to_string(),
+                        })?;
+                    out.push(StorageObject::Claim(info));
+                }
             }
         }
         Ok(out)
@@ -221,7 +396,10 @@ impl PodGroup {
             b = b.label(k, v);
         }
         if let Some(owner) = &self.owner {
-            b = b.owner("ReplicaSet", owner);
+            b = b.owner(&self.owner_kind, owner);
+        }
+        for template in &self.claims {
+            b = b.pvc(&template.name, &format!("{}-{name}", template.name));
         }
         for c in &self.init_containers {
             b = if c.sidecar {

@@ -49,7 +49,16 @@ pub struct StorageCatalog {
     volumes: FxHashMap<String, Arc<PersistentVolumeInfo>>,
     /// Volume names per class, sorted so matching is deterministic.
     by_class: FxHashMap<String, BTreeSet<String>>,
-    claims: FxHashMap<String, Arc<ClaimInfo>>,
+    /// Volumes without a claim reference, per class: those pinned to hostnames (local
+    /// volumes) by hostname, so a cycle looks at one node's few instead of the cluster's
+    /// thousands, and the others apart. With the volumes that name a claim
+    /// (`namespace/name`), the only ones an unbound claim may use.
+    unclaimed_pinned: FxHashMap<String, FxHashMap<String, BTreeSet<String>>>,
+    unclaimed_unpinned: FxHashMap<String, BTreeSet<String>>,
+    claimed_for: FxHashMap<String, BTreeSet<String>>,
+    /// Claims by namespace, then name (looked up per node by the volume limits: no key
+    /// is built for a lookup).
+    claims: FxHashMap<String, FxHashMap<String, Arc<ClaimInfo>>>,
     classes: FxHashMap<String, Arc<StorageClassInfo>>,
     csi_nodes: FxHashMap<String, Arc<CsiNodeInfo>>,
     csi_drivers: FxHashMap<String, Arc<CsiDriverInfo>>,
@@ -78,8 +87,23 @@ impl StorageCatalog {
 
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&ClaimInfo> {
         self.claims
-            .get(&claim_key(namespace, name))
+            .get(namespace)
+            .and_then(|names| names.get(name))
             .map(Arc::as_ref)
+    }
+
+    fn claim_arc(&self, namespace: &str, name: &str) -> Option<Arc<ClaimInfo>> {
+        self.claims
+            .get(namespace)
+            .and_then(|names| names.get(name))
+            .cloned()
+    }
+
+    fn put_claim(&mut self, claim: Arc<ClaimInfo>) {
+        self.claims
+            .entry(claim.namespace.clone())
+            .or_default()
+            .insert(claim.name.clone(), claim);
     }
 
     pub fn class(&self, name: &str) -> Option<&StorageClassInfo> {
@@ -98,16 +122,122 @@ impl StorageCatalog {
         self.capacities.values().map(Arc::as_ref)
     }
 
-    /// Volumes of one class (`ListPVs`).
+    fn index(&mut self, volume: &PersistentVolumeInfo) {
+        self.by_class
+            .entry(volume.storage_class.clone())
+            .or_default()
+            .insert(volume.name.clone());
+        match (&volume.claim_ref, &volume.pinned_hostnames) {
+            (None, Some(hosts)) => {
+                let by_host = self
+                    .unclaimed_pinned
+                    .entry(volume.storage_class.clone())
+                    .or_default();
+                for host in hosts {
+                    by_host
+                        .entry(host.clone())
+                        .or_default()
+                        .insert(volume.name.clone());
+                }
+            }
+            (None, None) => {
+                self.unclaimed_unpinned
+                    .entry(volume.storage_class.clone())
+                    .or_default()
+                    .insert(volume.name.clone());
+            }
+            (Some(claim), _) => {
+                self.claimed_for
+                    .entry(claim_key(&claim.namespace, &claim.name))
+                    .or_default()
+                    .insert(volume.name.clone());
+            }
+        }
+    }
+
+    fn unindex(&mut self, volume: &PersistentVolumeInfo) {
+        fn unlink(map: &mut FxHashMap<String, BTreeSet<String>>, key: &str, name: &str) {
+            if let Some(set) = map.get_mut(key) {
+                set.remove(name);
+                if set.is_empty() {
+                    map.remove(key);
+                }
+            }
+        }
+        unlink(&mut self.by_class, &volume.storage_class, &volume.name);
+        match (&volume.claim_ref, &volume.pinned_hostnames) {
+            (None, Some(hosts)) => {
+                if let Some(by_host) = self.unclaimed_pinned.get_mut(&volume.storage_class) {
+                    for host in hosts {
+                        unlink(by_host, host, &volume.name);
+                    }
+                    if by_host.is_empty() {
+                        self.unclaimed_pinned.remove(&volume.storage_class);
+                    }
+                }
+            }
+            (None, None) => unlink(
+                &mut self.unclaimed_unpinned,
+                &volume.storage_class,
+                &volume.name,
+            ),
+            (Some(claim), _) => unlink(
+                &mut self.claimed_for,
+                &claim_key(&claim.namespace, &claim.name),
+                &volume.name,
+            ),
+        }
+    }
+
+    /// The volumes an unbound claim may be matched with on any node: unclaimed ones of its
+    /// class not pinned to hostnames, and those (of any class) that name it, in name
+    /// order. The pinned ones are [`unclaimed_on_host`](Self::unclaimed_on_host).
+    pub fn unpinned_volumes_for_claim<'a>(
+        &'a self,
+        claim: &ClaimInfo,
+    ) -> impl Iterator<Item = &'a Arc<PersistentVolumeInfo>> + 'a {
+        let unclaimed = self.unclaimed_unpinned.get(&claim.storage_class);
+        let named = self.claimed_for.get(&claim.key());
+        unclaimed
+            .into_iter()
+            .flatten()
+            .chain(named.into_iter().flatten())
+            .filter_map(|name| self.volumes.get(name))
+    }
+
+    /// Unclaimed volumes of a class pinned to this hostname, in name order.
+    pub fn unclaimed_on_host<'a>(
+        &'a self,
+        class: &str,
+        host: &str,
+    ) -> impl Iterator<Item = &'a Arc<PersistentVolumeInfo>> + 'a {
+        self.unclaimed_pinned
+            .get(class)
+            .and_then(|by_host| by_host.get(host))
+            .into_iter()
+            .flatten()
+            .filter_map(|name| self.volumes.get(name))
+    }
+
+    /// Volumes of one class (`ListPVs`), in name order.
     pub fn volumes_of_class<'a>(
         &'a self,
         class: &str,
-    ) -> impl Iterator<Item = &'a PersistentVolumeInfo> + 'a {
+    ) -> impl Iterator<Item = &'a Arc<PersistentVolumeInfo>> + 'a {
         self.by_class
             .get(class)
             .into_iter()
             .flatten()
-            .filter_map(|name| self.volume(name))
+            .filter_map(|name| self.volumes.get(name))
+    }
+
+    /// The volume, shared (for state kept over a cycle).
+    pub fn volume_arc(&self, name: &str) -> Option<Arc<PersistentVolumeInfo>> {
+        self.volumes.get(name).cloned()
+    }
+
+    pub fn class_arc(&self, name: &str) -> Option<Arc<StorageClassInfo>> {
+        self.classes.get(name).cloned()
     }
 
     /// Volumes attached to a node.
@@ -132,7 +262,10 @@ impl StorageCatalog {
     }
 
     pub fn counts(&self) -> (usize, usize) {
-        (self.volumes.len(), self.claims.len())
+        (
+            self.volumes.len(),
+            self.claims.values().map(FxHashMap::len).sum(),
+        )
     }
 
     pub fn upsert_volume(&mut self, fresh: PersistentVolumeInfo) {
@@ -149,10 +282,7 @@ impl StorageCatalog {
             self.assumed_volumes.remove(&name);
         }
         self.remove_from_class(&name);
-        self.by_class
-            .entry(fresh.storage_class.clone())
-            .or_default()
-            .insert(name.clone());
+        self.index(&fresh);
         self.volumes.insert(name, Arc::new(fresh));
     }
 
@@ -163,13 +293,8 @@ impl StorageCatalog {
     }
 
     fn remove_from_class(&mut self, name: &str) {
-        if let Some(old) = self.volumes.get(name)
-            && let Some(set) = self.by_class.get_mut(&old.storage_class)
-        {
-            set.remove(name);
-            if set.is_empty() {
-                self.by_class.remove(&old.storage_class);
-            }
+        if let Some(old) = self.volumes.get(name).cloned() {
+            self.unindex(&old);
         }
     }
 
@@ -185,13 +310,17 @@ impl StorageCatalog {
             }
             self.assumed_claims.remove(&key);
         }
-        self.claims.insert(key, Arc::new(fresh));
+        self.put_claim(Arc::new(fresh));
     }
 
     pub fn delete_claim(&mut self, namespace: &str, name: &str) {
-        let key = claim_key(namespace, name);
-        self.assumed_claims.remove(&key);
-        self.claims.remove(&key);
+        self.assumed_claims.remove(&claim_key(namespace, name));
+        if let Some(names) = self.claims.get_mut(namespace) {
+            names.remove(name);
+            if names.is_empty() {
+                self.claims.remove(namespace);
+            }
+        }
     }
 
     pub fn upsert_class(&mut self, class: StorageClassInfo) {
@@ -251,20 +380,21 @@ impl StorageCatalog {
             bound.claim_ref = Some(binding.claim.clone());
             self.assumed_volumes
                 .entry(binding.volume.clone())
-                .or_insert(Some(current));
+                .or_insert(Some(current.clone()));
+            self.unindex(&current);
+            self.index(&bound);
             self.volumes.insert(binding.volume.clone(), Arc::new(bound));
         }
         for provision in &plan.provisions {
             let key = claim_key(&provision.claim.namespace, &provision.claim.name);
-            let Some(current) = self.claims.get(&key).cloned() else {
+            let Some(current) = self.claim_arc(&provision.claim.namespace, &provision.claim.name)
+            else {
                 continue;
             };
             let mut selected = (*current).clone();
             selected.selected_node = Some(node.to_owned());
-            self.assumed_claims
-                .entry(key.clone())
-                .or_insert(Some(current));
-            self.claims.insert(key, Arc::new(selected));
+            self.assumed_claims.entry(key).or_insert(Some(current));
+            self.put_claim(Arc::new(selected));
         }
     }
 
@@ -273,13 +403,15 @@ impl StorageCatalog {
     pub fn revert(&mut self, plan: &VolumeBindingPlan) {
         for binding in &plan.bindings {
             if let Some(Some(original)) = self.assumed_volumes.remove(&binding.volume) {
+                self.remove_from_class(&binding.volume);
+                self.index(&original);
                 self.volumes.insert(binding.volume.clone(), original);
             }
         }
         for provision in &plan.provisions {
             let key = claim_key(&provision.claim.namespace, &provision.claim.name);
             if let Some(Some(original)) = self.assumed_claims.remove(&key) {
-                self.claims.insert(key, original);
+                self.put_claim(original);
             }
         }
     }

@@ -42,6 +42,7 @@ impl PersistentVolumeInfo {
             .as_ref()
             .and(node_affinity)
             .and_then(local_node_names);
+        let pinned_hostnames = node_affinity.and_then(pinned_hostnames);
         let migrated = migration::of_persistent_volume(&spec);
         let csi = match &spec.csi {
             Some(csi) => Some(CsiVolume {
@@ -81,6 +82,7 @@ impl PersistentVolumeInfo {
             },
             csi,
             local_node_names,
+            pinned_hostnames,
         })
     }
 }
@@ -114,6 +116,28 @@ fn local_node_names(selector: &core::NodeSelector) -> Option<Vec<String>> {
         names.sort();
         names
     })
+}
+
+/// The hostnames the selector is limited to, when every term requires
+/// `kubernetes.io/hostname In [...]` (else `None`: any node may match).
+fn pinned_hostnames(selector: &core::NodeSelector) -> Option<Vec<String>> {
+    let mut all: Vec<String> = Vec::new();
+    for term in &selector.node_selector_terms {
+        let mut term_names: Option<Vec<String>> = None;
+        for e in term.match_expressions.iter().flatten() {
+            if e.key == HOSTNAME_LABEL && e.operator == "In" {
+                let values = e.values.clone().unwrap_or_default();
+                term_names = Some(match term_names {
+                    None => values,
+                    Some(have) => have.into_iter().filter(|n| values.contains(n)).collect(),
+                });
+            }
+        }
+        all.extend(term_names?);
+    }
+    all.sort();
+    all.dedup();
+    Some(all)
 }
 
 impl ClaimInfo {

@@ -98,6 +98,10 @@ pub struct PersistentVolumeInfo {
     /// Local volume: the node names its node affinity pins it to (kube-scheduler narrows
     /// the candidate nodes to these).
     pub local_node_names: Option<Vec<String>>,
+    /// The `kubernetes.io/hostname` values outside which the node affinity cannot match
+    /// (every term requires one of them): an index, so matching a claim on a node looks
+    /// at that node's volumes only.
+    pub pinned_hostnames: Option<Vec<String>>,
 }
 
 impl PersistentVolumeInfo {
@@ -153,47 +157,51 @@ impl ClaimInfo {
         !self.volume_name.is_empty() && self.bind_completed
     }
 
-    /// `FindMatchingVolume` for one node (`None`: the scheduler path without a node is
-    /// never used here). `excluded` are volumes already chosen for other claims of the pod.
+    /// The checks of `FindMatchingVolume` that do not depend on the node: whether the
+    /// volume can serve this claim on a node its affinity allows.
+    pub fn may_use(&self, volume: &PersistentVolumeInfo) -> bool {
+        if volume.claim_ref.is_some() && !volume.is_bound_to(self) {
+            return false;
+        }
+        if volume.capacity < self.request.unwrap_or(0)
+            || volume.block != self.block
+            || volume.attributes_class != self.attributes_class
+            || volume.deleting
+        {
+            return false;
+        }
+        volume.is_bound_to(self)
+            || (volume.available
+                && self
+                    .selector
+                    .as_ref()
+                    .is_none_or(|s| s.matches(&volume.labels))
+                && volume.storage_class == self.storage_class
+                && volume.access_modes.contains(self.access_modes))
+    }
+
+    /// `FindMatchingVolume` on one node, among volumes that passed [`may_use`]: a volume
+    /// pre-bound to the claim wins (or none, if its node affinity excludes the node);
+    /// otherwise the smallest one the node's labels allow. `excluded` are volumes already
+    /// chosen for other claims of the pod.
+    ///
+    /// [`may_use`]: ClaimInfo::may_use
     pub fn matching_volume<'a>(
         &self,
-        volumes: impl Iterator<Item = &'a PersistentVolumeInfo>,
+        usable: impl Iterator<Item = &'a PersistentVolumeInfo>,
         node_labels: &Labels,
         excluded: &[&str],
     ) -> Option<&'a PersistentVolumeInfo> {
-        let requested = self.request.unwrap_or(0);
         let mut smallest: Option<&PersistentVolumeInfo> = None;
-        for volume in volumes {
+        for volume in usable {
             if excluded.contains(&volume.name.as_str()) {
-                continue;
-            }
-            if volume.claim_ref.is_some() && !volume.is_bound_to(self) {
-                continue;
-            }
-            if volume.capacity < requested
-                || volume.block != self.block
-                || volume.attributes_class != self.attributes_class
-                || volume.deleting
-            {
                 continue;
             }
             let affinity_fits = volume.fits_node(node_labels);
             if volume.is_bound_to(self) {
-                // Pre-bound to this claim: that volume or none.
                 return affinity_fits.then_some(volume);
             }
-            if !volume.available
-                || self
-                    .selector
-                    .as_ref()
-                    .is_some_and(|s| !s.matches(&volume.labels))
-                || volume.storage_class != self.storage_class
-                || !affinity_fits
-                || !volume.access_modes.contains(self.access_modes)
-            {
-                continue;
-            }
-            if smallest.is_none_or(|s| s.capacity > volume.capacity) {
+            if affinity_fits && smallest.is_none_or(|s| s.capacity > volume.capacity) {
                 smallest = Some(volume);
             }
         }

@@ -99,18 +99,21 @@ fn matching_volume_table() {
             None,
         ),
     ];
+    let find = |volumes: &[PersistentVolumeInfo], excluded: &[&str]| {
+        claim
+            .matching_volume(volumes.iter().filter(|v| claim.may_use(v)), &node, excluded)
+            .map(|v| v.name.clone())
+    };
     for (name, volumes, want) in cases {
-        let found = claim.matching_volume(volumes.iter(), &node, &[]);
-        assert_eq!(found.map(|v| v.name.as_str()), want, "{name}");
+        let found = find(&volumes, &[]);
+        assert_eq!(found.as_deref(), want, "{name}");
     }
     let volumes = [
         VolumeBuilder::new("a", "fast", "10Gi").info(),
         VolumeBuilder::new("b", "fast", "20Gi").info(),
     ];
     assert_eq!(
-        claim
-            .matching_volume(volumes.iter(), &node, &["a"])
-            .map(|v| v.name.as_str()),
+        find(&volumes, &["a"]).as_deref(),
         Some("b"),
         "volumes chosen for other claims are excluded"
     );
@@ -219,7 +222,14 @@ fn assumed_bindings_hide_volumes_until_confirmed_or_reverted() {
     let node = Labels::new();
     assert!(
         other
-            .matching_volume(catalog.volumes_of_class("fast"), &node, &[])
+            .matching_volume(
+                catalog
+                    .volumes_of_class("fast")
+                    .map(AsRef::as_ref)
+                    .filter(|v| other.may_use(v)),
+                &node,
+                &[]
+            )
             .is_none(),
         "the assumed volume is taken"
     );
@@ -241,6 +251,69 @@ fn assumed_bindings_hide_volumes_until_confirmed_or_reverted() {
         "a newer version from the API replaced the assumption"
     );
     assert_eq!(catalog.assumed(), 0);
+}
+
+#[test]
+fn unclaimed_local_volumes_are_indexed_by_host_and_follow_their_claim() {
+    let mut catalog = StorageCatalog::default();
+    catalog.upsert_volume(
+        VolumeBuilder::new("a1", "local", "10Gi")
+            .local_on("n1")
+            .info(),
+    );
+    catalog.upsert_volume(
+        VolumeBuilder::new("b1", "local", "10Gi")
+            .local_on("n2")
+            .info(),
+    );
+    catalog.upsert_volume(VolumeBuilder::new("net", "local", "10Gi").info());
+    catalog.upsert_volume(
+        VolumeBuilder::new("pre", "other", "10Gi")
+            .local_on("n1")
+            .claim_ref("ns", "c", "")
+            .info(),
+    );
+    let names =
+        |it: &mut dyn Iterator<Item = &std::sync::Arc<PersistentVolumeInfo>>| -> Vec<String> {
+            it.map(|v| v.name.clone()).collect()
+        };
+    assert_eq!(names(&mut catalog.unclaimed_on_host("local", "n1")), ["a1"]);
+    assert_eq!(
+        names(&mut catalog.unclaimed_on_host("local", "n3")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        names(&mut catalog.unclaimed_on_host("other", "n1")),
+        Vec::<String>::new()
+    );
+    let claim = ClaimBuilder::new("ns", "c", "local", "1Gi").info();
+    assert_eq!(
+        names(&mut catalog.unpinned_volumes_for_claim(&claim)),
+        ["net", "pre"],
+        "unpinned ones of its class, and the one naming it whatever its class"
+    );
+    // Claimed by the watch: gone from the host index; released: back.
+    catalog.upsert_volume(
+        VolumeBuilder::new("a1", "local", "10Gi")
+            .local_on("n1")
+            .claim_ref("ns", "x", "")
+            .info(),
+    );
+    assert_eq!(
+        names(&mut catalog.unclaimed_on_host("local", "n1")),
+        Vec::<String>::new()
+    );
+    catalog.upsert_volume(
+        VolumeBuilder::new("a1", "local", "10Gi")
+            .local_on("n1")
+            .info(),
+    );
+    assert_eq!(names(&mut catalog.unclaimed_on_host("local", "n1")), ["a1"]);
+    catalog.delete_volume("a1");
+    assert_eq!(
+        names(&mut catalog.unclaimed_on_host("local", "n1")),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

@@ -1,3 +1,5 @@
+use std::collections::HashSet;
+
 use multiarch_plugins::{
     image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
