@@ -29,13 +29,7 @@ fn fixture(name: &str) -> Value {
 }
 
 fn config(mode: PlacementMode) -> WebhookConfig {
-    WebhookConfig {
-        mode,
-        scheduler_name: "multiarch-scheduler".into(),
-        own_namespace: "multiarch".into(),
-        preferences_enabled: false,
-        pod_configs: Default::default(),
-    }
+    WebhookConfig::new(mode, "multiarch-scheduler", "multiarch")
 }
 
 /// Runs the review and applies its patch to the request's pod.
@@ -420,6 +414,7 @@ async fn https_serves_reviews_rejects_garbage_and_reloads_its_certificate() {
         config: Arc::new(RwLock::new(config(PlacementMode::Scheduler))),
         metrics,
         registry: Arc::new(registry),
+        lookup: None,
     };
     let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();

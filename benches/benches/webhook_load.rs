@@ -1,8 +1,11 @@
-//! `multiarch webhook` under load on loopback: a fixed 500 requests/s of the recorded
-//! AdmissionReview over TLS (keep-alive connections), latency measured from each
-//! request's scheduled time (no coordinated omission), and the server's resident memory
-//! before and after. Run: `cargo build --release --bin multiarch && cargo bench -p
-//! multiarch-benches --bench webhook_load` (100,000 requests, about 200 s).
+//! `multiarch webhook` under load on loopback: a fixed rate of the recorded AdmissionReview
+//! over TLS (keep-alive connections), latency measured from each request's scheduled time
+//! (no coordinated omission), and the server's resident memory before and after. Three
+//! phases: routing only (no inspector), routing with the architecture constraint from a
+//! warm inspector (answers at once over gRPC, as its cache does), and with a cold one
+//! (answers after 1 s: every review waits the 200 ms admission deadline).
+//! Run: `cargo build --release --bin multiarch && cargo bench -p multiarch-benches --bench
+//! webhook_load` (about 6 minutes).
 
 #![allow(clippy::unwrap_used)] // a benchmark driver: a failure is a failed run
 
@@ -12,13 +15,64 @@ use std::{
     time::{Duration, Instant},
 };
 
+use multiarch_inspector::{
+    ImageInfo, ImageInspector, InspectError, InspectRequest, ManifestKind, PlatformEntry,
+    grpc::InspectorService,
+};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     sync::mpsc,
 };
 
-const RATE: u64 = 500;
-const CONNECTIONS: usize = 16;
+/// An inspector that answers every image with amd64 and arm64 after `delay`.
+struct FixedInspector {
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl ImageInspector for FixedInspector {
+    async fn inspect(&self, request: &InspectRequest) -> Result<Arc<ImageInfo>, InspectError> {
+        // A zero sleep would still wait for the timer wheel's next tick.
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        Ok(Arc::new(ImageInfo {
+            image: request.image.clone(),
+            digest: "sha256:0".into(),
+            kind: ManifestKind::Index,
+            platforms: ["amd64", "arm64"]
+                .iter()
+                .map(|a| PlatformEntry {
+                    os: "linux".into(),
+                    architecture: (*a).into(),
+                    variant: None,
+                    digest: "sha256:1".into(),
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// Serves `inspector` over gRPC on a free loopback port; returns its endpoint.
+async fn grpc_inspector(inspector: FixedInspector) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(InspectorService::new(Arc::new(inspector)))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    format!("http://{addr}")
+}
+
+struct Phase {
+    name: &'static str,
+    inspector: Option<String>,
+    rate: u64,
+    total: u64,
+    /// Keep-alive connections (the API server opens more when answers are slow).
+    connections: usize,
+}
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -73,11 +127,56 @@ async fn main() {
         return;
     }
     let quick = !std::env::args().any(|a| a == "--bench");
-    let total: u64 = if quick { 500 } else { 100_000 };
+    let scale = |full: u64, short: u64| if quick { short } else { full };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = std::env::temp_dir().join(format!("multiarch-webhook-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ca = certificate(&dir);
+    let warm = grpc_inspector(FixedInspector {
+        delay: Duration::ZERO,
+    })
+    .await;
+    let cold = grpc_inspector(FixedInspector {
+        delay: Duration::from_secs(1),
+    })
+    .await;
+    let phases = [
+        Phase {
+            name: "routing only",
+            inspector: None,
+            rate: 500,
+            total: scale(100_000, 500),
+            connections: 16,
+        },
+        Phase {
+            name: "with the constraint, warm inspector",
+            inspector: Some(warm),
+            rate: 500,
+            total: scale(30_000, 300),
+            connections: 16,
+        },
+        Phase {
+            name: "cold inspector (200 ms deadline)",
+            inspector: Some(cold),
+            rate: 50,
+            total: scale(3_000, 50),
+            connections: 32,
+        },
+    ];
+    // `WEBHOOK_BENCH_PHASE=2` runs the second phase alone.
+    let only: Option<usize> = std::env::var("WEBHOOK_BENCH_PHASE")
+        .ok()
+        .and_then(|p| p.parse().ok());
+    for (i, phase) in phases.iter().enumerate() {
+        if only.is_none_or(|n| n == i + 1) {
+            run_phase(&dir, &ca, phase).await;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
+    let total = phase.total;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -94,7 +193,8 @@ async fn main() {
         "{} is missing: build it first (cargo build --release --bin multiarch)",
         binary.display()
     );
-    let mut server = Command::new(&binary)
+    let mut command = Command::new(&binary);
+    command
         .args([
             "webhook",
             "--no-kubernetes",
@@ -106,7 +206,11 @@ async fn main() {
         .arg("--cert")
         .arg(dir.join("tls.crt"))
         .arg("--key")
-        .arg(dir.join("tls.key"))
+        .arg(dir.join("tls.key"));
+    if let Some(endpoint) = &phase.inspector {
+        command.args(["--inspector-endpoint", endpoint]);
+    }
+    let mut server = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -134,7 +238,7 @@ async fn main() {
     let (tx, rx) = mpsc::channel::<Instant>(100_000);
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Duration, bool)>();
-    for _ in 0..CONNECTIONS {
+    for _ in 0..phase.connections {
         let connector = connector.clone();
         let request = request.clone();
         let rx = rx.clone();
@@ -161,8 +265,9 @@ async fn main() {
     drop(done_tx);
     let rss_before = rss_kib(server.id());
     let started = Instant::now();
+    let rate = phase.rate;
     let producer = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+        let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         for _ in 0..total {
             let scheduled = tick.tick().await.into_std();
@@ -189,11 +294,11 @@ async fn main() {
     let rss_after = rss_kib(server.id());
     server.kill().unwrap();
     let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&dir);
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e3;
     println!(
-        "webhook: {total} requests at {RATE}/s over TLS, {CONNECTIONS} keep-alive connections"
+        "webhook, {}: {total} requests at {rate}/s over TLS, {} keep-alive connections",
+        phase.name, phase.connections
     );
     println!(
         "  achieved {:.0} requests/s, {errors} errors",

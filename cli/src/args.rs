@@ -220,6 +220,22 @@ pub struct WebhookArgs {
     #[arg(long)]
     pub no_kubernetes: bool,
 
+    /// The inspector (`multiarch inspector`) that answers routed pods' image platforms, so
+    /// the architecture constraint joins the admission patch. Without it pods are routed
+    /// without the constraint.
+    #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
+    pub inspector_endpoint: Option<String>,
+
+    /// How long admission waits for the images' platforms before routing the pod without
+    /// the constraint (well inside the webhook's `timeoutSeconds`).
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+    pub admission_lookup_deadline: Duration,
+
+    /// Image lookups at once, those finishing in the background included; a pod beyond
+    /// them is routed without the constraint.
+    #[arg(long, default_value_t = 256)]
+    pub admission_lookups_in_flight: usize,
+
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -24,7 +24,9 @@ pub use cluster_pod_placement_config::v1beta1::{
 };
 pub use enoexec_event::{ENoExecEvent, ENoExecEventSpec, ENoExecEventStatus};
 pub use log_verbosity::LogVerbosity;
-pub use placement::{PlacementMode, PlacementSpec, ScorePluginName, ScorePluginWeight};
+pub use placement::{
+    AdmissionAffinity, PlacementMode, PlacementSpec, ScorePluginName, ScorePluginWeight,
+};
 pub use plugins::{
     ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, NodeAffinityScoring, PlatformWeight,
 };

@@ -46,6 +46,22 @@ pub struct PlacementSpec {
         "each plugin may appear only once in scoring: merge the duplicate entries into one"
     ))]
     pub scoring: Vec<ScorePluginWeight>,
+
+    /// `Enabled` (default): in `Scheduler` mode the webhook also writes the required
+    /// `kubernetes.io/arch` node affinity (and the preferred terms when
+    /// `nodeAffinityScoring` is on) into pods whose image platforms it knows within its
+    /// deadline, so cluster autoscalers and Karpenter see the constraint. `Disabled`: pod
+    /// specs are not changed beyond `schedulerName`.
+    #[serde(default)]
+    pub admission_affinity: AdmissionAffinity,
+}
+
+/// Whether the webhook writes the architecture constraint at admission.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AdmissionAffinity {
+    #[default]
+    Enabled,
+    Disabled,
 }
 
 impl Default for PlacementSpec {
@@ -55,6 +71,7 @@ impl Default for PlacementSpec {
             scheduler_name: default_scheduler_name(),
             percentage_of_nodes_to_score: 0,
             scoring: Vec::new(),
+            admission_affinity: AdmissionAffinity::default(),
         }
     }
 }

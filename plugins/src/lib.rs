@@ -3,6 +3,7 @@
 //! architectures a pod can run on. No I/O: everything here is tested directly.
 
 pub mod affinity_writer;
+pub mod arch_constraint;
 pub mod events;
 pub mod exemption;
 pub mod framework;

@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_admission::{
     gate::process::{GateInputs, Inspection, process},
@@ -97,13 +95,7 @@ fn cases() -> Vec<(&'static str, Value, Option<Exemption>)> {
 }
 
 fn webhook_config(mode: PlacementMode) -> WebhookConfig {
-    WebhookConfig {
-        mode,
-        scheduler_name: "multiarch-scheduler".into(),
-        own_namespace: OWN.into(),
-        preferences_enabled: false,
-        pod_configs: Arc::default(),
-    }
+    WebhookConfig::new(mode, "multiarch-scheduler", OWN)
 }
 
 /// The webhook's decision on the pod as the API server hands it over (default scheduler).

@@ -12,9 +12,10 @@ use multiarch_crd::{
 };
 use multiarch_plugins::{
     affinity_writer::{
-        ArchRequirement, architecture_required, common_os, merge_preferred, merge_required,
-        merge_required_for, merge_required_os, preferred_architectures,
+        ArchRequirement, architecture_required, merge_preferred, merge_required,
+        preferred_architectures,
     },
+    arch_constraint::{Constrained, constrain},
     exemption::{architecture_set, exemption},
     model::platform::Platform,
     preferences::{
@@ -202,11 +203,11 @@ pub fn process(
             ));
         }
         Inspection::Compatible(platforms) => {
-            let requirement = ArchRequirement::from_platforms(&platforms);
-            merge_required_for(&mut pod, &requirement, &platforms);
-            if let Some(os) = common_os(&platforms) {
-                merge_required_os(&mut pod, os);
-            }
+            // Only pods without their own architecture constraint get here.
+            let requirement = match constrain(&mut pod, &platforms) {
+                Constrained::Architectures(archs) => ArchRequirement::In(archs),
+                _ => ArchRequirement::NoSupportedArch,
+            };
             set_label(&mut pod, LABEL_NODE_AFFINITY, "set");
             if let Some(labels) = pod.metadata.labels.as_mut() {
                 labels.remove(LABEL_INSPECT_ERROR);

@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use multiarch_crd::AdmissionAffinity;
 use multiarch_runtime::{placement_config::PlacementConfigs, supervisor::Tasks};
 use tokio::sync::watch;
 use tracing::info;
@@ -24,6 +25,11 @@ pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, mode_pinned
         .and_then(|s| s.plugins.as_ref())
         .and_then(|p| p.enabled_node_affinity_scoring())
         .is_some();
+    config.cluster_plugins = spec.and_then(|s| s.plugins.clone());
+    config.admission_affinity = spec
+        .map(|s| s.placement_or_default().admission_affinity)
+        .unwrap_or_default()
+        == AdmissionAffinity::Enabled;
     config.pod_configs = configs.pod_configs.clone();
 }
 
@@ -65,13 +71,7 @@ mod tests {
     use super::*;
 
     fn webhook_config() -> WebhookConfig {
-        WebhookConfig {
-            mode: PlacementMode::Scheduler,
-            scheduler_name: "multiarch-scheduler".into(),
-            own_namespace: "multiarch".into(),
-            preferences_enabled: false,
-            pod_configs: Arc::default(),
-        }
+        WebhookConfig::new(PlacementMode::Scheduler, "multiarch-scheduler", "multiarch")
     }
 
     fn gate_mode() -> PlacementConfigs {

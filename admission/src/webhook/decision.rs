@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_crd::{
-    PlacementMode, PodPlacementConfig,
+    ClusterPlugins, PlacementMode, PodPlacementConfig,
     names::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
@@ -33,9 +33,27 @@ pub struct WebhookConfig {
     /// Every PodPlacementConfig (gate mode: one that selects the pod and enables
     /// `nodeAffinityScoring` has the same effect for that pod).
     pub pod_configs: Arc<Vec<PodPlacementConfig>>,
+    /// The ClusterPodPlacementConfig's plugins (its `nodeAffinityScoring` weights).
+    pub cluster_plugins: Option<ClusterPlugins>,
+    /// Scheduler mode: write the architecture constraint into routed pods whose image
+    /// platforms are known in time (`spec.placement.admissionAffinity`).
+    pub admission_affinity: bool,
 }
 
 impl WebhookConfig {
+    /// Scheduler mode (unless `mode` says otherwise), no preferences, admission affinity on.
+    pub fn new(mode: PlacementMode, scheduler_name: &str, own_namespace: &str) -> Self {
+        WebhookConfig {
+            mode,
+            scheduler_name: scheduler_name.to_owned(),
+            own_namespace: own_namespace.to_owned(),
+            preferences_enabled: false,
+            pod_configs: Arc::default(),
+            cluster_plugins: None,
+            admission_affinity: true,
+        }
+    }
+
     /// Whether the gate controller will add preferred affinity to this pod.
     fn preferences_for(&self, pod: &Pod, namespace: &str) -> bool {
         self.preferences_enabled
@@ -58,6 +76,13 @@ pub struct Decision {
     /// Scheduler mode: features the scheduler does not place, so the pod stays with the
     /// default scheduler and takes the gate path.
     pub unsupported: Vec<Unsupported>,
+}
+
+impl Decision {
+    /// Scheduler mode sent the pod to the multiarch scheduler.
+    pub fn routed(&self) -> bool {
+        !self.patch.is_empty() && !self.gated && self.exemption.is_none()
+    }
 }
 
 /// `/` and `~` escaped for a JSON pointer.

@@ -16,6 +16,8 @@ pub struct ReviewResultLabel {
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {
     pub reviews: Family<ReviewResultLabel, Counter>,
+    /// Routed pods by what admission did about the architecture constraint.
+    pub admission_affinity: Family<ReviewResultLabel, Counter>,
     pub seconds: Histogram,
     pub mto_processed: Counter,
     pub mto_gated: Counter,
@@ -30,6 +32,7 @@ impl Default for WebhookMetrics {
         ];
         WebhookMetrics {
             reviews: Family::default(),
+            admission_affinity: Family::default(),
             seconds: Histogram::new(buckets),
             mto_processed: Counter::default(),
             mto_gated: Counter::default(),
@@ -45,6 +48,11 @@ impl WebhookMetrics {
             "reviews",
             "Admission reviews by result (routed, gated, exempt, error)",
             self.reviews.clone(),
+        );
+        sub.register(
+            "admission_affinity",
+            "Routed pods by whether the architecture constraint was written at admission (set, unsatisfiable, user_pinned) or not (timed_out, failed, busy)",
+            self.admission_affinity.clone(),
         );
         sub.register(
             "review_duration_seconds",

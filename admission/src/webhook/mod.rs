@@ -1,8 +1,10 @@
 //! The mutating admission webhook for pods: routing to the multiarch scheduler, or gating
 //! for the gate controller (MTO's gate mode).
 
+pub mod admission_affinity;
 pub mod configuration;
 pub mod decision;
+pub mod image_lookup;
 pub mod metrics;
 pub mod review;
 pub mod server;

@@ -17,40 +17,76 @@ pub enum ReviewError {
     Decode(String),
 }
 
-/// The response AdmissionReview, and the decision (none when the request was not a pod
-/// CREATE).
-pub fn review(
-    body: &[u8],
-    config: &WebhookConfig,
-) -> Result<(Value, Option<Decision>), ReviewError> {
-    let review: AdmissionReview<Pod> =
+/// A decoded request: its UID, and for a pod CREATE the pod and its namespace.
+pub struct Request {
+    pub uid: String,
+    pub pod: Option<(Pod, String)>,
+    /// The object as sent (patches are computed against it).
+    pub raw: Value,
+}
+
+pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
+    let raw: Value =
         serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
+    let object = raw
+        .get("request")
+        .and_then(|r| r.get("object"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let review: AdmissionReview<Pod> =
+        serde_json::from_value(raw).map_err(|e| ReviewError::Decode(e.to_string()))?;
     let request: AdmissionRequest<Pod> =
         review
             .try_into()
             .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
                 ReviewError::Decode(e.to_string())
             })?;
-    let mut response = json!({"uid": request.uid, "allowed": true});
-    let decision = match (&request.operation, request.object.as_ref()) {
+    let pod = match (&request.operation, request.object) {
         (Operation::Create, Some(pod)) => {
             let namespace = request
                 .namespace
                 .clone()
                 .or_else(|| pod.metadata.namespace.clone())
                 .unwrap_or_default();
-            Some(decide(pod, &namespace, config))
+            Some((pod, namespace))
         }
         _ => None,
     };
-    if let Some(d) = decision.as_ref().filter(|d| !d.patch.is_empty()) {
-        let bytes = serde_json::to_vec(&d.patch)
-            .map_err(|e| ReviewError::Decode(format!("internal: {e}")))?;
+    Ok(Request {
+        uid: request.uid,
+        pod,
+        raw: object,
+    })
+}
+
+/// The response AdmissionReview allowing the request, with the patch when there is one.
+pub fn respond(uid: &str, patch: &[Value]) -> Result<Value, ReviewError> {
+    let mut response = json!({"uid": uid, "allowed": true});
+    if !patch.is_empty() {
+        let bytes =
+            serde_json::to_vec(patch).map_err(|e| ReviewError::Decode(format!("internal: {e}")))?;
         response["patchType"] = json!("JSONPatch");
         response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
     }
-    Ok((
+    Ok(
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
-        decision,
-    ))
+    )
+}
+
+/// The response AdmissionReview, and the decision (none when the request was not a pod
+/// CREATE), without the admission-time lookup (see `server`).
+pub fn review(
+    body: &[u8],
+    config: &WebhookConfig,
+) -> Result<(Value, Option<Decision>), ReviewError> {
+    let request = parse(body)?;
+    let decision = request
+        .pod
+        .as_ref()
+        .map(|(pod, namespace)| decide(pod, namespace, config));
+    let patch = decision
+        .as_ref()
+        .map(|d| d.patch.as_slice())
+        .unwrap_or_default();
+    Ok((respond(&request.uid, patch)?, decision))
 }

@@ -18,14 +18,17 @@ use axum::{
 use hyper_util::{rt::TokioIo, server::conn::auto, service::TowerToHyperService};
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
+use serde_json::Value;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{
-    decision::WebhookConfig,
+    admission_affinity::{AdmissionAffinityResult, constraint_patch},
+    decision::{Decision, WebhookConfig, decide},
+    image_lookup::{AdmissionLookup, Lookup},
     metrics::{ReviewResultLabel, WebhookMetrics},
-    review::review,
+    review::{ReviewError, parse, respond},
 };
 
 #[derive(Clone)]
@@ -33,6 +36,50 @@ pub struct WebhookState {
     pub config: Arc<RwLock<WebhookConfig>>,
     pub metrics: WebhookMetrics,
     pub registry: Arc<Registry>,
+    /// Scheduler mode: where routed pods' image platforms come from (none: routed
+    /// without the constraint).
+    pub lookup: Option<AdmissionLookup>,
+}
+
+/// Decides, and in scheduler mode adds the architecture constraint when the images
+/// answer within the deadline.
+pub async fn answer(
+    state: &WebhookState,
+    config: &WebhookConfig,
+    body: &[u8],
+) -> Result<(Value, Option<Decision>), ReviewError> {
+    let request = parse(body)?;
+    let Some((pod, namespace)) = request.pod.as_ref() else {
+        return Ok((respond(&request.uid, &[])?, None));
+    };
+    let mut decision = decide(pod, namespace, config);
+    if decision.routed()
+        && config.admission_affinity
+        && let Some(lookup) = &state.lookup
+    {
+        let result = match lookup.lookup(pod, namespace).await {
+            Lookup::Platforms(platforms) => {
+                let (ops, result) =
+                    constraint_patch(&request.raw, pod, namespace, config, &platforms);
+                decision.patch.extend(ops);
+                result
+            }
+            Lookup::TimedOut => AdmissionAffinityResult::TimedOut,
+            Lookup::Busy => AdmissionAffinityResult::Busy,
+            Lookup::Failed(error) => {
+                debug!(%namespace, pod = ?pod.metadata.name, %error, "routed without the architecture constraint");
+                AdmissionAffinityResult::Failed
+            }
+        };
+        state
+            .metrics
+            .admission_affinity
+            .get_or_create(&ReviewResultLabel {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+    Ok((respond(&request.uid, &decision.patch)?, Some(decision)))
 }
 
 pub fn router(state: WebhookState) -> Router {
@@ -51,7 +98,7 @@ async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    let answer = review(&body, &config);
+    let answer = answer(&state, &config, &body).await;
     let elapsed = started.elapsed().as_secs_f64();
     state.metrics.seconds.observe(elapsed);
     state.metrics.mto_seconds.observe(elapsed);

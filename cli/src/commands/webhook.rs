@@ -9,11 +9,13 @@ use anyhow::Context;
 use multiarch_admission::webhook::{
     configuration,
     decision::WebhookConfig,
+    image_lookup::AdmissionLookup,
     metrics::WebhookMetrics,
     server::{WebhookState, bind, serve},
     tls::server_config,
 };
 use multiarch_crd::PlacementMode;
+use multiarch_inspector::{ImageInspector, grpc::RemoteInspector};
 use multiarch_runtime::{client, placement_config, supervisor::Supervisor};
 use tracing::info;
 
@@ -24,13 +26,11 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     let _ = multiarch_runtime::logging::init_from(&args.log);
     let supervisor = Supervisor::new(multiarch_runtime::shutdown::on_signal());
     let tasks = supervisor.tasks();
-    let config = Arc::new(RwLock::new(WebhookConfig {
-        mode: args.mode.unwrap_or(PlacementMode::Scheduler),
-        scheduler_name: args.scheduler_name.clone(),
-        own_namespace: args.namespace.clone(),
-        preferences_enabled: false,
-        pod_configs: Arc::default(),
-    }));
+    let config = Arc::new(RwLock::new(WebhookConfig::new(
+        args.mode.unwrap_or(PlacementMode::Scheduler),
+        &args.scheduler_name,
+        &args.namespace,
+    )));
     if !args.no_kubernetes {
         // The mode and preferences follow the ClusterPodPlacementConfig, unless pinned.
         let client = client::connect(None).await.context(
@@ -43,10 +43,23 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     let metrics = WebhookMetrics::default();
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
+    let lookup = match &args.inspector_endpoint {
+        Some(endpoint) => {
+            let inspector: Arc<dyn ImageInspector> = Arc::new(RemoteInspector::new(endpoint)?);
+            info!(%endpoint, deadline = ?args.admission_lookup_deadline, "architecture constraint at admission");
+            Some(AdmissionLookup::new(
+                inspector,
+                args.admission_lookup_deadline,
+                args.admission_lookups_in_flight,
+            ))
+        }
+        None => None,
+    };
     let state = WebhookState {
         config,
         metrics,
         registry: Arc::new(registry),
+        lookup,
     };
     let listener = bind(args.listen)
         .await

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{Files, NAMESPACE, deployment, downward_env, kustomization, labels};
+use super::{Files, INSPECTOR, NAMESPACE, deployment, downward_env, kustomization, labels};
 
 const WEBHOOK: &str = "multiarch-webhook";
 
@@ -19,6 +19,7 @@ pub fn webhook() -> Files {
             "--listen=0.0.0.0:9443",
             "--cert=/etc/multiarch/tls/tls.crt",
             "--key=/etc/multiarch/tls/tls.key",
+            format!("--inspector-endpoint=http://{INSPECTOR}.{NAMESPACE}.svc:9443"),
             "--log-format=json"
         ]),
         json!([{"name": "https", "containerPort": 9443}]),

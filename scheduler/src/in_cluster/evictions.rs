@@ -91,7 +91,24 @@ impl Evictions {
         };
         let preemptor_uid = preemptor.uid.clone();
         let preemptor_key = preemptor.key();
+        let preemptor_pod = (preemptor.namespace.clone(), preemptor.name.clone());
         tokio::spawn(async move {
+            // The nomination first: the preemptor cannot be bound before its victims are
+            // gone, so it is never written after the binding (which clears it).
+            match this
+                .nominate(&preemptor_pod.0, &preemptor_pod.1, &preemption.node)
+                .await
+            {
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    info!(preemptor = %preemptor_key, "the preemptor is gone: no eviction");
+                    done.send(false);
+                    return;
+                }
+                Err(e) => {
+                    warn!(preemptor = %preemptor_key, error = %e, "cannot write the nominated node; evicting anyway");
+                }
+                Ok(()) => {}
+            }
             let mut ok = true;
             for victim in &preemption.victims {
                 match this.evict_one(victim).await {
@@ -122,6 +139,19 @@ impl Evictions {
             }
             done.send(ok);
         });
+    }
+
+    /// `status.nominatedNodeName` of the preemptor.
+    async fn nominate(&self, namespace: &str, name: &str, node: &str) -> Result<(), kube::Error> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        self.limiter.acquire().await;
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(&json!({"status": {"nominatedNodeName": node}})),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// DisruptionTarget, then delete. A victim already gone is fine.

@@ -416,7 +416,11 @@ impl Loop {
                         message,
                         Some(kind.as_str()),
                     );
-                    report.nomination = nomination;
+                    // A preemptor's nomination is written before its victims are
+                    // evicted (so before it can be bound), not by the report writer.
+                    if preemption.is_none() {
+                        report.nomination = nomination;
+                    }
                     self.reports.send(report);
                 }
                 if let Some(preemption) = preemption {

@@ -1,0 +1,125 @@
+//! The architecture constraint at admission (scheduler mode): when the pod's image
+//! platforms are known in time, the required node affinity the gate path writes (one
+//! shared function) and the preferred terms of the placement configurations join the
+//! patch that sets `schedulerName`. Cluster autoscalers and Karpenter read the pod spec;
+//! with the constraint in it they add nodes the pod can run on. No extra API write.
+//! Pure: the lookup that produces the platforms is in `image_lookup`.
+
+use k8s_openapi::api::core::v1::Pod;
+use multiarch_plugins::{
+    affinity_writer::{merge_preferred, preferred_architectures},
+    arch_constraint::{Constrained, constrain},
+    model::platform::Platform,
+    preferences::{architecture_preferences, preferences_apply, sources_annotation},
+};
+use serde_json::Value;
+
+use super::decision::WebhookConfig;
+use crate::gate::process::ANNOTATION_SOURCES;
+
+/// What admission did about the constraint, for the metric and the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmissionAffinityResult {
+    /// `kubernetes.io/arch In [...]` written.
+    Set,
+    /// No platform in common, or the user's pin excludes every build: a requirement no
+    /// node meets, so autoscalers do not scale up for the pod.
+    Unsatisfiable,
+    /// The user's own architecture constraint stands (preferred terms may be added).
+    UserPinned,
+    /// Not every image answered within the deadline: routed without it (the scheduler
+    /// still filters by the images; the lookup goes on and warms the cache).
+    TimedOut,
+    /// An image could not be inspected: routed without it.
+    Failed,
+    /// Too many lookups in flight: routed without one.
+    Busy,
+}
+
+impl AdmissionAffinityResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdmissionAffinityResult::Set => "set",
+            AdmissionAffinityResult::Unsatisfiable => "unsatisfiable",
+            AdmissionAffinityResult::UserPinned => "user_pinned",
+            AdmissionAffinityResult::TimedOut => "timed_out",
+            AdmissionAffinityResult::Failed => "failed",
+            AdmissionAffinityResult::Busy => "busy",
+        }
+    }
+
+    /// The pod left admission with an architecture constraint in its spec.
+    pub fn constrained(self) -> bool {
+        matches!(
+            self,
+            AdmissionAffinityResult::Set
+                | AdmissionAffinityResult::Unsatisfiable
+                | AdmissionAffinityResult::UserPinned
+        )
+    }
+}
+
+/// The JSONPatch operations that add the constraint for `platforms` (the pod's compatible
+/// platforms) to the pod as the API server sent it (`raw`; `pod` is its typed reading),
+/// and what they do. The operations touch only `spec.affinity` and
+/// `metadata.annotations`, never `schedulerName`, so they join the routing patch as they
+/// are; they are computed against `raw`, so they apply to exactly what the API server
+/// holds.
+pub fn constraint_patch(
+    raw: &Value,
+    pod: &Pod,
+    namespace: &str,
+    config: &WebhookConfig,
+    platforms: &[Platform],
+) -> (Vec<Value>, AdmissionAffinityResult) {
+    let mut constrained = pod.clone();
+    let result = match constrain(&mut constrained, platforms) {
+        Constrained::Architectures(_) => AdmissionAffinityResult::Set,
+        Constrained::NoSupportedArch | Constrained::PinContradicted => {
+            AdmissionAffinityResult::Unsatisfiable
+        }
+        Constrained::UserPinned => AdmissionAffinityResult::UserPinned,
+    };
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let cluster = config.cluster_plugins.as_ref();
+    if preferences_apply(namespace, &labels, &config.pod_configs, cluster) {
+        let own = preferred_architectures(&constrained);
+        let preferences =
+            architecture_preferences(namespace, &labels, &own, &config.pod_configs, cluster);
+        if !preferences.is_empty() {
+            merge_preferred(&mut constrained, &preferences);
+            constrained
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ANNOTATION_SOURCES.into(), sources_annotation(&preferences));
+        }
+    }
+    (diff(raw, &constrained), result)
+}
+
+/// Minimal operations from `raw` to `raw` with the constrained pod's affinity and
+/// annotations.
+fn diff(raw: &Value, constrained: &Pod) -> Vec<Value> {
+    let Ok(typed) = serde_json::to_value(constrained) else {
+        return Vec::new();
+    };
+    let mut after = raw.clone();
+    for (parent, field) in [("spec", "affinity"), ("metadata", "annotations")] {
+        let wanted = &typed[parent][field];
+        if wanted.is_null() {
+            continue;
+        }
+        if let Some(object) = after.get_mut(parent).and_then(Value::as_object_mut) {
+            object.insert(field.to_owned(), wanted.clone());
+        }
+    }
+    match serde_json::to_value(json_patch::diff(raw, &after)) {
+        Ok(Value::Array(ops)) => ops,
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+#[path = "admission_affinity_tests.rs"]
+mod tests;

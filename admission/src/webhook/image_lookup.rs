@@ -1,0 +1,120 @@
+//! The image platforms of a pod at admission, with a deadline: the same inspector the
+//! scheduler and the gate controller ask (its cache answers replicas of images already
+//! seen in microseconds). A lookup that misses the deadline goes on in the background,
+//! bounded, so the next replica finds the answer in the cache.
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::Pod;
+use multiarch_inspector::{ImageInspector, InspectRequest};
+use multiarch_plugins::model::{
+    platform::{ContainerPlatforms, Platform, compatible_platforms},
+    pod::PodInfo,
+};
+use tokio::{sync::Semaphore, task::JoinSet};
+
+/// How long a lookup may go on after admission gave up on it: the inspector's own
+/// registry deadlines are shorter; this bounds a hung inspector.
+const BACKGROUND_LIMIT: Duration = Duration::from_secs(60);
+
+/// The answer within the deadline.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lookup {
+    /// The platforms every container can run on (empty: none in common).
+    Platforms(Vec<Platform>),
+    TimedOut,
+    Failed(String),
+    Busy,
+}
+
+#[derive(Clone)]
+pub struct AdmissionLookup {
+    inspector: Arc<dyn ImageInspector>,
+    deadline: Duration,
+    in_flight: Arc<Semaphore>,
+}
+
+impl AdmissionLookup {
+    /// `max_in_flight` bounds the lookups running at once, those finishing in the
+    /// background included.
+    pub fn new(
+        inspector: Arc<dyn ImageInspector>,
+        deadline: Duration,
+        max_in_flight: usize,
+    ) -> Self {
+        AdmissionLookup {
+            inspector,
+            deadline,
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+        }
+    }
+
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    pub async fn lookup(&self, pod: &Pod, namespace: &str) -> Lookup {
+        let mut info = match PodInfo::from_pod(pod) {
+            Ok(info) => info,
+            Err(e) => return Lookup::Failed(e.to_string()),
+        };
+        // A pod under admission may not carry its namespace yet: the request's does.
+        info.namespace = namespace.to_owned();
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            return Lookup::Busy;
+        };
+        let requests: Vec<(String, InspectRequest)> = info
+            .images
+            .iter()
+            .map(|image| {
+                (
+                    image.container.clone(),
+                    InspectRequest::for_container(&info, image),
+                )
+            })
+            .collect();
+        let inspector = self.inspector.clone();
+        let lookup = tokio::spawn(async move {
+            let _permit = permit;
+            let mut inspections = JoinSet::new();
+            for (container, request) in requests {
+                let inspector = inspector.clone();
+                inspections.spawn(async move {
+                    let answer =
+                        tokio::time::timeout(BACKGROUND_LIMIT, inspector.inspect(&request)).await;
+                    (container, request.image, answer)
+                });
+            }
+            let mut per_container = Vec::new();
+            while let Some(joined) = inspections.join_next().await {
+                match joined {
+                    Ok((container, _, Ok(Ok(found)))) => {
+                        per_container.push((container, found.platform_list()));
+                    }
+                    Ok((_, image, Ok(Err(e)))) => return Err(format!("{image}: {e}")),
+                    Ok((_, image, Err(_))) => {
+                        return Err(format!("{image}: no answer in {BACKGROUND_LIMIT:?}"));
+                    }
+                    Err(e) => return Err(format!("inspection task: {e}")),
+                }
+            }
+            Ok(per_container)
+        });
+        match tokio::time::timeout(self.deadline, lookup).await {
+            // Dropping the handle detaches the task: it finishes and fills the cache.
+            Err(_) => Lookup::TimedOut,
+            Ok(Err(e)) => Lookup::Failed(format!("inspection task: {e}")),
+            Ok(Ok(Err(e))) => Lookup::Failed(e),
+            Ok(Ok(Ok(per_container))) => {
+                let containers: Vec<ContainerPlatforms<'_>> = per_container
+                    .iter()
+                    .map(|(container, platforms)| ContainerPlatforms {
+                        container,
+                        platforms,
+                    })
+                    .collect();
+                Lookup::Platforms(compatible_platforms(&containers))
+            }
+        }
+    }
+}
