@@ -379,7 +379,9 @@ async fn post(
         .unwrap();
     let peer = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        // An empty body is a probe: GET.
+        if body.is_empty() { "GET" } else { "POST" },
         body.len()
     );
     tls.write_all(head.as_bytes()).await.unwrap();
@@ -410,8 +412,11 @@ async fn https_serves_reviews_rejects_garbage_and_reloads_its_certificate() {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = WebhookMetrics::default();
     metrics.register(&mut registry);
+    let mut unknown = config(PlacementMode::Scheduler);
+    unknown.known = false;
+    let config_handle = Arc::new(RwLock::new(unknown));
     let state = WebhookState {
-        config: Arc::new(RwLock::new(config(PlacementMode::Scheduler))),
+        config: config_handle.clone(),
         metrics,
         registry: Arc::new(registry),
         lookup: None,
@@ -422,11 +427,26 @@ async fn https_serves_reviews_rejects_garbage_and_reloads_its_certificate() {
     let server = tokio::spawn(serve(listener, tls, state, shutdown.clone()));
 
     let request = serde_json::to_vec(&fixture("admissionreview-request-0.json")).unwrap();
+    // Not ready, and no routing, until the placement configuration is known.
+    let (status, _, _) = post(addr, &first_ca, "/readyz", b"").await;
+    assert!(status.contains("503"), "{status}");
+    let (status, body, _) = post(addr, &first_ca, "/mutate-pods", &request).await;
+    assert!(status.contains("200"), "{status}");
+    let review: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(review["response"]["allowed"], true);
+    assert!(review["response"].get("patch").is_none(), "{review}");
+    config_handle.write().unwrap().known = true;
+    let (status, _, _) = post(addr, &first_ca, "/readyz", b"").await;
+    assert!(status.contains("200"), "{status}");
     let (status, body, first_cert) = post(addr, &first_ca, "/mutate-pods", &request).await;
     assert!(status.contains("200"), "{status}");
     let review: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(review["kind"], "AdmissionReview");
     assert_eq!(review["response"]["allowed"], true);
+    assert!(
+        review["response"].get("patch").is_some(),
+        "routed once known"
+    );
 
     // Undecodable: an HTTP error, so failurePolicy Ignore admits the pod unchanged.
     let (status, _, _) = post(addr, &first_ca, "/mutate-pods", b"garbage").await;

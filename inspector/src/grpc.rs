@@ -97,6 +97,12 @@ impl proto::inspector_server::Inspector for InspectorService {
     }
 }
 
+/// Connecting to the inspector Service.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// One inspection: longer than the inspector's own registry deadline (30 s by default,
+/// retries included), so its answer (or its error) arrives first.
+const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(45);
+
 /// A remote inspector.
 #[derive(Clone)]
 pub struct RemoteInspector {
@@ -104,12 +110,23 @@ pub struct RemoteInspector {
 }
 
 impl RemoteInspector {
-    /// Connects lazily: the first call opens the connection.
+    /// Connects lazily: the first call opens the connection. Every call has a deadline:
+    /// a hung inspector is an error, never a caller waiting forever.
     pub fn new(endpoint: &str) -> Result<Self, InspectError> {
+        Self::with_deadline(endpoint, CALL_DEADLINE)
+    }
+
+    /// [`new`](Self::new) with another deadline per call.
+    pub fn with_deadline(
+        endpoint: &str,
+        deadline: std::time::Duration,
+    ) -> Result<Self, InspectError> {
         let channel = Channel::from_shared(endpoint.to_owned())
             .map_err(|e| {
                 InspectError::Service(format!("invalid inspector endpoint {endpoint:?}: {e}"))
             })?
+            .connect_timeout(CONNECT_TIMEOUT.min(deadline))
+            .timeout(deadline)
             .connect_lazy();
         Ok(RemoteInspector {
             client: InspectorClient::new(channel),

@@ -199,3 +199,22 @@ async fn grpc_client_gives_the_same_answers_and_typed_errors() {
     let err = nobody.inspect(&request).await.unwrap_err();
     assert!(err.is_transient(), "{err}");
 }
+
+/// An inspector that accepts the connection and never answers: the call fails at its
+/// deadline instead of holding the caller (the webhook, the scheduler) forever.
+#[tokio::test]
+async fn a_hung_inspector_is_an_error_at_the_deadline() {
+    let addr = registry::silent_server().await;
+    let remote =
+        RemoteInspector::with_deadline(&format!("http://{addr}"), Duration::from_millis(300))
+            .unwrap();
+    let request = InspectRequest {
+        image: "quay.io/any/image:1".into(),
+        namespace: "ns".into(),
+        ..InspectRequest::default()
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(30), remote.inspect(&request))
+        .await
+        .expect("the client's own deadline ends the call");
+    assert!(answer.is_err(), "{answer:?}");
+}

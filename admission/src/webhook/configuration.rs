@@ -31,6 +31,7 @@ pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, mode_pinned
         .unwrap_or_default()
         == AdmissionAffinity::Enabled;
     config.pod_configs = configs.pod_configs.clone();
+    config.known = mode_pinned || configs.synced;
 }
 
 /// Keeps `config` in step with `configs` until shutdown.
@@ -98,5 +99,19 @@ mod tests {
         assert_eq!(config.mode, PlacementMode::Scheduler);
         apply(&mut config, &gate_mode(), true);
         assert_eq!(config.mode, PlacementMode::Scheduler);
+    }
+
+    #[test]
+    fn the_mode_is_known_once_the_configuration_is_read_or_pinned() {
+        let mut config = webhook_config();
+        let mut unread = gate_mode();
+        unread.synced = false;
+        apply(&mut config, &unread, false);
+        assert!(!config.known);
+        apply(&mut config, &unread, true);
+        assert!(config.known, "a pinned mode needs no configuration");
+        apply(&mut config, &gate_mode(), false);
+        assert!(config.known);
+        assert_eq!(config.mode, PlacementMode::SchedulingGate);
     }
 }

@@ -38,6 +38,10 @@ pub struct WebhookConfig {
     /// Scheduler mode: write the architecture constraint into routed pods whose image
     /// platforms are known in time (`spec.placement.admissionAffinity`).
     pub admission_affinity: bool,
+    /// The mode is known: pinned, or the placement configuration has been read. Until
+    /// then the webhook is not ready and admits pods unchanged (routing a pod on a
+    /// gate-mode cluster to a scheduler that may not run would strand it).
+    pub known: bool,
 }
 
 impl WebhookConfig {
@@ -51,6 +55,7 @@ impl WebhookConfig {
             pod_configs: Arc::default(),
             cluster_plugins: None,
             admission_affinity: true,
+            known: true,
         }
     }
 

@@ -83,6 +83,7 @@ pub fn review(
     let decision = request
         .pod
         .as_ref()
+        .filter(|_| config.known)
         .map(|(pod, namespace)| decide(pod, namespace, config));
     let patch = decision
         .as_ref()

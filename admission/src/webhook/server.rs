@@ -52,6 +52,11 @@ pub async fn answer(
     let Some((pod, namespace)) = request.pod.as_ref() else {
         return Ok((respond(&request.uid, &[])?, None));
     };
+    if !config.known {
+        // Not ready yet (the API server should not be calling): admit unchanged, as
+        // `failurePolicy: Ignore` would.
+        return Ok((respond(&request.uid, &[])?, None));
+    }
     let mut decision = decide(pod, namespace, config);
     if decision.routed()
         && config.admission_affinity
@@ -86,7 +91,7 @@ pub fn router(state: WebhookState) -> Router {
     Router::new()
         .route("/mutate-pods", post(mutate))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ready" }))
+        .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
@@ -141,6 +146,24 @@ async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
             warn!(error = %e, "undecodable admission request");
             (StatusCode::BAD_REQUEST, e.to_string()).into_response()
         }
+    }
+}
+
+/// Ready once the mode is known, so the Service sends no review before.
+async fn ready(State(state): State<WebhookState>) -> Response {
+    let known = state
+        .config
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .known;
+    if known {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the placement configuration has not been read yet",
+        )
+            .into_response()
     }
 }
 

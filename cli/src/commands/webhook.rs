@@ -32,6 +32,13 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         &args.namespace,
     )));
     if !args.no_kubernetes {
+        // Until the ClusterPodPlacementConfig is read, the mode is a guess: not ready.
+        if args.mode.is_none() {
+            config
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .known = false;
+        }
         // The mode and preferences follow the ClusterPodPlacementConfig, unless pinned.
         let client = client::connect(None).await.context(
             "cannot reach the Kubernetes API (use --no-kubernetes with --mode outside a cluster)",
