@@ -277,35 +277,45 @@ async fn the_gated_pod_gauge_follows_the_cluster() {
 async fn a_standby_replica_leaves_gated_pods_to_the_leader() {
     use multiarch_runtime::leader_election::ElectionConfig;
     let server = FakeApiServer::start().await;
-    server.apply(
-        "coordination.k8s.io/leases",
-        json!({"metadata": {"name": "multiarch-gate-controller", "namespace": "multiarch"},
-               "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 1,
-                        "acquireTime": "2026-11-22T00:00:00.000000Z", "renewTime": "2026-11-22T00:00:00.000000Z",
-                        "leaseTransitions": 0}}),
-    );
+    // replica-a holds the lease and renews it (the test plays replica-a).
+    let renew = |n: u32| {
+        server.apply(
+            "coordination.k8s.io/leases",
+            json!({"metadata": {"name": "multiarch-gate-controller", "namespace": "multiarch"},
+                   "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 3,
+                            "acquireTime": "2026-11-22T00:00:00.000000Z",
+                            "renewTime": format!("2026-11-22T00:00:{:02}.000000Z", n % 60),
+                            "leaseTransitions": 0}}),
+        );
+    };
+    renew(0);
     let mut standby = options();
     standby.identity = "replica-b".into();
     standby.election = Some(ElectionConfig {
         namespace: "multiarch".into(),
         lease_name: "multiarch-gate-controller".into(),
         identity: "replica-b".into(),
-        lease_duration: Duration::from_secs(1),
-        renew_deadline: Duration::from_millis(700),
+        // Long against the renewals below: only a stall of seconds could let the standby
+        // take the lease while replica-a still renews.
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
         retry_period: Duration::from_millis(100),
     });
     let metrics = GateMetrics::default();
     let _c = controller_with(&server, standby, &metrics);
     server.apply("pods", gated("web", &["multi:1"], json!({})));
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let pod = server.get("pods", "shop", "web").unwrap();
-    assert_eq!(
-        pod["spec"]["schedulingGates"].as_array().unwrap().len(),
-        1,
-        "processed while standby"
-    );
+    for n in 1..=10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        renew(n);
+        let pod = server.get("pods", "shop", "web").unwrap();
+        assert_eq!(
+            pod["spec"]["schedulingGates"].as_array().unwrap().len(),
+            1,
+            "processed while standby"
+        );
+    }
     assert_eq!(metrics.processed.get(), 0);
-    // replica-a stopped renewing: replica-b takes over and processes the pod.
+    // replica-a stops renewing: replica-b takes over and processes the pod.
     ungated(&server, "web").await;
     let lease = server
         .get(
@@ -315,5 +325,14 @@ async fn a_standby_replica_leaves_gated_pods_to_the_leader() {
         )
         .unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "replica-b");
-    assert_eq!(metrics.processed.get(), 1);
+    // The metric follows the update that removed the gate.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while metrics.processed.get() != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "processed {}",
+            metrics.processed.get()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
