@@ -343,3 +343,30 @@ async fn per_pod_writes_respect_the_client_qps() {
     );
     runtime.shutdown().await.unwrap();
 }
+
+/// A pod whose requests the scheduler cannot read is not dropped silently: it is told
+/// why, and the rest of the cluster is scheduled as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_with_an_unreadable_request_is_told_why() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "4"));
+    server.apply("pods", pod("odd", "arm:1", "lots"));
+    server.apply("pods", pod("fine", "arm:1", "1"));
+    let runtime = start(&server, "a", false);
+    eventually("fine bound", || node_of(&server, "fine").is_some()).await;
+    eventually("FailedScheduling for odd", || {
+        events_for(&server, "odd")
+            .iter()
+            .any(|e| e["reason"] == "FailedScheduling")
+    })
+    .await;
+    let events = events_for(&server, "odd");
+    let note = events[0]["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("pod has an unreadable resource request: ") && note.contains("lots"),
+        "{note}"
+    );
+    assert_eq!(events[0]["type"], "Warning");
+    assert_eq!(node_of(&server, "odd"), None);
+    runtime.shutdown().await.unwrap();
+}

@@ -111,6 +111,9 @@ pub enum Inbox {
     NodeUpsert(Box<NodeInfo>),
     NodeDelete(String),
     PodUpsert(Box<PodInfo>),
+    /// A pod whose resource requests cannot be read (only its identity, scheduler and node
+    /// are set), and why.
+    PodUnreadable(Box<PodInfo>, String),
     PodDelete(String),
     Namespace(String, Labels),
     NamespaceDelete(String),

@@ -286,6 +286,29 @@ impl Loop {
                 }
                 self.core.apply_pod(*pod, now);
             }
+            Inbox::PodUnreadable(pod, error) => {
+                // Kept as it was known (a bound pod's usage stays counted); a pending pod
+                // of ours is told why it is not scheduled, once per message.
+                self.seen(Kind::Pods, pod.uid.clone());
+                warn!(pod = %pod.key(), %error, "pod has an unreadable resource request");
+                let ours = pod.scheduler_name == self.options.scheduler_name;
+                let message = format!("pod has an unreadable resource request: {error}");
+                if ours
+                    && pod.node_name.is_none()
+                    && !pod.deleting
+                    && self.last_failure.get(&pod.uid) != Some(&message)
+                {
+                    self.last_failure.insert(pod.uid.clone(), message.clone());
+                    self.reports.send(PodReport::about(
+                        &pod,
+                        true,
+                        "FailedScheduling",
+                        "Scheduling",
+                        message,
+                        Some("Unschedulable"),
+                    ));
+                }
+            }
             Inbox::PodDelete(uid) => {
                 self.unseen(Kind::Pods, &uid);
                 self.last_failure.remove(&uid);

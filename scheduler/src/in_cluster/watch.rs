@@ -119,8 +119,19 @@ pub fn start(client: &kube::Client, inbox: &mpsc::UnboundedSender<Inbox>, tasks:
         |pod| match PodInfo::from_pod(&pod) {
             Ok(info) => Some(Inbox::PodUpsert(Box::new(info))),
             Err(e) => {
-                warn!(pod = %pod.name_any(), error = %e, "pod has an unreadable request; ignoring it");
-                None
+                let spec = pod.spec.as_ref();
+                let identity = PodInfo {
+                    uid: pod.uid().unwrap_or_default(),
+                    namespace: pod.namespace().unwrap_or_default(),
+                    name: pod.name_any(),
+                    scheduler_name: spec
+                        .and_then(|s| s.scheduler_name.clone())
+                        .unwrap_or_default(),
+                    node_name: spec.and_then(|s| s.node_name.clone()),
+                    deleting: pod.metadata.deletion_timestamp.is_some(),
+                    ..PodInfo::default()
+                };
+                Some(Inbox::PodUnreadable(Box::new(identity), e.to_string()))
             }
         },
         |pod| Inbox::PodDelete(pod.uid().unwrap_or_default()),
