@@ -477,3 +477,87 @@ async fn https_serves_reviews_rejects_garbage_and_reloads_its_certificate() {
         .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Idle clients cannot hold the webhook: a connection that never completes its TLS
+/// handshake is closed after the handshake timeout, and beyond the connection limit new
+/// connections are closed at once while the others are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_bounded_in_time_and_number() {
+    use multiarch_admission::webhook::server::{ServerLimits, serve_with};
+    use tokio::io::AsyncReadExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("multiarch-webhook-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = write_cert(&dir, "idle");
+    let tls = server_config(
+        dir.join("tls.crt"),
+        dir.join("tls.key"),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let state = WebhookState {
+        config: Arc::new(RwLock::new(config(PlacementMode::Scheduler))),
+        metrics: WebhookMetrics::default(),
+        registry: Arc::default(),
+        lookup: None,
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let start = |limits: ServerLimits| {
+        let tls = tls.clone();
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(serve_with(listener, tls, state, shutdown, limits));
+            addr
+        }
+    };
+    // Closed by the server: the read ends (0 bytes) instead of hanging.
+    async fn closed(stream: &mut tokio::net::TcpStream) -> bool {
+        let mut buffer = [0u8; 64];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buffer)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }
+
+    let quick = start(ServerLimits {
+        handshake_timeout: Duration::from_millis(300),
+        ..ServerLimits::default()
+    })
+    .await;
+    let mut silent = tokio::net::TcpStream::connect(quick).await.unwrap();
+    assert!(closed(&mut silent).await, "a silent client was not dropped");
+
+    // Two silent clients hold both slots of a server whose handshake timeout is far
+    // longer than the wait: a third is closed at once, by the limit.
+    let capped = start(ServerLimits {
+        max_connections: 2,
+        handshake_timeout: Duration::from_secs(120),
+        ..ServerLimits::default()
+    })
+    .await;
+    let first = tokio::net::TcpStream::connect(capped).await.unwrap();
+    let second = tokio::net::TcpStream::connect(capped).await.unwrap();
+    let mut third = tokio::net::TcpStream::connect(capped).await.unwrap();
+    assert!(closed(&mut third).await, "the third connection was kept");
+    // The silent clients leave: their slots come back and reviews are answered.
+    drop((first, second));
+    let request = serde_json::to_vec(&fixture("admissionreview-request-0.json")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ca, request) = (ca.clone(), request.clone());
+        let answer =
+            tokio::spawn(async move { post(capped, &ca, "/mutate-pods", &request).await }).await;
+        if let Ok((status, _, _)) = answer
+            && status.contains("200")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "slots never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -171,6 +171,28 @@ async fn metrics(State(state): State<WebhookState>) -> Response {
     multiarch_runtime::ops_server::metrics_response(&state.registry)
 }
 
+/// What a client may hold: idle or slow connections must not starve the API server's
+/// admission calls.
+#[derive(Clone, Copy, Debug)]
+pub struct ServerLimits {
+    /// Connections at once; beyond it new ones are closed at accept.
+    pub max_connections: usize,
+    /// From accept to a finished TLS handshake.
+    pub handshake_timeout: std::time::Duration,
+    /// From connection (or the previous response) to a complete request head.
+    pub header_timeout: std::time::Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 4096,
+            handshake_timeout: std::time::Duration::from_secs(10),
+            header_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
 /// Serves HTTPS on `listener` until `shutdown` is cancelled; connections in progress
 /// finish on their own (an admission review is one short request).
 pub async fn serve(
@@ -179,8 +201,19 @@ pub async fn serve(
     state: WebhookState,
     shutdown: CancellationToken,
 ) {
+    serve_with(listener, tls, state, shutdown, ServerLimits::default()).await;
+}
+
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    tls: Arc<ServerConfig>,
+    state: WebhookState,
+    shutdown: CancellationToken,
+    limits: ServerLimits,
+) {
     let acceptor = TlsAcceptor::from(tls);
     let app = router(state);
+    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -195,18 +228,35 @@ pub async fn serve(
                 continue;
             }
         };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            debug!(%peer, "connection limit reached: closing");
+            drop(socket);
+            continue;
+        };
         let acceptor = acceptor.clone();
         let app = app.clone();
         tokio::spawn(async move {
-            let stream = match acceptor.accept(socket).await {
-                Ok(s) => s,
-                Err(e) => {
-                    debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
+            let _permit = permit;
+            let stream =
+                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(socket)).await
+                {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
             let service = TowerToHyperService::new(app);
-            if let Err(e) = auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+            let mut builder = auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            builder
+                .http1()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout);
+            if let Err(e) = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {
