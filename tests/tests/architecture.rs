@@ -265,8 +265,20 @@ fn the_cycle_check_sees_a_cycle() {
 /// cargo resolves them for the whole workspace.
 fn runtime_dependencies(package: &str) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Only this machine's platform: resolving every platform needs crates (Android's,
+    // Windows') that an offline build never downloaded.
+    let rustc = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .unwrap();
+    let host = String::from_utf8(rustc.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("host: ").map(str::to_owned))
+        .unwrap();
     let output = std::process::Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host])
         .current_dir(workspace())
         .output()
         .unwrap();
