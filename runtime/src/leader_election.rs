@@ -37,6 +37,43 @@ pub struct ElectionConfig {
     pub retry_period: Duration,
 }
 
+/// A timing that cannot keep one leader at a time (client-go's rules).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ElectionConfigError {
+    #[error("the lease duration ({lease:?}) must be longer than the renew deadline ({renew:?})")]
+    LeaseNotLongerThanRenewDeadline { lease: Duration, renew: Duration },
+    #[error(
+        "the renew deadline ({renew:?}) must be longer than 1.2 times the retry period ({retry:?})"
+    )]
+    RenewDeadlineTooShort { renew: Duration, retry: Duration },
+    #[error("the retry period must be positive")]
+    NoRetryPeriod,
+}
+
+impl ElectionConfig {
+    /// A leader stops at the latest `renew_deadline` after its last renewal was sent, and a
+    /// standby takes over no sooner than `lease_duration` after seeing it: the first must
+    /// be shorter, or two replicas lead at once.
+    pub fn validate(&self) -> Result<(), ElectionConfigError> {
+        if self.retry_period.is_zero() {
+            return Err(ElectionConfigError::NoRetryPeriod);
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(ElectionConfigError::LeaseNotLongerThanRenewDeadline {
+                lease: self.lease_duration,
+                renew: self.renew_deadline,
+            });
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+            return Err(ElectionConfigError::RenewDeadlineTooShort {
+                renew: self.renew_deadline,
+                retry: self.retry_period,
+            });
+        }
+        Ok(())
+    }
+}
+
 pub struct Elector {
     api: Api<Lease>,
     config: ElectionConfig,
@@ -160,12 +197,29 @@ impl Elector {
     /// publishing whether this replica leads. On a graceful end the lease is released so
     /// that a standby takes over at once.
     pub async fn run(mut self, leading: watch::Sender<bool>, mut alive: watch::Receiver<bool>) {
+        // When the last successful renewal was *sent*: the server wrote it at that
+        // instant or later, so a standby cannot see the lease expire before
+        // `last_renew + lease_duration`, and this replica stops at the latest at
+        // `last_renew + renew_deadline`, earlier.
         let mut last_renew: Option<Instant> = None;
         loop {
-            let ok = match self.try_acquire_or_renew().await {
-                Ok(held) => held,
-                Err(e) => {
+            let started = Instant::now();
+            let budget = match last_renew {
+                Some(renewed) if *leading.borrow() => {
+                    (renewed + self.config.renew_deadline).saturating_duration_since(started)
+                }
+                _ => self.config.renew_deadline,
+            };
+            // client-go bounds each attempt by the renew deadline: a hung API server must
+            // not keep a leader leading past it.
+            let ok = match tokio::time::timeout(budget, self.try_acquire_or_renew()).await {
+                Ok(Ok(held)) => held,
+                Ok(Err(e)) => {
                     warn!(error = %e, "lease update failed");
+                    false
+                }
+                Err(_) => {
+                    warn!(after = ?budget, "lease update timed out");
                     false
                 }
             };
@@ -174,7 +228,7 @@ impl Elector {
                 if !*leading.borrow() {
                     info!(identity = %self.config.identity, lease = %self.config.lease_name, "became leader");
                 }
-                last_renew = Some(now);
+                last_renew = Some(started);
                 let _ = leading.send(true);
             } else if *leading.borrow()
                 && last_renew.is_none_or(|t| now.duration_since(t) >= self.config.renew_deadline)
@@ -188,7 +242,12 @@ impl Elector {
                 changed = alive.changed() => {
                     // `true` sent: graceful stop; sender dropped: the loop died.
                     if changed.is_ok() && *alive.borrow() && *leading.borrow() {
-                        self.release().await;
+                        // Bounded: a hung API server must not hold up the shutdown (the
+                        // lease then expires instead).
+                        let deadline = self.config.renew_deadline;
+                        if tokio::time::timeout(deadline, self.release()).await.is_err() {
+                            warn!(after = ?deadline, "releasing the lease timed out");
+                        }
                     }
                     let _ = leading.send(false);
                     return;
@@ -288,5 +347,45 @@ impl Elector {
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(lease: u64, renew: u64, retry: u64) -> ElectionConfig {
+        ElectionConfig {
+            namespace: "multiarch".into(),
+            lease_name: "lease".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_millis(lease),
+            renew_deadline: Duration::from_millis(renew),
+            retry_period: Duration::from_millis(retry),
+        }
+    }
+
+    #[test]
+    fn timings_that_allow_two_leaders_are_refused() {
+        assert_eq!(config(15_000, 10_000, 2_000).validate(), Ok(()));
+        assert!(matches!(
+            config(10_000, 10_000, 2_000).validate(),
+            Err(ElectionConfigError::LeaseNotLongerThanRenewDeadline { .. })
+        ));
+        assert!(matches!(
+            config(15_000, 2_400, 2_000).validate(),
+            Err(ElectionConfigError::RenewDeadlineTooShort { .. })
+        ));
+        assert_eq!(
+            config(15_000, 10_000, 0).validate(),
+            Err(ElectionConfigError::NoRetryPeriod)
+        );
+        assert_eq!(
+            config(15_000, 10_000, 0)
+                .validate()
+                .unwrap_err()
+                .to_string(),
+            "the retry period must be positive"
+        );
     }
 }

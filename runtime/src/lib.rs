@@ -12,5 +12,6 @@ pub mod ops_server;
 pub mod placement_config;
 pub mod pod_events;
 pub mod rate_limit;
+pub mod request_deadline;
 pub mod shutdown;
 pub mod supervisor;

@@ -215,3 +215,83 @@ async fn without_an_election_the_work_runs_until_shutdown() {
         "no lease without an election"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_request_fails_at_its_deadline_and_watches_are_not_cut() {
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use multiarch_fake_apiserver::{Effect, Fault, Method};
+
+    let server = FakeApiServer::start().await;
+    let client = multiarch_runtime::client::with_request_deadline(
+        kube::Config::new(server.url().parse().unwrap()),
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "multiarch");
+    server.inject(Fault::new(
+        Some(Method::GET),
+        "/configmaps/settings",
+        Effect::Hang,
+    ));
+    let answer = tokio::time::timeout(Duration::from_secs(10), api.get_opt("settings"))
+        .await
+        .expect("the request hung past its deadline");
+    let error = answer.unwrap_err().to_string();
+    assert!(
+        error.contains(
+            "the API server did not answer GET /api/v1/namespaces/multiarch/configmaps/settings within 300ms"
+        ),
+        "{error}"
+    );
+    server.clear_faults();
+    assert!(api.get_opt("settings").await.unwrap().is_none());
+
+    // A watch outlives the deadline and still sees changes.
+    // Driven by its own task, so that the watch request is open while time passes.
+    let (tx, mut events) = tokio::sync::mpsc::channel(16);
+    let driver = tokio::spawn(async move {
+        let mut stream =
+            kube::runtime::watcher(api, kube::runtime::watcher::Config::default()).boxed();
+        while let Some(event) = stream.next().await {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    });
+    while !matches!(
+        events.recv().await,
+        Some(Ok(kube::runtime::watcher::Event::InitDone))
+    ) {}
+    // Three deadlines pass with the watch open and nothing to say.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let watches_before = server
+        .requests()
+        .iter()
+        .filter(|r| r.contains("configmaps") && r.starts_with("GET"))
+        .count();
+    server.apply(
+        "configmaps",
+        json!({"metadata": {"name": "settings", "namespace": "multiarch"}, "data": {"a": "b"}}),
+    );
+    let seen = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(event) = events.recv().await {
+            match event {
+                Ok(kube::runtime::watcher::Event::Apply(cm)) => return cm.metadata.name,
+                other => panic!("the watch was interrupted: {other:?}"),
+            }
+        }
+        None
+    })
+    .await
+    .unwrap();
+    driver.abort();
+    // No new request: the event came on the watch opened before the pause.
+    let watches_after = server
+        .requests()
+        .iter()
+        .filter(|r| r.contains("configmaps") && r.starts_with("GET"))
+        .count();
+    assert_eq!(watches_before, watches_after);
+    assert_eq!(seen.as_deref(), Some("settings"));
+}

@@ -216,6 +216,99 @@ async fn only_the_leader_binds_and_a_standby_takes_over() {
     b.shutdown().await.unwrap();
 }
 
+/// Watches two replicas' leadership and records whether both ever led at once.
+fn watch_for_two_leaders(
+    mut a: tokio::sync::watch::Receiver<bool>,
+    mut b: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<(bool, Vec<&'static str>)> {
+    tokio::spawn(async move {
+        let (mut a_open, mut b_open) = (true, true);
+        let mut both = false;
+        let mut changes = Vec::new();
+        let mut last = (*a.borrow(), *b.borrow());
+        while a_open || b_open {
+            tokio::select! {
+                changed = a.changed(), if a_open => a_open = changed.is_ok(),
+                changed = b.changed(), if b_open => b_open = changed.is_ok(),
+            }
+            let now = (*a.borrow(), *b.borrow());
+            both |= now.0 && now.1;
+            for (was, is, starts, stops) in [
+                (last.0, now.0, "a", "a stops"),
+                (last.1, now.1, "b", "b stops"),
+            ] {
+                if was != is {
+                    changes.push(if is { starts } else { stops });
+                }
+            }
+            last = now;
+        }
+        (both, changes)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewal_hangs_stops_before_a_standby_takes_over() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    let a = start(&server, "replica-a", true);
+    let mut a_leading = a.leading.clone();
+    tokio::time::timeout(Duration::from_secs(5), a_leading.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = start(&server, "replica-b", true);
+    let monitor = watch_for_two_leaders(a.leading.clone(), b.leading.clone());
+    for i in 0..5 {
+        server.apply("pods", pod(&format!("p{i}"), "arm:1", "100m"));
+    }
+    eventually("the first pods bound", || {
+        (0..5).all(|i| node_of(&server, &format!("p{i}")).is_some())
+    })
+    .await;
+
+    // replica-a's next renewal hangs (its API server connection is stuck) for three
+    // lease durations (1.5 s each), while pods keep arriving.
+    server.inject(
+        multiarch_fake_apiserver::Fault::new(
+            Some(multiarch_fake_apiserver::Method::PUT),
+            "/leases/multiarch-scheduler",
+            multiarch_fake_apiserver::Effect::Hang,
+        )
+        .times(1),
+    );
+    let hung_at = tokio::time::Instant::now();
+    for i in 5..10 {
+        server.apply("pods", pod(&format!("p{i}"), "arm:1", "100m"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut b_leading = b.leading.clone();
+    tokio::time::timeout(Duration::from_secs(10), b_leading.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep_until(hung_at + Duration::from_millis(4500)).await;
+    server.clear_faults();
+
+    eventually("every pod bound", || {
+        (0..10).all(|i| node_of(&server, &format!("p{i}")).is_some())
+    })
+    .await;
+    for i in 0..10 {
+        assert_eq!(bindings(&server, &format!("p{i}")), 1, "p{i}");
+    }
+    // replica-a ends as a process would: it lost the lease.
+    let a_end = tokio::time::timeout(Duration::from_secs(5), a.task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(a_end.is_err(), "replica-a must end with LostLease");
+    b.shutdown().await.unwrap();
+    let (both, changes) = monitor.await.unwrap();
+    assert!(!both, "two replicas led at once: {changes:?}");
+    assert_eq!(changes[..2], ["a stops", "b"], "{changes:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configuration_is_hot_reloaded() {
     let server = FakeApiServer::start().await;

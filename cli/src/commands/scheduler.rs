@@ -62,6 +62,9 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         api_burst: args.kube_api_burst,
         volume_bind_timeout: args.volume_bind_timeout,
     };
+    if let Some(election) = &options.election {
+        election.validate()?;
+    }
     let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
 
     if let Some(handle) = log_filter {

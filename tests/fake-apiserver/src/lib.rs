@@ -12,11 +12,15 @@
 //! resources written through the API are pruned, defaulted and validated against their CRD.
 //!
 //! Test hooks: direct object writes (as kubelets and users, without admission), request
-//! log, compaction, broken watch connections, and injected binding, update and patch
-//! failures.
+//! log, compaction, broken watch connections, injected binding, update and patch
+//! failures, and faults on any request (`faults`: a status, a delay, a hang).
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test infrastructure
 
 pub mod apiextensions;
+mod faults;
+
+pub use axum::http::Method;
+pub use faults::{Effect, Fault};
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -29,7 +33,7 @@ use axum::{
     Router,
     body::{Body, Bytes},
     extract::{Query, State},
-    http::{HeaderMap, Method, StatusCode, Uri},
+    http::{HeaderMap, StatusCode, Uri},
     response::{IntoResponse, Response},
 };
 use futures_util::StreamExt;
@@ -79,6 +83,7 @@ struct Shared {
     /// While set, new watch requests wait (a network partition).
     hold_watches: std::sync::atomic::AtomicBool,
     changes: broadcast::Sender<Message>,
+    faults: faults::Faults,
 }
 
 /// A running fake API server; stopped when dropped.
@@ -315,6 +320,7 @@ impl FakeApiServer {
             store: Mutex::new(store),
             hold_watches: std::sync::atomic::AtomicBool::new(false),
             changes,
+            faults: faults::Faults::default(),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -439,6 +445,16 @@ impl FakeApiServer {
         }
     }
 
+    /// Requests matching `fault` fail, wait or hang (see [`Fault`]).
+    pub fn inject(&self, fault: Fault) {
+        self.shared.faults.add(fault);
+    }
+
+    /// Removes every injected fault; hung requests go on.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
     /// The kubelet confirms a terminating pod is gone: it is removed.
     pub fn finish_termination(&self, namespace: &str, name: &str) -> bool {
         self.delete("pods", namespace, name).is_some()
@@ -466,6 +482,15 @@ async fn handle(
         .unwrap()
         .requests
         .push(format!("{method} {}", uri.path()));
+    if let Some(code) = shared.faults.apply(&method, uri.path()).await {
+        return status(
+            code,
+            faults::reason(code),
+            &faults::message(code, uri.path()),
+            "",
+            "",
+        );
+    }
     let Some(target) = parse_path(uri.path()) else {
         return status(
             404,
