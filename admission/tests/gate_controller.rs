@@ -336,3 +336,104 @@ async fn a_standby_replica_leaves_gated_pods_to_the_leader() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+fn messages(server: &FakeApiServer, pod: &str, reason: &str) -> Vec<String> {
+    server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == pod && e["reason"] == reason)
+        .map(|e| e["note"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_configuration_reads_keep_the_gate_until_the_configuration_is_read() {
+    use multiarch_fake_apiserver::{Effect, Fault, Method};
+    let server = FakeApiServer::start().await;
+    server.apply("multiarch.openshift.io/podplacementconfigs", json!({"metadata": {"name": "prefer-arm", "namespace": "shop"},
+        "spec": {"priority": 5, "plugins": {"nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": "arm64", "weight": 60}]}}}}));
+    // The ClusterPodPlacementConfig answers 500, then the PodPlacementConfig list does.
+    server.inject(Fault::new(
+        Some(Method::GET),
+        "/clusterpodplacementconfigs/cluster",
+        Effect::Status(500),
+    ));
+    let metrics = GateMetrics::default();
+    let _c = controller_with(
+        &server,
+        GateOptions {
+            max_attempts: 1_000,
+            ..options()
+        },
+        &metrics,
+    );
+    server.apply("pods", gated("web", &["multi:1"], json!({})));
+    eventually("three failed reads", || {
+        metrics.configuration_read_errors.get() >= 3
+    })
+    .await;
+    server.clear_faults();
+    server.inject(Fault::new(
+        Some(Method::GET),
+        "/namespaces/shop/podplacementconfigs",
+        Effect::Status(500),
+    ));
+    let before = metrics.configuration_read_errors.get();
+    eventually("two more failed reads", || {
+        metrics.configuration_read_errors.get() >= before + 2
+    })
+    .await;
+    let pod = server.get("pods", "shop", "web").unwrap();
+    assert_eq!(
+        pod["spec"]["schedulingGates"][0]["name"], "multiarch.openshift.io/scheduling-gate",
+        "the gate was removed while the configuration could not be read: {pod}"
+    );
+    assert!(pod["spec"]["affinity"].is_null(), "{pod}");
+    let notes = messages(&server, "web", "ArchAwareConfigurationUnreadable");
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "cannot read the placement configuration (attempt 1 of 1000; the gate stays until it is read)"
+        )),
+        "{notes:?}"
+    );
+
+    server.clear_faults();
+    let pod = ungated(&server, "web").await;
+    let preferred =
+        &pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+    assert_eq!(preferred[0]["weight"], 60, "{pod}");
+    assert!(!required(&pod).is_null(), "{pod}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_attempts_the_pod_goes_on_with_its_images_architectures_only() {
+    use multiarch_fake_apiserver::{Effect, Fault, Method};
+    let server = FakeApiServer::start().await;
+    server.inject(Fault::new(
+        Some(Method::GET),
+        "/clusterpodplacementconfigs/cluster",
+        Effect::Status(500),
+    ));
+    let metrics = GateMetrics::default();
+    let _c = controller_with(&server, options(), &metrics);
+    server.apply("pods", gated("web", &["arm:1"], json!({})));
+    let pod = ungated(&server, "web").await;
+    assert_eq!(metrics.configuration_read_errors.get(), 3);
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["values"],
+        json!(["arm64"]),
+        "{pod}"
+    );
+    assert!(
+        pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            .is_null()
+    );
+    let notes = messages(&server, "web", "ArchAwarePlacedWithoutConfiguration");
+    assert_eq!(
+        notes,
+        [
+            "cannot read the placement configuration after 3 attempts; placing by the images' architectures without preferences or fallback: \
+          Internal error occurred: injected fault on /apis/multiarch.openshift.io/v1beta1/clusterpodplacementconfigs/cluster (500)"
+        ]
+    );
+}

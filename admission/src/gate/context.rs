@@ -21,4 +21,6 @@ pub struct GateContext {
     /// Pods waiting out an inspection backoff: their own updates (labels written by the
     /// failed pass) must not trigger the next attempt early, as they did in MTO.
     pub backoff_until: Mutex<HashMap<String, Instant>>,
+    /// Pods whose passes could not read the placement configuration, and how many times.
+    pub unreadable_configuration: Mutex<HashMap<String, u32>>,
 }

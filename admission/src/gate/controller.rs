@@ -50,6 +50,7 @@ pub fn start(
         options,
         metrics,
         backoff_until: Mutex::default(),
+        unreadable_configuration: Mutex::default(),
     });
     let shutdown = tasks.shutdown().clone();
     tasks.spawn("gate controller", async move {

@@ -13,6 +13,8 @@ pub struct GateMetrics {
     pub gated: Gauge,
     pub processed: Counter,
     pub failed_inspections: Counter,
+    /// Passes that could not read the ClusterPodPlacementConfig or PodPlacementConfigs.
+    pub configuration_read_errors: Counter,
     pub seconds: Histogram,
 }
 
@@ -22,6 +24,7 @@ impl Default for GateMetrics {
             gated: Gauge::default(),
             processed: Counter::default(),
             failed_inspections: Counter::default(),
+            configuration_read_errors: Counter::default(),
             seconds: Histogram::new([
                 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
                 1.0, 2.0, 4.0,
@@ -46,6 +49,11 @@ impl GateMetrics {
             "mto_ppo_ctrl_failed_image_inspection",
             "Failed image inspections",
             self.failed_inspections.clone(),
+        );
+        registry.register(
+            "multiarch_gate_configuration_read_errors",
+            "Passes over a gated pod that could not read the placement configuration",
+            self.configuration_read_errors.clone(),
         );
         registry.register(
             "mto_ppo_ctrl_time_to_process_gated_pod_seconds",

@@ -48,7 +48,7 @@ pub(super) async fn reconcile(
     }
     let namespace = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
-    let key = format!("{namespace}/{name}");
+    let key = key(&namespace, &name);
     if let Some(wait) = waiting(&context, &key) {
         return Ok(Action::requeue(wait));
     }
@@ -113,7 +113,13 @@ async fn pass(
         return Ok(Pass::Done);
     }
     // Read fresh: a config created just before the pod is never missed.
-    let configs = placement_config::read(&context.client, namespace).await?;
+    let configs = match placement_config::read(&context.client, namespace).await {
+        Ok(configs) => {
+            unreadable(context).remove(&key(namespace, name));
+            configs
+        }
+        Err(error) => configuration_unreadable(context, &pod, error).await?,
+    };
     let spec = configs.cluster_or_default();
     let fallback = spec.fallback_architecture.map(|a| a.as_str().to_owned());
     let inputs = GateInputs {
@@ -165,6 +171,86 @@ async fn pass(
         Some(attempts) => Pass::Retry(attempts),
         None => Pass::Done,
     })
+}
+
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn unreadable(
+    context: &GateContext,
+) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u32>> {
+    context
+        .unreadable_configuration
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Pods tracked at once; beyond it the oldest failures are forgotten (they start over
+/// at one), so that pods deleted while failing cannot grow the map.
+const MAX_TRACKED: usize = 10_000;
+
+/// A failed configuration read is never read as "no configuration": the pass fails and
+/// the controller retries it with backoff, the pod keeps its gate and is told why. After
+/// `max_attempts` failures for the pod, MTO's fail-open rule applies to the
+/// configuration only: the pod goes on without preferences or fallback, but still with
+/// the architectures its images require.
+async fn configuration_unreadable(
+    context: &GateContext,
+    pod: &Pod,
+    error: kube::Error,
+) -> Result<placement_config::PlacementConfigs, kube::Error> {
+    context.metrics.configuration_read_errors.inc();
+    let namespace = pod.namespace().unwrap_or_default();
+    let name = pod.name_any();
+    let failures = {
+        let mut map = unreadable(context);
+        if map.len() >= MAX_TRACKED {
+            map.clear();
+        }
+        let failures = map.entry(key(&namespace, &name)).or_insert(0);
+        *failures += 1;
+        *failures
+    };
+    let max = context.options.max_attempts.max(1);
+    let cause = match &error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => other.to_string(),
+    };
+    let (reason, note, outcome) = if failures < max {
+        (
+            "ArchAwareConfigurationUnreadable",
+            format!(
+                "cannot read the placement configuration (attempt {failures} of {max}; the gate stays until it is read): {cause}"
+            ),
+            Err(error),
+        )
+    } else {
+        unreadable(context).remove(&key(&namespace, &name));
+        (
+            "ArchAwarePlacedWithoutConfiguration",
+            format!(
+                "cannot read the placement configuration after {failures} attempts; placing by the images' architectures without preferences or fallback: {cause}"
+            ),
+            Ok(placement_config::PlacementConfigs::default()),
+        )
+    };
+    tracing::warn!(pod = %key(&namespace, &name), failures, "{note}");
+    let reference = pod_reference(&namespace, &name, pod.uid());
+    if let Err(e) = context
+        .events
+        .publish(
+            &reference,
+            Severity::Warning,
+            reason,
+            "PlacingByArchitecture",
+            note,
+        )
+        .await
+    {
+        debug!(error = %e, "cannot publish event");
+    }
+    outcome
 }
 
 /// The platforms all containers and init containers support, or the first error.
