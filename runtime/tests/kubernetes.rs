@@ -274,17 +274,13 @@ async fn a_hung_request_fails_at_its_deadline_and_watches_are_not_cut() {
         "configmaps",
         json!({"metadata": {"name": "settings", "namespace": "multiarch"}, "data": {"a": "b"}}),
     );
-    let seen = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(event) = events.recv().await {
-            match event {
-                Ok(kube::runtime::watcher::Event::Apply(cm)) => return cm.metadata.name,
-                other => panic!("the watch was interrupted: {other:?}"),
-            }
-        }
-        None
-    })
-    .await
-    .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+        .await
+        .unwrap();
+    let seen = match event {
+        Some(Ok(kube::runtime::watcher::Event::Apply(cm))) => cm.metadata.name,
+        other => panic!("the watch was interrupted: {other:?}"),
+    };
     driver.abort();
     // No new request: the event came on the watch opened before the pause.
     let watches_after = server
