@@ -8,6 +8,7 @@ pub mod image;
 pub mod inspector;
 pub mod keyring;
 pub mod manifest;
+mod manifest_fetch;
 pub mod metrics;
 pub mod registry;
 pub mod secrets;

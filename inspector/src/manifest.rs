@@ -22,7 +22,7 @@ const REFERENCE_TYPE: &str = "vnd.docker.reference.type";
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
-    #[error("the manifest is {0} bytes, more than the 4 MiB a manifest may have")]
+    #[error("the manifest exceeds 4 MiB ({0} bytes or more), more than a manifest may have")]
     TooLarge(usize),
     #[error("the manifest is not valid JSON: {0}")]
     Json(String),

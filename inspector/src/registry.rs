@@ -27,6 +27,7 @@ use crate::{
     image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry},
     keyring::{Credential, Keyring},
     manifest::{self, ACCEPTED, MAX_MANIFEST_BYTES, Parsed},
+    manifest_fetch::ManifestFetch,
     settings::RegistrySettings,
 };
 
@@ -65,8 +66,16 @@ type ClientKey = (String, Option<[u8; 32]>);
 pub struct RegistryClient {
     options: RegistryOptions,
     settings: RegistrySettings,
-    clients: Mutex<LruCache<ClientKey, Arc<Client>>>,
+    clients: Mutex<LruCache<ClientKey, Arc<Session>>>,
     manifest_requests: AtomicU64,
+}
+
+/// What one registry and credential are talked to with: oci-client for blobs, the
+/// bounded fetch for manifests (oci-client reads a manifest whole before its size can be
+/// checked).
+struct Session {
+    oci: Client,
+    manifests: ManifestFetch,
 }
 
 enum Failure {
@@ -169,7 +178,7 @@ impl RegistryClient {
         })
     }
 
-    fn client(&self, registry: &str, credential: Option<&Credential>) -> Arc<Client> {
+    fn session(&self, registry: &str, credential: Option<&Credential>) -> Arc<Session> {
         let fingerprint = credential.map(|c| {
             let mut h = Sha256::new();
             h.update(c.username.as_bytes());
@@ -182,18 +191,20 @@ impl RegistryClient {
             .clients
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(client) = clients.get(&key) {
-            return client.clone();
+        if let Some(session) = clients.get(&key) {
+            return session.clone();
         }
         let settings = self.settings.for_registry(registry);
+        let insecure = settings.is_some_and(|s| s.insecure);
+        let ca_pem = settings.and_then(|s| s.ca_pem.clone());
         let config = ClientConfig {
-            protocol: if settings.is_some_and(|s| s.insecure) {
+            protocol: if insecure {
                 ClientProtocol::Http
             } else {
                 ClientProtocol::Https
             },
-            extra_root_certificates: settings
-                .and_then(|s| s.ca_pem.clone())
+            extra_root_certificates: ca_pem
+                .clone()
                 .map(|data| {
                     vec![Certificate {
                         encoding: CertificateEncoding::Pem,
@@ -204,12 +215,26 @@ impl RegistryClient {
             connect_timeout: Some(self.options.connect_timeout),
             read_timeout: Some(self.options.read_timeout),
             platform_resolver: None,
-            user_agent: concat!("multiarch/", env!("CARGO_PKG_VERSION")),
+            user_agent: USER_AGENT,
             ..ClientConfig::default()
         };
-        let client = Arc::new(Client::new(config));
-        clients.put(key, client.clone());
-        client
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(self.options.connect_timeout)
+            .read_timeout(self.options.read_timeout)
+            .user_agent(USER_AGENT);
+        // The settings' CA was checked when the settings were read; a bad one here makes
+        // the TLS handshake fail with the registry's name.
+        if let Some(certificate) = ca_pem.and_then(|pem| reqwest::Certificate::from_pem(&pem).ok())
+        {
+            http = http.tls_certs_merge([certificate]);
+        }
+        let http = http.build().unwrap_or_default();
+        let session = Arc::new(Session {
+            oci: Client::new(config),
+            manifests: ManifestFetch::new(http, insecure),
+        });
+        clients.put(key, session.clone());
+        session
     }
 
     fn fetch<'a>(
@@ -220,7 +245,8 @@ impl RegistryClient {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<ImageInfo, Failure>> + Send + 'a>>
     {
         Box::pin(async move {
-            let client = self.client(image.registry(), credential);
+            let session = self.session(image.registry(), credential);
+            let client = &session.oci;
             let auth = match credential {
                 Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
                 None => RegistryAuth::Anonymous,
@@ -228,17 +254,12 @@ impl RegistryClient {
             let (bytes, digest) = self
                 .with_retries(image, || async {
                     self.manifest_requests.fetch_add(1, Ordering::Relaxed);
-                    client
-                        .pull_manifest_raw(image.reference(), &auth, &ACCEPTED)
-                        .await
+                    session.manifests.get(image, credential, &ACCEPTED).await
                 })
-                .await?;
-            if bytes.len() > MAX_MANIFEST_BYTES {
-                return Err(Failure::Other(malformed(
-                    image,
-                    manifest::ManifestError::TooLarge(bytes.len()),
-                )));
-            }
+                .await?
+                .map_err(|bytes| {
+                    Failure::Other(malformed(image, manifest::ManifestError::TooLarge(bytes)))
+                })?;
             match manifest::parse_manifest(&bytes, None)
                 .map_err(|e| Failure::Other(malformed(image, e)))?
             {
@@ -273,6 +294,10 @@ impl RegistryClient {
                     })
                 }
                 Parsed::Image { config_digest } => {
+                    // oci-client needs the credential stored for the blob request.
+                    client
+                        .store_auth_if_needed(image.reference().resolve_registry(), &auth)
+                        .await;
                     let config = self
                         .with_retries(image, || async {
                             let mut stream = client
@@ -329,6 +354,8 @@ impl RegistryClient {
         }
     }
 }
+
+const USER_AGENT: &str = concat!("multiarch/", env!("CARGO_PKG_VERSION"));
 
 /// oci-client's TLS stack needs a process-wide rustls provider; the whole workspace uses
 /// ring. Installing twice is harmless (the first one stays).

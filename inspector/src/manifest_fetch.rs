@@ -1,0 +1,265 @@
+//! Manifest GETs whose bodies are bounded while they stream: oci-client reads a whole
+//! manifest (and a whole token response) into memory before anyone can check its size,
+//! so a registry that answers with an endless body could exhaust the inspector's memory.
+//! Here the `Content-Length` is checked first and the body read chunk by chunk up to the
+//! limit; token responses likewise. Registry token auth (the distribution spec's Bearer
+//! challenge, or Basic) is done here too, tokens cached per repository. Errors are
+//! oci-client's, so that they are classified as every other registry error.
+
+use std::{num::NonZeroUsize, sync::Mutex};
+
+use lru::LruCache;
+use oci_client::errors::OciDistributionError;
+use reqwest::{StatusCode, header};
+use sha2::{Digest, Sha256};
+
+use crate::{image::ImageRef, keyring::Credential, manifest::MAX_MANIFEST_BYTES};
+
+/// A token response is a few KiB of JSON.
+const MAX_TOKEN_BYTES: usize = 64 * 1024;
+/// What is kept of an error body for the message.
+const MAX_ERROR_BYTES: usize = 4 * 1024;
+
+/// One registry, one credential: the HTTP client and the tokens it was given.
+pub(crate) struct ManifestFetch {
+    http: reqwest::Client,
+    scheme: &'static str,
+    tokens: Mutex<LruCache<String, String>>,
+}
+
+#[derive(serde::Deserialize)]
+struct TokenResponse {
+    token: Option<String>,
+    access_token: Option<String>,
+}
+
+enum Authorization<'a> {
+    None,
+    Bearer(String),
+    Basic(&'a Credential),
+}
+
+/// Reads `response`'s body, or `Err(bytes)` once it passes `limit` bytes (having read
+/// no more than one chunk beyond it).
+async fn bounded_body(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Result<Vec<u8>, usize>, OciDistributionError> {
+    if let Some(length) = response.content_length()
+        && usize::try_from(length).map_or(true, |l| l > limit)
+    {
+        return Ok(Err(usize::try_from(length).unwrap_or(usize::MAX)));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Ok(Err(body.len() + chunk.len()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Ok(body))
+}
+
+/// The first bytes of an error body, for the message.
+async fn error_text(response: reqwest::Response) -> String {
+    match bounded_body(response, MAX_ERROR_BYTES).await {
+        Ok(Ok(body)) => String::from_utf8_lossy(&body).trim().to_owned(),
+        Ok(Err(_)) => "(an error body of over 4 KiB)".to_owned(),
+        Err(e) => format!("(unreadable error body: {e})"),
+    }
+}
+
+impl ManifestFetch {
+    pub(crate) fn new(http: reqwest::Client, insecure: bool) -> Self {
+        ManifestFetch {
+            http,
+            scheme: if insecure { "http" } else { "https" },
+            tokens: Mutex::new(LruCache::new(NonZeroUsize::MIN.saturating_add(255))),
+        }
+    }
+
+    fn url(&self, image: &ImageRef) -> String {
+        let reference = image.reference();
+        let target = reference.digest().or(reference.tag()).unwrap_or("latest");
+        format!(
+            "{}://{}/v2/{}/manifests/{target}",
+            self.scheme,
+            image.registry(),
+            image.repository()
+        )
+    }
+
+    fn cached_token(&self, repository: &str) -> Option<String> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(repository)
+            .cloned()
+    }
+
+    async fn send(
+        &self,
+        url: &str,
+        accept: &str,
+        authorization: &Authorization<'_>,
+    ) -> Result<reqwest::Response, OciDistributionError> {
+        let request = self.http.get(url).header(header::ACCEPT, accept);
+        let request = match authorization {
+            Authorization::None => request,
+            Authorization::Bearer(token) => request.bearer_auth(token),
+            Authorization::Basic(c) => request.basic_auth(&c.username, Some(&c.password)),
+        };
+        Ok(request.send().await?)
+    }
+
+    /// The manifest's bytes and digest, or `Err(bytes)` when it is over
+    /// [`MAX_MANIFEST_BYTES`] (never read further than that).
+    pub(crate) async fn get(
+        &self,
+        image: &ImageRef,
+        credential: Option<&Credential>,
+        accepted: &[&str],
+    ) -> Result<Result<(Vec<u8>, String), usize>, OciDistributionError> {
+        let url = self.url(image);
+        let accept = accepted.join(", ");
+        let repository = image.repository().to_owned();
+        let first = match self.cached_token(&repository) {
+            Some(token) => Authorization::Bearer(token),
+            None => Authorization::None,
+        };
+        let mut response = self.send(&url, &accept, &first).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let challenge = response
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let Some(authorization) = self
+                .answer(challenge.as_deref(), credential, &repository, &url)
+                .await?
+            else {
+                return Err(OciDistributionError::UnauthorizedError { url });
+            };
+            response = self.send(&url, &accept, &authorization).await?;
+        }
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            self.tokens
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop(&repository);
+            return Err(OciDistributionError::UnauthorizedError { url });
+        }
+        if status == StatusCode::NOT_FOUND {
+            return Err(OciDistributionError::ImageManifestNotFoundError(url));
+        }
+        if !status.is_success() {
+            return Err(OciDistributionError::ServerError {
+                code: status.as_u16(),
+                message: error_text(response).await,
+                url,
+            });
+        }
+        let header_digest = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = match bounded_body(response, MAX_MANIFEST_BYTES).await? {
+            Ok(body) => body,
+            Err(bytes) => return Ok(Err(bytes)),
+        };
+        let computed = format!("sha256:{:x}", Sha256::digest(&body));
+        // A digest reference is content-addressed: the body must hash to it.
+        if let Some(wanted) = image.reference().digest()
+            && wanted.starts_with("sha256:")
+            && wanted != computed
+        {
+            return Err(OciDistributionError::SpecViolationError(format!(
+                "the manifest does not match its digest {wanted} (it hashes to {computed})"
+            )));
+        }
+        let digest = image
+            .reference()
+            .digest()
+            .map(str::to_owned)
+            .or(header_digest)
+            .unwrap_or(computed);
+        Ok(Ok((body, digest)))
+    }
+
+    /// How to answer the registry's challenge: a token from its realm (with the
+    /// credential, if any), or Basic with the credential; `None` when it cannot be
+    /// answered.
+    async fn answer<'c>(
+        &self,
+        challenge: Option<&str>,
+        credential: Option<&'c Credential>,
+        repository: &str,
+        url: &str,
+    ) -> Result<Option<Authorization<'c>>, OciDistributionError> {
+        let Some(challenge) = challenge else {
+            return Ok(None);
+        };
+        let challenges = http_auth::parse_challenges(challenge).map_err(|e| {
+            OciDistributionError::AuthenticationFailure(format!(
+                "unreadable WWW-Authenticate from {url}: {e}"
+            ))
+        })?;
+        for c in &challenges {
+            if c.scheme.eq_ignore_ascii_case("basic") {
+                return Ok(credential.map(Authorization::Basic));
+            }
+            if !c.scheme.eq_ignore_ascii_case("bearer") {
+                continue;
+            }
+            let param = |name: &str| {
+                c.params
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.to_unescaped())
+            };
+            let Some(realm) = param("realm") else {
+                continue;
+            };
+            let mut query = vec![("scope", format!("repository:{repository}:pull"))];
+            if let Some(service) = param("service") {
+                query.push(("service", service));
+            }
+            let mut request = self.http.get(&realm).query(&query);
+            if let Some(c) = credential {
+                request = request.basic_auth(&c.username, Some(&c.password));
+            }
+            let response = request.send().await?;
+            if !response.status().is_success() {
+                return Err(OciDistributionError::AuthenticationFailure(format!(
+                    "the token service {realm} answered {}",
+                    response.status()
+                )));
+            }
+            let body = bounded_body(response, MAX_TOKEN_BYTES)
+                .await?
+                .map_err(|bytes| {
+                    OciDistributionError::AuthenticationFailure(format!(
+                        "the token response from {realm} exceeds 64 KiB ({bytes} bytes or more)"
+                    ))
+                })?;
+            let token: TokenResponse = serde_json::from_slice(&body).map_err(|e| {
+                OciDistributionError::AuthenticationFailure(format!(
+                    "unreadable token response from {realm}: {e}"
+                ))
+            })?;
+            let Some(token) = token.token.or(token.access_token) else {
+                return Err(OciDistributionError::AuthenticationFailure(format!(
+                    "the token response from {realm} has no token"
+                )));
+            };
+            self.tokens
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .put(repository.to_owned(), token.clone());
+            return Ok(Some(Authorization::Bearer(token)));
+        }
+        Ok(None)
+    }
+}

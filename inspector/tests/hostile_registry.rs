@@ -1,0 +1,267 @@
+//! Registries that do what Debian's docker-registry never does: stream a manifest that
+//! never ends, and ask for Bearer tokens (the distribution spec's token auth, as Docker
+//! Hub, quay.io and ghcr.io do). Hand-written HTTP servers on 127.0.0.1.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+#[path = "../../tests/support/registry.rs"]
+mod registry;
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use multiarch_inspector::{
+    ImageInspector, InspectRequest, Inspector, cache::CacheOptions, keyring::Keyring,
+    metrics::InspectorMetrics, registry::RegistryOptions, secrets::StaticKeyring,
+    settings::RegistrySettings,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn insecure(addr: SocketAddr) -> RegistrySettings {
+    let dir = std::env::temp_dir().join(format!(
+        "multiarch-hostile-{}-{}",
+        std::process::id(),
+        addr.port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("registries.yaml");
+    std::fs::write(
+        &file,
+        format!("registries:\n  - registry: \"{addr}\"\n    insecure: true\n"),
+    )
+    .unwrap();
+    let settings = RegistrySettings::load(&file).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    settings
+}
+
+fn inspector(addr: SocketAddr, keyring: Keyring, total: Duration) -> Inspector {
+    Inspector::new(
+        insecure(addr),
+        RegistryOptions {
+            connect_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(2),
+            total_timeout: total,
+            retry_backoff: Duration::from_millis(20),
+            ..RegistryOptions::default()
+        },
+        CacheOptions::default(),
+        Arc::new(StaticKeyring(Arc::new(keyring))),
+        InspectorMetrics::default(),
+    )
+}
+
+fn request(image: &str) -> InspectRequest {
+    InspectRequest {
+        image: image.into(),
+        namespace: "ns".into(),
+        ..InspectRequest::default()
+    }
+}
+
+/// The request head (up to the blank line) of the next request on `socket`.
+async fn read_head(socket: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if socket.read(&mut byte).await.ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+        if head.len() > 64 * 1024 {
+            return None;
+        }
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Peak resident memory of this process (VmHWM), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// Answers every manifest request with a chunked body of up to 1 GiB, as fast as the
+/// client reads; counts the bytes it managed to send.
+async fn endless_manifest_server() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                while let Some(head) = read_head(&mut socket).await {
+                    if head.starts_with("GET /v2/ ") {
+                        let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+                        if socket.write_all(ok.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let start = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.index.v1+json\r\nTransfer-Encoding: chunked\r\n\r\n";
+                    if socket.write_all(start.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let chunk = vec![b' '; 64 * 1024];
+                    let frame = [
+                        format!("{:x}\r\n", chunk.len()).into_bytes(),
+                        chunk,
+                        b"\r\n".to_vec(),
+                    ]
+                    .concat();
+                    for _ in 0..(1024 * 1024 * 1024 / (64 * 1024)) {
+                        if socket.write_all(&frame).await.is_err() {
+                            return;
+                        }
+                        counter.fetch_add(64 * 1024, Ordering::Relaxed);
+                    }
+                    return;
+                }
+            });
+        }
+    });
+    (addr, sent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_that_never_ends_is_cut_at_4_mib_within_the_deadline() {
+    let (addr, sent) = endless_manifest_server().await;
+    let total = Duration::from_secs(20);
+    let inspector = inspector(addr, Keyring::default(), total);
+    let started = Instant::now();
+    let error = inspector
+        .inspect(&request(&format!("{addr}/app:v1")))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < total, "{:?}", started.elapsed());
+    assert!(
+        error.to_string().contains("manifest exceeds 4 MiB"),
+        "{error}"
+    );
+    assert!(
+        !error.is_transient(),
+        "an oversized manifest is not retried"
+    );
+    // The server could push more into socket buffers, but nowhere near the 1 GiB.
+    assert!(
+        sent.load(Ordering::Relaxed) < 256 * 1024 * 1024,
+        "{} bytes sent",
+        sent.load(Ordering::Relaxed)
+    );
+    assert!(
+        peak_rss() < 100 * 1024 * 1024,
+        "peak RSS {} MiB",
+        peak_rss() / 1024 / 1024
+    );
+}
+
+/// A registry behind token auth: manifests need `Bearer good-token`, which the token
+/// service at `/token` gives for `user:pass` and the repository's pull scope.
+async fn token_registry(manifest: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let tokens = Arc::new(AtomicUsize::new(0));
+    let counter = tokens.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                while let Some(head) = read_head(&mut socket).await {
+                    let lower = head.to_ascii_lowercase();
+                    let (status, extra, body) = if head.starts_with("GET /token?") {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        // user:pass, base64
+                        let good = lower.contains("authorization: basic dxnlcjpwyxnz")
+                            && head.contains("scope=repository%3Aapp%3Apull")
+                            && head.contains("service=test-registry");
+                        if good {
+                            ("200 OK", String::new(), r#"{"token":"good-token"}"#)
+                        } else {
+                            ("401 Unauthorized", String::new(), "{}")
+                        }
+                    } else if lower.contains("authorization: bearer good-token") {
+                        (
+                            "200 OK",
+                            "Content-Type: application/vnd.oci.image.index.v1+json\r\n".into(),
+                            manifest,
+                        )
+                    } else {
+                        (
+                            "401 Unauthorized",
+                            format!(
+                                "WWW-Authenticate: Bearer realm=\"http://{addr}/token\",service=\"test-registry\",scope=\"repository:app:pull\"\r\n"
+                            ),
+                            r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+                        )
+                    };
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, tokens)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_auth_registries_are_answered_and_their_tokens_reused() {
+    let index = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
+        {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:1111111111111111111111111111111111111111111111111111111111111111","size":1,"platform":{"os":"linux","architecture":"arm64"}},
+        {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:2222222222222222222222222222222222222222222222222222222222222222","size":1,"platform":{"os":"linux","architecture":"s390x"}}]}"#;
+    let (addr, tokens) = token_registry(index).await;
+    let registry = addr.to_string();
+
+    let anonymous = inspector(addr, Keyring::default(), Duration::from_secs(10));
+    let error = anonymous
+        .inspect(&request(&format!("{addr}/app:v1")))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "unauthorized at {addr}: the pod's pull secrets have no credentials for this registry"
+        )
+    );
+
+    let mut keyring = Keyring::default();
+    keyring
+        .add_docker_config_json(
+            format!(r#"{{"auths": {{"{registry}": {{"username": "user", "password": "pass"}}}}}}"#)
+                .as_bytes(),
+        )
+        .unwrap();
+    let with_secret = inspector(addr, keyring, Duration::from_secs(10));
+    let before = tokens.load(Ordering::SeqCst);
+    let info = with_secret
+        .inspect(&request(&format!("{addr}/app:v1")))
+        .await
+        .unwrap();
+    let platforms: Vec<String> = info
+        .platform_list()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(platforms, ["arm64", "s390x"]);
+    assert_eq!(tokens.load(Ordering::SeqCst), before + 1);
+    // Another tag of the same repository: the token is reused.
+    with_secret
+        .inspect(&request(&format!("{addr}/app:v2")))
+        .await
+        .unwrap();
+    assert_eq!(tokens.load(Ordering::SeqCst), before + 1);
+}
