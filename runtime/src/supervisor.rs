@@ -81,7 +81,14 @@ impl Tasks {
         self.running.fetch_add(1, Ordering::SeqCst);
         let exits = self.exits.clone();
         let running = self.running.clone();
-        let handle = tokio::spawn(task);
+        let handle = if injected_panic(name) {
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                panic!("injected by {INJECT_PANIC}");
+            })
+        } else {
+            tokio::spawn(task)
+        };
         tokio::spawn(async move {
             let outcome = match handle.await {
                 Ok(Ok(())) => Outcome::Finished,
@@ -92,6 +99,14 @@ impl Tasks {
             let _ = exits.send(Exit { name, outcome });
         });
     }
+}
+
+/// Debug builds only: the task of this name panics shortly after it starts, so that a
+/// test can watch the whole process handle a panicking task. Release builds ignore it.
+const INJECT_PANIC: &str = "MULTIARCH_DEBUG_PANIC_IN_TASK";
+
+fn injected_panic(name: &str) -> bool {
+    cfg!(debug_assertions) && std::env::var(INJECT_PANIC).is_ok_and(|task| task == name)
 }
 
 fn panic_message(join: tokio::task::JoinError) -> String {

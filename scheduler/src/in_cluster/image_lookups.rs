@@ -98,23 +98,99 @@ impl ImageSource for InspectedImages {
         let inspector = self.inspector.clone();
         let slots = self.slots.clone();
         let inbox = self.inbox.clone();
+        let mut answer = Answer {
+            key: Some(key),
+            image: request.image.clone(),
+            slots,
+            inbox,
+        };
         tokio::spawn(async move {
             let lookup = match inspector.inspect(&request).await {
                 Ok(info) => ImageLookup::Known(info.platform_list().into()),
                 Err(e) => ImageLookup::Failed(e.to_string().into()),
             };
-            slots
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(
-                    key,
-                    Slot::Done {
-                        lookup,
-                        at: Instant::now(),
-                    },
-                );
-            let _ = inbox.send(Inbox::ImagesResolved(vec![request.image]));
+            answer.give(lookup);
         });
         ImageLookup::Pending
+    }
+}
+
+/// Delivers a lookup's answer; one that never came (the task panicked or was cancelled)
+/// is delivered as a failure, so that no pod waits aside for it forever.
+struct Answer {
+    key: Option<Key>,
+    image: String,
+    slots: Arc<Mutex<HashMap<Key, Slot>>>,
+    inbox: mpsc::UnboundedSender<Inbox>,
+}
+
+impl Answer {
+    fn give(&mut self, lookup: ImageLookup) {
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(
+                key,
+                Slot::Done {
+                    lookup,
+                    at: Instant::now(),
+                },
+            );
+        let _ = self
+            .inbox
+            .send(Inbox::ImagesResolved(vec![self.image.clone()]));
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        self.give(ImageLookup::Failed(
+            "the image lookup ended without an answer".into(),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An inspector that panics, as a bug in a parser would.
+    struct Panicking;
+
+    #[async_trait::async_trait]
+    impl ImageInspector for Panicking {
+        async fn inspect(
+            &self,
+            _: &InspectRequest,
+        ) -> Result<Arc<multiarch_inspector::ImageInfo>, multiarch_inspector::InspectError>
+        {
+            panic!("bug");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lookup_whose_task_panics_is_answered_as_failed() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let images = InspectedImages::new(Arc::new(Panicking), tx, Duration::from_secs(30));
+        let pod = multiarch_plugins::model::pod::PodBuilder::new("shop", "web")
+            .container("app", "quay.io/app:v1", "100m", "64Mi")
+            .info();
+        let image = pod.images[0].clone();
+        assert!(matches!(images.lookup(&pod, &image), ImageLookup::Pending));
+        let resolved = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .unwrap();
+        assert!(
+            matches!(&resolved, Some(Inbox::ImagesResolved(images)) if images == &["quay.io/app:v1"])
+        );
+        match images.lookup(&pod, &image) {
+            ImageLookup::Failed(reason) => {
+                assert_eq!(&*reason, "the image lookup ended without an answer");
+            }
+            _ => panic!("not answered as failed"),
+        }
     }
 }
