@@ -3,14 +3,24 @@
 //! itself (the only component allowed to read Secrets).
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
+    num::NonZeroUsize,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use kube::Api;
+use kube::{
+    Api,
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, watcher},
+};
+use lru::LruCache;
+use multiarch_runtime::supervisor::Tasks;
 use tracing::warn;
 
 use crate::{error::InspectError, keyring::Keyring};
@@ -46,21 +56,154 @@ impl SecretSource for StaticKeyring {
 /// Namespace, pull secret names, service account.
 type KeyringKey = (String, Vec<String>, Option<String>);
 
-/// Reads Secrets and ServiceAccounts from the API server, keeping each answer for a short
-/// while so that a burst of pods does not become a burst of GETs.
+/// Keyrings kept at once (one per namespace, pull-secret list and service account).
+const CACHED_KEYRINGS: usize = 4096;
+/// However quiet the watches, a keyring is read again after this long.
+const MAX_AGE: Duration = Duration::from_secs(600);
+
+/// What a keyring was read from: a change to any of these drops it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Source {
+    kind: &'static str,
+    name: String,
+}
+
+struct Cached {
+    at: Instant,
+    keyring: Arc<Keyring>,
+    sources: Vec<Source>,
+}
+
+/// Reads Secrets and ServiceAccounts from the API server. A keyring is kept only while
+/// watches on both kinds are live, and dropped as soon as one of the objects it was read
+/// from changes or goes away: a revoked pull secret is honoured by the next request, not
+/// after a time-out. Without live watches every request reads afresh.
 pub struct KubeSecrets {
     client: kube::Client,
-    ttl: Duration,
-    cache: Mutex<HashMap<KeyringKey, (Instant, Arc<Keyring>)>>,
+    state: Arc<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    cache: Mutex<Option<LruCache<KeyringKey, Cached>>>,
+    /// Bumped by every invalidation: a read that started before one is not cached.
+    generation: AtomicU64,
+    secrets_live: AtomicBool,
+    accounts_live: AtomicBool,
+}
+
+impl CacheState {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<LruCache<KeyringKey, Cached>>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn live(&self) -> bool {
+        self.secrets_live.load(Ordering::SeqCst) && self.accounts_live.load(Ordering::SeqCst)
+    }
+
+    /// Drops every keyring read from `kind` `namespace/name`.
+    fn changed(&self, namespace: &str, kind: &'static str, name: &str) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let mut cache = self.lock();
+        let Some(cache) = cache.as_mut() else {
+            return;
+        };
+        let stale: Vec<KeyringKey> = cache
+            .iter()
+            .filter(|(key, cached)| {
+                key.0 == namespace
+                    && cached
+                        .sources
+                        .iter()
+                        .any(|s| s.kind == kind && s.name == name)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stale {
+            cache.pop(&key);
+        }
+    }
+
+    fn forget_all(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if let Some(cache) = self.lock().as_mut() {
+            cache.clear();
+        }
+    }
+}
+
+/// Follows one kind's metadata (names and versions only: no secret data is held) and
+/// drops the keyrings that depend on what changed. `live` is true while the watch is
+/// known to be current: after an error caching stops until the watch delivers again.
+async fn follow<K>(
+    api: Api<PartialObjectMeta<K>>,
+    kind: &'static str,
+    state: Arc<CacheState>,
+    live: fn(&CacheState) -> &AtomicBool,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+                let name = object.metadata.name.as_deref().unwrap_or_default();
+                state.changed(namespace, kind, name);
+                live(&state).store(true, Ordering::SeqCst);
+            }
+            Ok(watcher::Event::Init) => live(&state).store(false, Ordering::SeqCst),
+            Ok(watcher::Event::InitApply(_)) => {}
+            Ok(watcher::Event::InitDone) => {
+                // Anything may have changed while the watch was away.
+                state.forget_all();
+                live(&state).store(true, Ordering::SeqCst);
+            }
+            Err(e) => {
+                warn!(kind, error = %e, "pull-secret watch failed; reading pull secrets afresh until it is back");
+                live(&state).store(false, Ordering::SeqCst);
+                state.forget_all();
+            }
+        }
+    }
 }
 
 impl KubeSecrets {
-    pub fn new(client: kube::Client, ttl: Duration) -> Self {
-        KubeSecrets {
-            client,
-            ttl,
-            cache: Mutex::new(HashMap::new()),
-        }
+    /// A source that watches Secrets and ServiceAccounts (metadata only) under `tasks`.
+    pub fn start(client: kube::Client, tasks: &Tasks) -> Self {
+        let state = Arc::new(CacheState {
+            cache: Mutex::new(Some(LruCache::new(
+                NonZeroUsize::new(CACHED_KEYRINGS).unwrap_or(NonZeroUsize::MIN),
+            ))),
+            ..CacheState::default()
+        });
+        let watched = state.clone();
+        let secrets = Api::<PartialObjectMeta<Secret>>::all(client.clone());
+        tasks.spawn("pull secret watch", async move {
+            follow(secrets, "Secret", watched, |s| &s.secrets_live).await;
+            Ok::<(), std::convert::Infallible>(())
+        });
+        let watched = state.clone();
+        let accounts = Api::<PartialObjectMeta<ServiceAccount>>::all(client.clone());
+        tasks.spawn("service account watch", async move {
+            follow(accounts, "ServiceAccount", watched, |s| &s.accounts_live).await;
+            Ok::<(), std::convert::Infallible>(())
+        });
+        KubeSecrets { client, state }
+    }
+
+    /// Whether keyrings are being kept (both watches live).
+    pub fn caching(&self) -> bool {
+        self.state.live()
+    }
+
+    /// Changes seen so far (each drops the keyrings that depend on it).
+    pub fn changes_seen(&self) -> u64 {
+        self.state.generation.load(Ordering::SeqCst)
     }
 
     async fn read(
@@ -68,9 +211,14 @@ impl KubeSecrets {
         namespace: &str,
         pull_secrets: &[String],
         service_account: Option<&str>,
-    ) -> Result<Keyring, InspectError> {
+    ) -> Result<(Keyring, Vec<Source>), InspectError> {
         let mut names: Vec<String> = pull_secrets.to_vec();
+        let mut sources = Vec::new();
         if let Some(sa) = service_account.filter(|s| !s.is_empty()) {
+            sources.push(Source {
+                kind: "ServiceAccount",
+                name: sa.to_owned(),
+            });
             let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
             match api.get_opt(sa).await {
                 Ok(Some(account)) => {
@@ -97,6 +245,10 @@ impl KubeSecrets {
             }
         }
         names.dedup();
+        sources.extend(names.iter().map(|name| Source {
+            kind: "Secret",
+            name: name.clone(),
+        }));
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let mut keyring = Keyring::default();
         for name in names {
@@ -134,7 +286,7 @@ impl KubeSecrets {
                 }
             }
         }
-        Ok(keyring)
+        Ok((keyring, sources))
     }
 }
 
@@ -151,20 +303,33 @@ impl SecretSource for KubeSecrets {
             pull_secrets.to_vec(),
             service_account.map(str::to_owned),
         );
-        if let Some((at, keyring)) = self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-            && at.elapsed() < self.ttl
+        let live = self.state.live();
+        if live
+            && let Some(cache) = self.state.lock().as_mut()
+            && let Some(cached) = cache.get(&key)
+            && cached.at.elapsed() < MAX_AGE
         {
-            return Ok(keyring.clone());
+            return Ok(cached.keyring.clone());
         }
-        let keyring = Arc::new(self.read(namespace, pull_secrets, service_account).await?);
-        self.cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key, (Instant::now(), keyring.clone()));
+        let generation = self.state.generation.load(Ordering::SeqCst);
+        let (keyring, sources) = self.read(namespace, pull_secrets, service_account).await?;
+        let keyring = Arc::new(keyring);
+        // Kept only if nothing changed while it was read and the watches are still live.
+        let mut cache = self.state.lock();
+        if live
+            && self.state.live()
+            && self.state.generation.load(Ordering::SeqCst) == generation
+            && let Some(cache) = cache.as_mut()
+        {
+            cache.put(
+                key,
+                Cached {
+                    at: Instant::now(),
+                    keyring: keyring.clone(),
+                    sources,
+                },
+            );
+        }
         Ok(keyring)
     }
 }

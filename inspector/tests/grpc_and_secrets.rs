@@ -91,8 +91,10 @@ async fn the_inspector_reads_the_pods_and_service_accounts_pull_secrets() {
                 "imagePullSecrets": [{"name": "right"}]}),
         ),
     ]);
-    let secrets: Arc<dyn SecretSource> =
-        Arc::new(KubeSecrets::new(client, Duration::from_secs(30)));
+    // The canned API answers no watches: the secrets are read for every request.
+    let supervisor =
+        multiarch_runtime::supervisor::Supervisor::new(tokio_util::sync::CancellationToken::new());
+    let secrets: Arc<dyn SecretSource> = Arc::new(KubeSecrets::start(client, &supervisor.tasks()));
     let inspector = Inspector::new(
         settings_for(&reg),
         RegistryOptions::default(),

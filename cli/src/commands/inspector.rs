@@ -1,7 +1,7 @@
 //! `multiarch inspector --listen ADDR`: the image-inspection gRPC service; in a cluster it
 //! reads the pods' pull secrets itself.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use anyhow::Context;
 use multiarch_inspector::{
@@ -31,7 +31,7 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
         let client = client::connect(None)
             .await
             .context("cannot reach the Kubernetes API to read pull secrets (use --no-kubernetes outside a cluster)")?;
-        Arc::new(KubeSecrets::new(client, Duration::from_secs(30)))
+        Arc::new(KubeSecrets::start(client, &role.tasks))
     };
     let metrics = InspectorMetrics::default();
     metrics.register(&mut role.registry);

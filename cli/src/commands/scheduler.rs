@@ -33,7 +33,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
                 settings,
                 RegistryOptions::default(),
                 CacheOptions::default(),
-                Arc::new(KubeSecrets::new(client.clone(), Duration::from_secs(30))),
+                Arc::new(KubeSecrets::start(client.clone(), &role.tasks)),
                 inspector_metrics,
             ))
         }

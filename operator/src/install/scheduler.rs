@@ -27,7 +27,9 @@ pub fn scheduler_rules() -> Value {
 pub fn scheduler() -> Files {
     let scheduler_rules = scheduler_rules();
     let inspector_rules = json!([
-        {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]},
+        // list and watch: metadata-only watches drop a cached keyring when one of its
+        // Secrets or ServiceAccounts changes.
+        {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get", "list", "watch"]},
     ]);
     let scheduler_args = json!([
         "scheduler",

@@ -525,9 +525,9 @@ async fn handle(
                 {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                watch(shared, target, query)
+                watch(shared, target, query, wants_metadata_only(&headers))
             } else {
-                list(&shared, &target, &query)
+                list(&shared, &target, &query, wants_metadata_only(&headers))
             }
         }
         (Method::GET, Some(name), _) => get(&shared, &target, &name),
@@ -651,7 +651,38 @@ fn not_found(target: &Target, name: &str) -> Response {
     )
 }
 
-fn list(shared: &Shared, target: &Target, query: &BTreeMap<String, String>) -> Response {
+/// `Accept: application/json;as=PartialObjectMetadata...`: the client asks for names and
+/// versions only (`Api<PartialObjectMeta<K>>`), as the real server answers them.
+fn wants_metadata_only(headers: &HeaderMap) -> bool {
+    headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("as=PartialObjectMetadata"))
+}
+
+fn metadata_only(object: &Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": object["metadata"]})
+}
+
+fn metadata_only_line(line: Bytes) -> Bytes {
+    let Ok(mut event) = serde_json::from_slice::<Value>(&line) else {
+        return line;
+    };
+    if event["type"] == "ERROR" {
+        return line;
+    }
+    event["object"] = metadata_only(&event["object"]);
+    let mut bytes = serde_json::to_vec(&event).unwrap();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+fn list(
+    shared: &Shared,
+    target: &Target,
+    query: &BTreeMap<String, String>,
+    metadata: bool,
+) -> Response {
     let store = shared.store.lock().unwrap();
     let fields = query.get("fieldSelector").cloned().unwrap_or_default();
     let labels = query.get("labelSelector").cloned().unwrap_or_default();
@@ -666,11 +697,24 @@ fn list(shared: &Shared, target: &Target, query: &BTreeMap<String, String>) -> R
         .filter(|v| field_matches(v, &fields) && label_matches(v, &labels))
         .cloned()
         .collect();
+    let (kind, api_version, items) = if metadata {
+        (
+            "PartialObjectMetadataList".to_owned(),
+            "meta.k8s.io/v1".to_owned(),
+            items.iter().map(metadata_only).collect(),
+        )
+    } else {
+        (
+            format!("{}List", kind_of(&target.resource)),
+            api_version_of(&target.resource),
+            items,
+        )
+    };
     json_response(
         200,
         &json!({
-            "kind": format!("{}List", kind_of(&target.resource)),
-            "apiVersion": api_version_of(&target.resource),
+            "kind": kind,
+            "apiVersion": api_version,
             "metadata": {"resourceVersion": store.rv.to_string()},
             "items": items,
         }),
@@ -1028,7 +1072,12 @@ fn event_line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
-fn watch(shared: Arc<Shared>, target: Target, query: BTreeMap<String, String>) -> Response {
+fn watch(
+    shared: Arc<Shared>,
+    target: Target,
+    query: BTreeMap<String, String>,
+    metadata: bool,
+) -> Response {
     // Subscribe before reading the store, so no change falls between the two.
     let receiver = shared.changes.subscribe();
     let fields = query.get("fieldSelector").cloned().unwrap_or_default();
@@ -1108,6 +1157,13 @@ fn watch(shared: Arc<Shared>, target: Target, query: BTreeMap<String, String>) -
                     }
                 }
             }
+        }
+    });
+    let stream = stream.map(move |line| {
+        if metadata {
+            line.map(metadata_only_line)
+        } else {
+            line
         }
     });
     Response::builder()

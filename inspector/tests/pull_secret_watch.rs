@@ -1,0 +1,178 @@
+//! Pull secrets follow the cluster: the inspector reads them through the (fake) API
+//! server and drops what it kept as soon as a Secret or ServiceAccount it was read from
+//! changes, so that a revoked credential opens no private image for the next pod. The
+//! images are on a real registry (Debian's docker-registry, basic auth).
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+#[path = "../../tests/support/registry.rs"]
+mod registry;
+
+use std::{sync::Arc, time::Duration};
+
+use base64::Engine;
+use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_inspector::{
+    ImageInspector, InspectError, InspectRequest, Inspector, cache::CacheOptions,
+    metrics::InspectorMetrics, registry::RegistryOptions, secrets::KubeSecrets,
+    settings::RegistrySettings,
+};
+use multiarch_runtime::supervisor::Supervisor;
+use registry::{Options, Registry, push_image};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn pull_secret(name: &str, registry: &str, password: &str) -> serde_json::Value {
+    let auth =
+        base64::engine::general_purpose::STANDARD.encode(format!("{}:{password}", registry::USER));
+    let config = json!({"auths": {registry: {"auth": auth}}}).to_string();
+    json!({
+        "metadata": {"name": name, "namespace": "shop"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(config)},
+    })
+}
+
+fn settings(reg: &Registry) -> RegistrySettings {
+    let file = reg.dir().join("registries-watch.yaml");
+    std::fs::write(&file, reg.settings_yaml()).unwrap();
+    RegistrySettings::load(&file).unwrap()
+}
+
+async fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_pull_secret_opens_no_private_image_for_the_next_pod() {
+    let reg = Registry::start(Options {
+        basic_auth: true,
+        ..Options::default()
+    });
+    push_image(&reg, "private", "linux", "arm64", None, false, Some("v1")).await;
+    let server = FakeApiServer::start().await;
+    server.apply(
+        "secrets",
+        pull_secret("pull", &reg.addr, registry::PASSWORD),
+    );
+    server.apply(
+        "serviceaccounts",
+        json!({"metadata": {"name": "builder", "namespace": "shop"},
+               "imagePullSecrets": [{"name": "pull"}]}),
+    );
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let secrets = Arc::new(KubeSecrets::start(client, &supervisor.tasks()));
+    until("the watches are live", || secrets.caching()).await;
+    let inspector = Inspector::new(
+        settings(&reg),
+        RegistryOptions::default(),
+        CacheOptions::default(),
+        secrets.clone(),
+        InspectorMetrics::default(),
+    );
+    let image = format!("{}/private:v1", reg.addr);
+    let pod = |service_account: Option<&str>, pull_secrets: &[&str]| InspectRequest {
+        image: image.clone(),
+        namespace: "shop".into(),
+        pull_secrets: pull_secrets.iter().map(|s| (*s).to_owned()).collect(),
+        service_account: service_account.map(str::to_owned),
+        bypass_cache: false,
+    };
+    // Waits until the watch has seen `change`.
+    let after = |change: &dyn Fn()| {
+        let seen = secrets.changes_seen();
+        change();
+        let secrets = secrets.clone();
+        async move { until("the change is seen", || secrets.changes_seen() > seen).await }
+    };
+
+    // Through the service account, then kept: no more Secret reads for the next pods.
+    let info = inspector.inspect(&pod(Some("builder"), &[])).await.unwrap();
+    assert_eq!(info.platform_list()[0].architecture, "arm64");
+    let reads = |server: &FakeApiServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| *r == "GET /api/v1/namespaces/shop/secrets/pull")
+            .count()
+    };
+    let before = reads(&server);
+    inspector.inspect(&pod(Some("builder"), &[])).await.unwrap();
+    assert_eq!(reads(&server), before, "the keyring was not kept");
+
+    // The service account no longer lists the secret.
+    after(&|| {
+        server.apply(
+            "serviceaccounts",
+            json!({"metadata": {"name": "builder", "namespace": "shop"}}),
+        );
+    })
+    .await;
+    let err = inspector
+        .inspect(&pod(Some("builder"), &[]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InspectError::NoCredentials { .. }), "{err}");
+
+    // The pod names the secret itself; then the secret's password changes.
+    inspector.inspect(&pod(None, &["pull"])).await.unwrap();
+    after(&|| {
+        server.apply("secrets", pull_secret("pull", &reg.addr, "revoked"));
+    })
+    .await;
+    let err = inspector.inspect(&pod(None, &["pull"])).await.unwrap_err();
+    assert!(
+        matches!(err, InspectError::CredentialsRejected { .. }),
+        "{err}"
+    );
+
+    // Restored, then deleted.
+    after(&|| {
+        server.apply(
+            "secrets",
+            pull_secret("pull", &reg.addr, registry::PASSWORD),
+        );
+    })
+    .await;
+    inspector.inspect(&pod(None, &["pull"])).await.unwrap();
+    after(&|| {
+        server.delete("secrets", "shop", "pull");
+    })
+    .await;
+    let err = inspector.inspect(&pod(None, &["pull"])).await.unwrap_err();
+    assert!(matches!(err, InspectError::NoCredentials { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_live_watches_every_request_reads_the_secrets() {
+    let server = FakeApiServer::start().await;
+    server.apply("secrets", pull_secret("pull", "127.0.0.1:1", "x"));
+    // The Secret watch cannot list: nothing is kept, every request reads.
+    server.inject(multiarch_fake_apiserver::Fault::new(
+        Some(multiarch_fake_apiserver::Method::GET),
+        "/api/v1/secrets",
+        multiarch_fake_apiserver::Effect::Status(500),
+    ));
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let secrets = KubeSecrets::start(client, &supervisor.tasks());
+    use multiarch_inspector::secrets::SecretSource;
+    for _ in 0..3 {
+        secrets
+            .keyring("shop", &["pull".to_owned()], None)
+            .await
+            .unwrap();
+    }
+    assert!(!secrets.caching());
+    let reads = server
+        .requests()
+        .iter()
+        .filter(|r| *r == "GET /api/v1/namespaces/shop/secrets/pull")
+        .count();
+    assert_eq!(reads, 3);
+}
