@@ -38,9 +38,13 @@ pub fn parse_scaled(input: &str, scale: i64) -> Result<i64, InvalidQuantity> {
         e if e.starts_with(['e', 'E']) => (e[1..].parse::<i32>().map_err(|_| err())?, 0),
         _ => return Err(err()),
     };
-    // value = mantissa * 10^(exponent + base10) * 2^base2 * scale, computed in i128.
-    let mut value = i128::from(mantissa) * i128::from(scale) * (1i128 << base2);
-    let power = exponent + base10;
+    // value = mantissa * 10^(exponent + base10) * 2^base2 * scale, computed in i128 with
+    // every step checked: a hostile quantity is an error, never an overflow.
+    let mut value = i128::from(mantissa)
+        .checked_mul(i128::from(scale))
+        .and_then(|v| v.checked_mul(1i128 << base2))
+        .ok_or_else(err)?;
+    let power = exponent.checked_add(base10).ok_or_else(err)?;
     if power >= 0 {
         let factor = 10i128
             .checked_pow(u32::try_from(power).map_err(|_| err())?)
@@ -50,8 +54,11 @@ pub fn parse_scaled(input: &str, scale: i64) -> Result<i64, InvalidQuantity> {
         let divisor = 10i128
             .checked_pow(u32::try_from(-power).map_err(|_| err())?)
             .ok_or_else(err)?;
-        // Round away from zero, so 0.1m of cpu still counts as 1m.
-        value = (value + divisor - 1).div_euclid(divisor);
+        // Round up, so 0.1m of cpu still counts as 1m.
+        value = value
+            .checked_add(divisor - 1)
+            .ok_or_else(err)?
+            .div_euclid(divisor);
     }
     i64::try_from(value).map_err(|_| err())
 }
