@@ -72,6 +72,9 @@ struct Phase {
     total: u64,
     /// Keep-alive connections (the API server opens more when answers are slow).
     connections: usize,
+    /// TLS connections opened before the measurement and left idle (a slow or hostile
+    /// client), held open throughout it.
+    idle: usize,
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -147,6 +150,7 @@ async fn main() {
             rate: 500,
             total: scale(100_000, 500),
             connections: 16,
+            idle: 0,
         },
         Phase {
             name: "with the constraint, warm inspector",
@@ -154,6 +158,7 @@ async fn main() {
             rate: 500,
             total: scale(30_000, 300),
             connections: 16,
+            idle: 0,
         },
         Phase {
             name: "cold inspector (200 ms deadline)",
@@ -161,6 +166,16 @@ async fn main() {
             rate: 50,
             total: scale(3_000, 50),
             connections: 32,
+            idle: 0,
+        },
+        // Within the server's 10 s request-head timeout, which would close them.
+        Phase {
+            name: "routing only, with idle TLS connections held open",
+            inspector: None,
+            rate: 500,
+            total: scale(4_000, 300),
+            connections: 16,
+            idle: usize::try_from(scale(1_000, 100)).unwrap(),
         },
     ];
     // `WEBHOOK_BENCH_PHASE=2` runs the second phase alone.
@@ -234,6 +249,19 @@ async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
             .with_no_client_auth(),
     ));
 
+    let mut idle = Vec::with_capacity(phase.idle);
+    for _ in 0..phase.idle {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        idle.push(
+            connector
+                .connect("127.0.0.1".try_into().unwrap(), tcp)
+                .await
+                .unwrap(),
+        );
+    }
+
     // Warm up, then measure memory.
     let (tx, rx) = mpsc::channel::<Instant>(100_000);
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
@@ -291,6 +319,17 @@ async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
     }
     producer.abort();
     let elapsed = started.elapsed();
+    // Still open: a closed one reads EOF at once.
+    let mut still_open = 0;
+    for connection in &mut idle {
+        let mut byte = [0u8; 1];
+        if tokio::time::timeout(Duration::from_millis(1), connection.read(&mut byte))
+            .await
+            .is_err()
+        {
+            still_open += 1;
+        }
+    }
     let rss_after = rss_kib(server.id());
     server.kill().unwrap();
     let _ = server.wait();
@@ -300,6 +339,12 @@ async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
         "webhook, {}: {total} requests at {rate}/s over TLS, {} keep-alive connections",
         phase.name, phase.connections
     );
+    if phase.idle > 0 {
+        println!(
+            "  {} idle TLS connections opened before, {still_open} still open at the end",
+            phase.idle
+        );
+    }
     println!(
         "  achieved {:.0} requests/s, {errors} errors",
         total as f64 / elapsed.as_secs_f64()

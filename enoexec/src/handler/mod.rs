@@ -93,9 +93,10 @@ async fn run(context: Arc<HandlerContext>, stop: CancellationToken) {
         Api::<ENoExecEvent>::namespaced(context.client.clone(), &context.options.namespace);
     let settings = ControllerSettings {
         name: "enoexec-handler",
-        // One object at a time: each report makes a handful of writes, and the daemon's
-        // own rate limit keeps them few.
-        concurrency: 1,
+        // Reports of different containers are independent (each labels its pod, posts
+        // an event and deletes itself); a burst after a bad rollout is worked in
+        // parallel, each object still one reconcile at a time.
+        concurrency: 8,
         backoff: Backoff::new(context.options.initial_backoff, context.options.max_backoff),
     };
     controller::run(
