@@ -183,14 +183,22 @@ impl KubeSecrets {
         });
         let watched = state.clone();
         let secrets = Api::<PartialObjectMeta<Secret>>::all(client.clone());
+        let shutdown = tasks.shutdown().clone();
         tasks.spawn("pull secret watch", async move {
-            follow(secrets, "Secret", watched, |s| &s.secrets_live).await;
+            tokio::select! {
+                () = follow(secrets, "Secret", watched, |s| &s.secrets_live) => {}
+                () = shutdown.cancelled() => {}
+            }
             Ok::<(), std::convert::Infallible>(())
         });
         let watched = state.clone();
         let accounts = Api::<PartialObjectMeta<ServiceAccount>>::all(client.clone());
+        let shutdown = tasks.shutdown().clone();
         tasks.spawn("service account watch", async move {
-            follow(accounts, "ServiceAccount", watched, |s| &s.accounts_live).await;
+            tokio::select! {
+                () = follow(accounts, "ServiceAccount", watched, |s| &s.accounts_live) => {}
+                () = shutdown.cancelled() => {}
+            }
             Ok::<(), std::convert::Infallible>(())
         });
         KubeSecrets { client, state }
