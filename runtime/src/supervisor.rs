@@ -150,9 +150,14 @@ impl Supervisor {
     /// other tasks are cancelled and get `grace` to drain. `Ok` only for a clean shutdown.
     pub async fn wait(mut self, grace: Duration) -> Result<(), SupervisorError> {
         let shutdown = self.tasks.shutdown.clone();
+        // A task that ends because the shutdown began is not a failure: the shutdown is
+        // checked first, and again for a task that simply finished.
         let failure = tokio::select! {
+            biased;
             () = shutdown.cancelled() => None,
-            exit = self.exits.recv() => exit,
+            exit = self.exits.recv() => exit.filter(|exit| {
+                !(matches!(exit.outcome, Outcome::Finished) && shutdown.is_cancelled())
+            }),
         };
         let failure = failure.map(|exit| {
             let error = exit.error();
@@ -209,6 +214,23 @@ mod tests {
         tasks.spawn("b", until_cancelled(token.clone()));
         token.cancel();
         supervisor.wait(Duration::from_secs(5)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn tasks_that_ended_because_of_the_shutdown_are_not_failures() {
+        // The SIGTERM race: the tasks have already reported their end when the
+        // supervisor looks, and the shutdown is cancelled too.
+        for _ in 0..20 {
+            let token = CancellationToken::new();
+            let supervisor = Supervisor::new(token.clone());
+            let tasks = supervisor.tasks();
+            tasks.spawn("readiness", until_cancelled(token.clone()));
+            token.cancel();
+            while tasks.running.load(Ordering::SeqCst) > 0 {
+                tokio::task::yield_now().await;
+            }
+            supervisor.wait(Duration::from_secs(5)).await.unwrap();
+        }
     }
 
     #[tokio::test(start_paused = true)]
