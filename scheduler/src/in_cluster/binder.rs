@@ -3,6 +3,7 @@
 //! with bounded concurrency of API calls; every outcome goes back to the loop, even if
 //! the task dies, and a binding is cancelled when its pod is deleted.
 
+use super::inbox_sender::InboxSender;
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -14,7 +15,7 @@ use kube::{
     Api,
     api::{ObjectMeta, PostParams},
 };
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use multiarch_runtime::rate_limit::TokenBucket;
@@ -29,7 +30,7 @@ use crate::core::binder::{Binder, Binding};
 /// Sends `Failed` for a binding whose task ends without an outcome (it panicked), so the
 /// pod is never left assumed and forgotten.
 struct Completion {
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
     uid: String,
     sent: bool,
 }
@@ -37,7 +38,7 @@ struct Completion {
 impl Completion {
     fn send(mut self, outcome: BindOutcome) {
         self.sent = true;
-        let _ = self.inbox.send(Inbox::Bind {
+        self.inbox.deliver(Inbox::Bind {
             uid: self.uid.clone(),
             outcome,
         });
@@ -47,7 +48,7 @@ impl Completion {
 impl Drop for Completion {
     fn drop(&mut self) {
         if !self.sent {
-            let _ = self.inbox.send(Inbox::Bind {
+            self.inbox.deliver(Inbox::Bind {
                 uid: self.uid.clone(),
                 outcome: BindOutcome::Failed("the binding task ended unexpectedly".into()),
             });
@@ -58,7 +59,7 @@ impl Drop for Completion {
 pub struct KubeBinder {
     client: kube::Client,
     permits: Arc<Semaphore>,
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
     metrics: SchedulerMetrics,
     limiter: Arc<TokenBucket>,
     volume_bind_timeout: Duration,
@@ -70,7 +71,7 @@ impl KubeBinder {
     pub fn new(
         client: kube::Client,
         concurrency: usize,
-        inbox: mpsc::UnboundedSender<Inbox>,
+        inbox: InboxSender,
         metrics: SchedulerMetrics,
         limiter: Arc<TokenBucket>,
         volume_bind_timeout: Duration,

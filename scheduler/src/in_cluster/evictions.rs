@@ -4,6 +4,7 @@
 //! `Preempted` event; pods that lose their nomination have it cleared. In a background
 //! task; the loop learns when it is done, even if the task dies.
 
+use super::inbox_sender::InboxSender;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -14,7 +15,6 @@ use kube::{
 use multiarch_plugins::model::pod::PodInfo;
 use multiarch_runtime::rate_limit::TokenBucket;
 use serde_json::json;
-use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::{
@@ -26,7 +26,7 @@ use crate::core::scheduler::Preemption;
 
 /// Reports a failure for an eviction task that ends without saying so (it panicked).
 struct Done {
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
     uid: String,
     sent: bool,
 }
@@ -34,7 +34,7 @@ struct Done {
 impl Done {
     fn send(mut self, ok: bool) {
         self.sent = true;
-        let _ = self.inbox.send(Inbox::Preempted {
+        self.inbox.deliver(Inbox::Preempted {
             uid: self.uid.clone(),
             ok,
         });
@@ -44,7 +44,7 @@ impl Done {
 impl Drop for Done {
     fn drop(&mut self) {
         if !self.sent {
-            let _ = self.inbox.send(Inbox::Preempted {
+            self.inbox.deliver(Inbox::Preempted {
                 uid: self.uid.clone(),
                 ok: false,
             });
@@ -55,7 +55,7 @@ impl Drop for Done {
 #[derive(Clone)]
 pub struct Evictions {
     client: kube::Client,
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
     limiter: Arc<TokenBucket>,
     reports: PodReports,
     metrics: SchedulerMetrics,
@@ -65,7 +65,7 @@ pub struct Evictions {
 impl Evictions {
     pub fn new(
         client: kube::Client,
-        inbox: mpsc::UnboundedSender<Inbox>,
+        inbox: InboxSender,
         limiter: Arc<TokenBucket>,
         reports: PodReports,
         metrics: SchedulerMetrics,

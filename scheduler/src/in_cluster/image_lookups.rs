@@ -1,6 +1,7 @@
 //! Image platforms for the scheduling loop without waiting: answers come from the
 //! inspector (in-process or gRPC) in background tasks; until then a pod waits aside.
 
+use super::inbox_sender::InboxSender;
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -9,7 +10,6 @@ use std::{
 
 use multiarch_inspector::{ImageInspector, InspectRequest};
 use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
-use tokio::sync::mpsc;
 
 use super::inbox::Inbox;
 use crate::core::image_source::{ImageLookup, ImageSource};
@@ -30,14 +30,14 @@ enum Slot {
 pub struct InspectedImages {
     inspector: Arc<dyn ImageInspector>,
     slots: Arc<Mutex<HashMap<Key, Slot>>>,
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
     failure_ttl: Duration,
 }
 
 impl InspectedImages {
     pub fn new(
         inspector: Arc<dyn ImageInspector>,
-        inbox: mpsc::UnboundedSender<Inbox>,
+        inbox: InboxSender,
         failure_ttl: Duration,
     ) -> Self {
         InspectedImages {
@@ -121,7 +121,7 @@ struct Answer {
     key: Option<Key>,
     image: String,
     slots: Arc<Mutex<HashMap<Key, Slot>>>,
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
 }
 
 impl Answer {
@@ -139,9 +139,8 @@ impl Answer {
                     at: Instant::now(),
                 },
             );
-        let _ = self
-            .inbox
-            .send(Inbox::ImagesResolved(vec![self.image.clone()]));
+        self.inbox
+            .deliver(Inbox::ImagesResolved(vec![self.image.clone()]));
     }
 }
 
@@ -173,7 +172,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lookup_whose_task_panics_is_answered_as_failed() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = InboxSender::channel(16);
         let images = InspectedImages::new(Arc::new(Panicking), tx, Duration::from_secs(30));
         let pod = multiarch_plugins::model::pod::PodBuilder::new("shop", "web")
             .container("app", "quay.io/app:v1", "100m", "64Mi")

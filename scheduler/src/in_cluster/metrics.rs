@@ -47,6 +47,8 @@ pub struct SchedulerMetrics {
     /// `nodes`, `pods`, `assumed_pods`.
     pub cache_size: Family<TypeLabel, Gauge>,
     pub events_dropped: Counter,
+    /// Messages (watch events, results) waiting for the scheduling loop.
+    pub inbox_depth: Gauge,
     pub is_leader: Gauge,
     /// Unschedulable pods an event moved (`Queue`) or left (`QueueSkip`).
     pub queueing_hints: Family<HintLabel, Counter>,
@@ -65,6 +67,7 @@ impl Default for SchedulerMetrics {
             pending_pods: Family::default(),
             cache_size: Family::default(),
             events_dropped: Counter::default(),
+            inbox_depth: Gauge::default(),
             is_leader: Gauge::default(),
             queueing_hints: Family::default(),
             preemption_attempts: Counter::default(),
@@ -103,6 +106,11 @@ impl SchedulerMetrics {
             "cache_size",
             "Objects in the scheduler cache, by type",
             self.cache_size.clone(),
+        );
+        sub.register(
+            "inbox_depth",
+            "Watch events and results waiting for the scheduling loop (bounded: watches pause when it is full)",
+            self.inbox_depth.clone(),
         );
         sub.register(
             "events_dropped",

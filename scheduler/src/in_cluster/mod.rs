@@ -6,12 +6,14 @@ pub mod binder;
 pub mod evictions;
 pub mod image_lookups;
 pub mod inbox;
+pub mod inbox_sender;
 pub mod metrics;
 pub mod pod_reports;
 mod scheduling_loop;
 pub mod volume_writer;
 pub mod watch;
 
+use inbox_sender::{INBOX_CAPACITY, InboxSender};
 use std::{sync::Arc, time::Duration};
 
 use multiarch_crd::PlacementSpec;
@@ -23,7 +25,7 @@ use multiarch_runtime::{
     rate_limit::TokenBucket,
     supervisor::Tasks,
 };
-use tokio::sync::{mpsc, watch as signal};
+use tokio::sync::watch as signal;
 use tokio_util::sync::CancellationToken;
 
 use self::{
@@ -84,7 +86,7 @@ pub fn start(
     metrics: SchedulerMetrics,
     tasks: &Tasks,
 ) -> RunningScheduler {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = InboxSender::channel(INBOX_CAPACITY);
     watch::start(&client, &tx, tasks);
     watch::start_others(&client, &tx, tasks);
     forward_configs(placement_config::follow(&client, tasks), tx.clone(), tasks);
@@ -154,7 +156,7 @@ pub fn start(
 /// The loop learns of configuration changes through its inbox, like every other change.
 fn forward_configs(
     mut configs: signal::Receiver<Arc<placement_config::PlacementConfigs>>,
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
     tasks: &Tasks,
 ) {
     let shutdown = tasks.shutdown().clone();
@@ -169,18 +171,14 @@ fn forward_configs(
                 }
             }
             let snapshot = configs.borrow_and_update().clone();
-            if inbox.send(Inbox::PlacementConfigs(snapshot)).is_err() {
+            if inbox.send(Inbox::PlacementConfigs(snapshot)).await.is_err() {
                 return Ok(());
             }
         }
     });
 }
 
-fn forward_leadership(
-    mut leading: signal::Receiver<bool>,
-    inbox: mpsc::UnboundedSender<Inbox>,
-    tasks: &Tasks,
-) {
+fn forward_leadership(mut leading: signal::Receiver<bool>, inbox: InboxSender, tasks: &Tasks) {
     let shutdown = tasks.shutdown().clone();
     tasks.spawn("leadership to the scheduling loop", async move {
         loop {
@@ -195,7 +193,7 @@ fn forward_leadership(
                 }
             }
             let now = *leading.borrow_and_update();
-            if inbox.send(Inbox::Leader(now)).is_err() {
+            if inbox.send(Inbox::Leader(now)).await.is_err() {
                 return Ok(());
             }
         }

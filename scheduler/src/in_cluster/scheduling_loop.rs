@@ -107,7 +107,7 @@ impl Loop {
 
     pub(super) async fn run(
         mut self,
-        mut inbox: mpsc::UnboundedReceiver<Inbox>,
+        mut inbox: mpsc::Receiver<Inbox>,
         stop: CancellationToken,
     ) -> Result<(), LostLease> {
         let mut last_gauges = Instant::now();
@@ -165,6 +165,9 @@ impl Loop {
             }
             if last_gauges.elapsed() > Duration::from_secs(1) {
                 self.gauges();
+                self.metrics
+                    .inbox_depth
+                    .set(i64::try_from(inbox.len()).unwrap_or(i64::MAX));
                 self.export_hints();
                 self.images.expire();
                 last_gauges = Instant::now();

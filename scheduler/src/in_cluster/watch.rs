@@ -4,6 +4,7 @@
 //! what disappeared meanwhile. The configuration comes from the shared
 //! `placement_config` watch.
 
+use super::inbox_sender::InboxSender;
 use std::fmt::Debug;
 
 use futures_util::StreamExt;
@@ -27,7 +28,6 @@ use multiarch_plugins::model::{
 };
 use multiarch_runtime::supervisor::Tasks;
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::inbox::{Inbox, Kind};
@@ -42,7 +42,7 @@ fn spawn<K>(
     api: Api<K>,
     config: watcher::Config,
     kind: Kind,
-    inbox: mpsc::UnboundedSender<Inbox>,
+    inbox: InboxSender,
     upsert: fn(K) -> Option<Inbox>,
     delete: fn(&K) -> Inbox,
     key: fn(&K) -> String,
@@ -81,7 +81,7 @@ fn spawn<K>(
                 }
             };
             if let Some(message) = message
-                && inbox.send(message).is_err()
+                && inbox.send(message).await.is_err()
             {
                 // The loop ended: its own outcome is what matters.
                 shutdown.cancelled().await;
@@ -91,7 +91,7 @@ fn spawn<K>(
     });
 }
 
-pub fn start(client: &kube::Client, inbox: &mpsc::UnboundedSender<Inbox>, tasks: &Tasks) {
+pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     spawn(
         tasks,
         "node watch",
@@ -153,7 +153,7 @@ fn storage(object: StorageObject) -> Option<Inbox> {
 }
 
 /// The watches of what the scheduler reads besides nodes and pods.
-pub fn start_others(client: &kube::Client, inbox: &mpsc::UnboundedSender<Inbox>, tasks: &Tasks) {
+pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     spawn(
         tasks,
         "namespace watch",
