@@ -561,3 +561,42 @@ async fn idle_connections_are_bounded_in_time_and_number() {
     shutdown.cancel();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A review is read up to 8 MiB (a pod with 2.5 MiB of annotations is answered; axum's
+/// default 2 MB would have refused it) and refused with 413 beyond it.
+#[tokio::test]
+async fn reviews_are_read_up_to_their_bound() {
+    use multiarch_admission::webhook::server::{MAX_REVIEW_BYTES, router};
+    use tower::ServiceExt;
+    let state = WebhookState {
+        config: Arc::new(RwLock::new(config(PlacementMode::Scheduler))),
+        metrics: WebhookMetrics::default(),
+        registry: Arc::default(),
+        lookup: None,
+    };
+    let post = |body: Vec<u8>| {
+        axum::http::Request::post("/mutate-pods")
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body))
+            .unwrap()
+    };
+    let mut large = fixture("admissionreview-request-1.json");
+    large["request"]["object"]["metadata"]["annotations"] =
+        json!({"example.com/blob": "x".repeat(2_500_000)});
+    let answer = router(state.clone())
+        .oneshot(post(serde_json::to_vec(&large).unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let body = axum::body::to_bytes(answer.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let response: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(response["response"]["uid"], large["request"]["uid"]);
+
+    let answer = router(state)
+        .oneshot(post(vec![b' '; MAX_REVIEW_BYTES + 1]))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 413);
+}

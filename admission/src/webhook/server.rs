@@ -89,12 +89,19 @@ pub async fn answer(
 
 pub fn router(state: WebhookState) -> Router {
     Router::new()
-        .route("/mutate-pods", post(mutate))
+        .route(
+            "/mutate-pods",
+            post(mutate).layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
+
+/// The largest AdmissionReview read (refused with 413 beyond it, while it streams): a pod
+/// is at most 1.5 MiB in etcd and a CREATE review carries it once, with room to spare.
+pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 
 async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
     let started = Instant::now();
