@@ -1,6 +1,7 @@
 //! Image inspection: image reference → the platforms (os/architecture/variant) it has
 //! builds for, from the registry itself, with the pod's pull credentials, cached.
 
+mod bounded_fetch;
 pub mod cache;
 pub mod error;
 pub mod grpc;
@@ -8,7 +9,6 @@ pub mod image;
 pub mod inspector;
 pub mod keyring;
 pub mod manifest;
-mod manifest_fetch;
 pub mod metrics;
 pub mod registry;
 pub mod secrets;

@@ -1,5 +1,7 @@
-//! Talking to registries with oci-client: mirrors, credentials (then anonymous), retries
-//! with backoff on transient failures, timeouts, size limits and nested indexes.
+//! Talking to registries: mirrors, credentials (then anonymous), retries with backoff on
+//! transient failures, timeouts, size limits and nested indexes. The HTTP exchanges are
+//! `bounded_fetch`'s (bodies bounded while they stream); references and error kinds are
+//! oci-client's.
 
 use std::{
     num::NonZeroUsize,
@@ -10,24 +12,18 @@ use std::{
     time::Duration,
 };
 
-use futures_util::StreamExt;
 use lru::LruCache;
 use multiarch_runtime::backoff::Backoff;
-use oci_client::{
-    Client,
-    client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol},
-    errors::{OciDistributionError, OciErrorCode},
-    secrets::RegistryAuth,
-};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
 use sha2::{Digest, Sha256};
 use tracing::debug;
 
 use crate::{
+    bounded_fetch::BoundedFetch,
     error::InspectError,
     image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry},
     keyring::{Credential, Keyring},
     manifest::{self, ACCEPTED, MAX_MANIFEST_BYTES, Parsed},
-    manifest_fetch::ManifestFetch,
     settings::RegistrySettings,
 };
 
@@ -59,23 +55,15 @@ impl Default for RegistryOptions {
     }
 }
 
-/// An oci-client per registry and credential: tokens are cached per client, so that one
+/// A client per registry and credential: tokens are cached per client, so that one
 /// pod's credentials can never serve another pod's request.
 type ClientKey = (String, Option<[u8; 32]>);
 
 pub struct RegistryClient {
     options: RegistryOptions,
     settings: RegistrySettings,
-    clients: Mutex<LruCache<ClientKey, Arc<Session>>>,
+    clients: Mutex<LruCache<ClientKey, Arc<BoundedFetch>>>,
     manifest_requests: AtomicU64,
-}
-
-/// What one registry and credential are talked to with: oci-client for blobs, the
-/// bounded fetch for manifests (oci-client reads a manifest whole before its size can be
-/// checked).
-struct Session {
-    oci: Client,
-    manifests: ManifestFetch,
 }
 
 enum Failure {
@@ -178,7 +166,7 @@ impl RegistryClient {
         })
     }
 
-    fn session(&self, registry: &str, credential: Option<&Credential>) -> Arc<Session> {
+    fn session(&self, registry: &str, credential: Option<&Credential>) -> Arc<BoundedFetch> {
         let fingerprint = credential.map(|c| {
             let mut h = Sha256::new();
             h.update(c.username.as_bytes());
@@ -197,27 +185,6 @@ impl RegistryClient {
         let settings = self.settings.for_registry(registry);
         let insecure = settings.is_some_and(|s| s.insecure);
         let ca_pem = settings.and_then(|s| s.ca_pem.clone());
-        let config = ClientConfig {
-            protocol: if insecure {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            extra_root_certificates: ca_pem
-                .clone()
-                .map(|data| {
-                    vec![Certificate {
-                        encoding: CertificateEncoding::Pem,
-                        data,
-                    }]
-                })
-                .unwrap_or_default(),
-            connect_timeout: Some(self.options.connect_timeout),
-            read_timeout: Some(self.options.read_timeout),
-            platform_resolver: None,
-            user_agent: USER_AGENT,
-            ..ClientConfig::default()
-        };
         let mut http = reqwest::Client::builder()
             .connect_timeout(self.options.connect_timeout)
             .read_timeout(self.options.read_timeout)
@@ -229,10 +196,7 @@ impl RegistryClient {
             http = http.tls_certs_merge([certificate]);
         }
         let http = http.build().unwrap_or_default();
-        let session = Arc::new(Session {
-            oci: Client::new(config),
-            manifests: ManifestFetch::new(http, insecure),
-        });
+        let session = Arc::new(BoundedFetch::new(http, insecure));
         clients.put(key, session.clone());
         session
     }
@@ -246,15 +210,10 @@ impl RegistryClient {
     {
         Box::pin(async move {
             let session = self.session(image.registry(), credential);
-            let client = &session.oci;
-            let auth = match credential {
-                Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
-                None => RegistryAuth::Anonymous,
-            };
             let (bytes, digest) = self
                 .with_retries(image, || async {
                     self.manifest_requests.fetch_add(1, Ordering::Relaxed);
-                    session.manifests.get(image, credential, &ACCEPTED).await
+                    session.get(image, credential, &ACCEPTED).await
                 })
                 .await?
                 .map_err(|bytes| {
@@ -294,29 +253,26 @@ impl RegistryClient {
                     })
                 }
                 Parsed::Image { config_digest } => {
-                    // oci-client needs the credential stored for the blob request.
-                    client
-                        .store_auth_if_needed(image.reference().resolve_registry(), &auth)
-                        .await;
                     let config = self
                         .with_retries(image, || async {
-                            let mut stream = client
-                                .pull_blob_stream(image.reference(), config_digest.as_str())
-                                .await?;
-                            let mut data = Vec::new();
-                            while let Some(chunk) = stream.stream.next().await {
-                                data.extend_from_slice(
-                                    &chunk.map_err(OciDistributionError::IoError)?,
-                                );
-                                if data.len() > MAX_MANIFEST_BYTES {
-                                    return Err(OciDistributionError::ManifestParsingError(
-                                        "the image config is larger than 4 MiB".into(),
-                                    ));
-                                }
-                            }
-                            Ok(data)
+                            session
+                                .get_blob(
+                                    image,
+                                    credential,
+                                    config_digest.as_str(),
+                                    MAX_MANIFEST_BYTES,
+                                )
+                                .await
                         })
-                        .await?;
+                        .await?
+                        .map_err(|bytes| {
+                            Failure::Other(InspectError::Malformed {
+                                image: image.to_string(),
+                                detail: format!(
+                                    "the image config exceeds 4 MiB ({bytes} bytes or more)"
+                                ),
+                            })
+                        })?;
                     let platform = manifest::parse_config(&config)
                         .map_err(|e| Failure::Other(malformed(image, e)))?;
                     Ok(ImageInfo {
@@ -357,7 +313,7 @@ impl RegistryClient {
 
 const USER_AGENT: &str = concat!("multiarch/", env!("CARGO_PKG_VERSION"));
 
-/// oci-client's TLS stack needs a process-wide rustls provider; the whole workspace uses
+/// reqwest's TLS (rustls without a built-in provider) needs a process-wide provider; the whole workspace uses
 /// ring. Installing twice is harmless (the first one stays).
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();

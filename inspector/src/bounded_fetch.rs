@@ -1,8 +1,8 @@
-//! Manifest GETs whose bodies are bounded while they stream: oci-client reads a whole
-//! manifest (and a whole token response) into memory before anyone can check its size,
-//! so a registry that answers with an endless body could exhaust the inspector's memory.
-//! Here the `Content-Length` is checked first and the body read chunk by chunk up to the
-//! limit; token responses likewise. Registry token auth (the distribution spec's Bearer
+//! Registry GETs (manifests, the image config blob) whose bodies are bounded while they
+//! stream: oci-client reads a whole manifest (and a whole token response) into memory
+//! before anyone can check its size, so a registry that answers with an endless body could
+//! exhaust the inspector's memory. Here the `Content-Length` is checked first and the body
+//! read chunk by chunk up to the limit; token responses likewise. Registry token auth (the distribution spec's Bearer
 //! challenge, or Basic) is done here too, tokens cached per repository. Errors are
 //! oci-client's, so that they are classified as every other registry error.
 
@@ -21,7 +21,7 @@ const MAX_TOKEN_BYTES: usize = 64 * 1024;
 const MAX_ERROR_BYTES: usize = 4 * 1024;
 
 /// One registry, one credential: the HTTP client and the tokens it was given.
-pub(crate) struct ManifestFetch {
+pub(crate) struct BoundedFetch {
     http: reqwest::Client,
     scheme: &'static str,
     tokens: Mutex<LruCache<String, String>>,
@@ -69,9 +69,9 @@ async fn error_text(response: reqwest::Response) -> String {
     }
 }
 
-impl ManifestFetch {
+impl BoundedFetch {
     pub(crate) fn new(http: reqwest::Client, insecure: bool) -> Self {
-        ManifestFetch {
+        BoundedFetch {
             http,
             scheme: if insecure { "http" } else { "https" },
             tokens: Mutex::new(LruCache::new(NonZeroUsize::MIN.saturating_add(255))),
@@ -112,6 +112,93 @@ impl ManifestFetch {
         Ok(request.send().await?)
     }
 
+    /// A GET of `url` in `repository`, answering the registry's challenge once; the
+    /// successful response (its body not yet read).
+    async fn authorized_get(
+        &self,
+        url: &str,
+        accept: &str,
+        repository: &str,
+        credential: Option<&Credential>,
+    ) -> Result<reqwest::Response, OciDistributionError> {
+        let first = match self.cached_token(repository) {
+            Some(token) => Authorization::Bearer(token),
+            None => Authorization::None,
+        };
+        let mut response = self.send(url, accept, &first).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let challenge = response
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let Some(authorization) = self
+                .answer(challenge.as_deref(), credential, repository, url)
+                .await?
+            else {
+                return Err(OciDistributionError::UnauthorizedError {
+                    url: url.to_owned(),
+                });
+            };
+            response = self.send(url, accept, &authorization).await?;
+        }
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            self.tokens
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop(repository);
+            return Err(OciDistributionError::UnauthorizedError {
+                url: url.to_owned(),
+            });
+        }
+        if status == StatusCode::NOT_FOUND {
+            return Err(OciDistributionError::ImageManifestNotFoundError(
+                url.to_owned(),
+            ));
+        }
+        if !status.is_success() {
+            return Err(OciDistributionError::ServerError {
+                code: status.as_u16(),
+                message: error_text(response).await,
+                url: url.to_owned(),
+            });
+        }
+        Ok(response)
+    }
+
+    /// A blob (the image config) of at most `limit` bytes, checked against its digest;
+    /// `Err(bytes)` when it is larger (never read further than that). Registries often
+    /// redirect blobs to storage elsewhere; reqwest drops the credentials on such a hop.
+    pub(crate) async fn get_blob(
+        &self,
+        image: &ImageRef,
+        credential: Option<&Credential>,
+        digest: &str,
+        limit: usize,
+    ) -> Result<Result<Vec<u8>, usize>, OciDistributionError> {
+        let url = format!(
+            "{}://{}/v2/{}/blobs/{digest}",
+            self.scheme,
+            image.registry(),
+            image.repository()
+        );
+        let response = self
+            .authorized_get(&url, "*/*", image.repository(), credential)
+            .await?;
+        let body = match bounded_body(response, limit).await? {
+            Ok(body) => body,
+            Err(bytes) => return Ok(Err(bytes)),
+        };
+        let computed = format!("sha256:{:x}", Sha256::digest(&body));
+        if digest.starts_with("sha256:") && digest != computed {
+            return Err(OciDistributionError::SpecViolationError(format!(
+                "the blob does not match its digest {digest} (it hashes to {computed})"
+            )));
+        }
+        Ok(Ok(body))
+    }
+
     /// The manifest's bytes and digest, or `Err(bytes)` when it is over
     /// [`MAX_MANIFEST_BYTES`] (never read further than that).
     pub(crate) async fn get(
@@ -121,45 +208,9 @@ impl ManifestFetch {
         accepted: &[&str],
     ) -> Result<Result<(Vec<u8>, String), usize>, OciDistributionError> {
         let url = self.url(image);
-        let accept = accepted.join(", ");
-        let repository = image.repository().to_owned();
-        let first = match self.cached_token(&repository) {
-            Some(token) => Authorization::Bearer(token),
-            None => Authorization::None,
-        };
-        let mut response = self.send(&url, &accept, &first).await?;
-        if response.status() == StatusCode::UNAUTHORIZED {
-            let challenge = response
-                .headers()
-                .get(header::WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let Some(authorization) = self
-                .answer(challenge.as_deref(), credential, &repository, &url)
-                .await?
-            else {
-                return Err(OciDistributionError::UnauthorizedError { url });
-            };
-            response = self.send(&url, &accept, &authorization).await?;
-        }
-        let status = response.status();
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            self.tokens
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .pop(&repository);
-            return Err(OciDistributionError::UnauthorizedError { url });
-        }
-        if status == StatusCode::NOT_FOUND {
-            return Err(OciDistributionError::ImageManifestNotFoundError(url));
-        }
-        if !status.is_success() {
-            return Err(OciDistributionError::ServerError {
-                code: status.as_u16(),
-                message: error_text(response).await,
-                url,
-            });
-        }
+        let response = self
+            .authorized_get(&url, &accepted.join(", "), image.repository(), credential)
+            .await?;
         let header_digest = response
             .headers()
             .get("docker-content-digest")
