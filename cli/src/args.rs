@@ -59,6 +59,10 @@ pub enum Command {
     /// Print the platforms (os/architecture/variant) an image has builds for.
     #[cfg(feature = "inspector")]
     Inspect(InspectArgs),
+    /// Which workloads of a set of manifests can run on which architectures, and what
+    /// routing would do with them.
+    #[cfg(feature = "audit")]
+    Audit(AuditArgs),
     /// Serve image inspection over gRPC (reads pull secrets from the cluster).
     #[cfg(feature = "inspector")]
     Inspector(InspectorArgs),
@@ -442,4 +446,62 @@ mod tests {
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
     }
+}
+
+#[cfg(feature = "audit")]
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum AuditFormat {
+    Table,
+    Json,
+    Yaml,
+    Markdown,
+}
+
+#[cfg(feature = "audit")]
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Manifests: a file, a directory (its .yaml, .yml and .json files) or `-` for standard
+    /// input; multi-document YAML as `kustomize build` or `helm template` prints it.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub filenames: Vec<PathBuf>,
+
+    /// Image platforms from this file instead of the registries (the `images:` map of the
+    /// `simulate --scenario` format).
+    #[arg(long, value_name = "FILE")]
+    pub platforms: Option<PathBuf>,
+
+    /// The architectures to judge against.
+    #[arg(
+        long = "arch",
+        value_delimiter = ',',
+        default_value = "amd64,arm64,ppc64le,s390x"
+    )]
+    pub arch: Vec<String>,
+
+    /// Exit with 3, listing them, when a workload cannot run on this architecture.
+    #[arg(long, value_name = "ARCH")]
+    pub require_arch: Option<String>,
+
+    /// The namespace of objects that name none.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+
+    /// Images inspected at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+
+    /// A docker/podman auth file (`{"auths": {...}}`) with pull credentials.
+    #[arg(long, value_name = "FILE", env = "REGISTRY_AUTH_FILE")]
+    pub authfile: Option<PathBuf>,
+
+    /// Registry settings (YAML): CA bundles, plain-HTTP registries, mirrors, blocked.
+    #[arg(long, value_name = "FILE")]
+    pub registries_config: Option<PathBuf>,
+
+    /// Give up on one image after this long.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = AuditFormat::Table)]
+    pub output: AuditFormat,
 }

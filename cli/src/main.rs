@@ -13,6 +13,10 @@ fn main() -> ExitCode {
     match commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            if let Some(exit) = err.downcast_ref::<commands::ExitWith>() {
+                eprintln!("{exit}");
+                return ExitCode::from(exit.code);
+            }
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }

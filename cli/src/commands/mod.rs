@@ -1,5 +1,7 @@
 //! One module per subcommand; a subcommand exists when its role's feature is built in.
 
+#[cfg(feature = "audit")]
+mod audit;
 mod crds;
 #[cfg(feature = "enoexec-daemon")]
 mod enoexec_daemon;
@@ -30,6 +32,21 @@ mod webhook;
 
 use crate::args::Command;
 
+/// A command's outcome that is not an error but needs its own exit code (a CI gate).
+#[derive(Debug)]
+pub struct ExitWith {
+    pub code: u8,
+    pub message: String,
+}
+
+impl std::fmt::Display for ExitWith {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ExitWith {}
+
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Crds(args) => crds::run(&args),
@@ -39,6 +56,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(&args),
         #[cfg(feature = "inspector")]
         Command::Inspect(args) => runtime()?.block_on(inspect::run(&args)),
+        #[cfg(feature = "audit")]
+        Command::Audit(args) => runtime()?.block_on(audit::run(&args)),
         #[cfg(feature = "inspector")]
         Command::Inspector(args) => runtime()?.block_on(inspector::run(&args)),
         #[cfg(feature = "scheduler")]
@@ -59,7 +78,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     feature = "admission",
     feature = "inspector",
     feature = "enoexec-daemon",
-    feature = "enoexec-handler"
+    feature = "enoexec-handler",
+    feature = "audit"
 ))]
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;

@@ -26,6 +26,19 @@ impl Platform {
         }
     }
 
+    /// `linux/arm64`, `linux/arm/v7`, `windows/amd64` (the notation of `docker
+    /// --platform`, the scenario files and `audit --platforms`).
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.split('/');
+        let os = parts.next().filter(|s| !s.is_empty())?;
+        let arch = parts.next().filter(|s| !s.is_empty())?;
+        let variant = parts.next();
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Platform::new(os, arch, variant))
+    }
+
     /// `linux/amd64`.
     pub fn linux(architecture: &str) -> Self {
         Platform::new("linux", architecture, None)

@@ -222,7 +222,7 @@ impl Scenario {
             let parsed = platforms
                 .iter()
                 .map(|p| {
-                    parse_platform(p).ok_or_else(|| ScenarioError::Platform {
+                    Platform::parse(p).ok_or_else(|| ScenarioError::Platform {
                         image: image.clone(),
                         platform: p.clone(),
                     })
@@ -438,18 +438,6 @@ fn names(name: &str, count: usize) -> Vec<String> {
     }
 }
 
-/// `linux/arm64`, `linux/arm/v7`, `windows/amd64`.
-pub fn parse_platform(text: &str) -> Option<Platform> {
-    let mut parts = text.split('/');
-    let os = parts.next().filter(|s| !s.is_empty())?;
-    let arch = parts.next().filter(|s| !s.is_empty())?;
-    let variant = parts.next();
-    if parts.next().is_some() {
-        return None;
-    }
-    Some(Platform::new(os, arch, variant))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,15 +445,15 @@ mod tests {
     #[test]
     fn parses_platform_strings() {
         assert_eq!(
-            parse_platform("linux/arm/v7"),
+            Platform::parse("linux/arm/v7"),
             Some(Platform::new("linux", "arm", Some("v7")))
         );
         assert_eq!(
-            parse_platform("linux/amd64"),
+            Platform::parse("linux/amd64"),
             Some(Platform::linux("amd64"))
         );
         for bad in ["amd64", "linux/", "/amd64", "a/b/c/d"] {
-            assert_eq!(parse_platform(bad), None, "{bad}");
+            assert_eq!(Platform::parse(bad), None, "{bad}");
         }
     }
 

@@ -1,0 +1,368 @@
+//! The audit report: every workload's audit, the summary (per verdict, per architecture,
+//! the images that block each architecture, ranked), and its renderings. The JSON/YAML
+//! schema is versioned by `apiVersion`; fields are only ever added within a version.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::verdict::{Verdict, WorkloadAudit};
+
+pub const REPORT_API_VERSION: &str = "multiarch.openshift.io/audit/v1";
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchitectureSummary {
+    pub architecture: String,
+    /// Workloads that can run there.
+    pub workloads: usize,
+    /// Images without a build for it, with how many workloads each blocks there, most
+    /// first.
+    pub blocked_by: Vec<BlockingImage>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockingImage {
+    pub image: String,
+    pub workloads: usize,
+}
+
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerdictCounts {
+    pub runs_on_all: usize,
+    pub restricted: usize,
+    pub blocked: usize,
+    pub unknown: usize,
+    /// Workloads whose own architecture pin allows none of their images' builds.
+    pub pin_contradicts_images: usize,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditReport {
+    pub api_version: &'static str,
+    pub targets: Vec<String>,
+    pub workloads: Vec<WorkloadAudit>,
+    pub verdicts: VerdictCounts,
+    pub architectures: Vec<ArchitectureSummary>,
+    /// Objects in the input that are not workloads, by kind.
+    pub ignored: BTreeMap<String, usize>,
+}
+
+impl AuditReport {
+    pub fn new(
+        targets: Vec<String>,
+        workloads: Vec<WorkloadAudit>,
+        ignored: BTreeMap<String, usize>,
+    ) -> Self {
+        let mut verdicts = VerdictCounts::default();
+        for w in &workloads {
+            match w.verdict {
+                Verdict::RunsOnAll => verdicts.runs_on_all += 1,
+                Verdict::Restricted { .. } => verdicts.restricted += 1,
+                Verdict::Blocked { .. } => verdicts.blocked += 1,
+                Verdict::Unknown { .. } => verdicts.unknown += 1,
+            }
+            verdicts.pin_contradicts_images += usize::from(w.pin_contradicts_images);
+        }
+        let architectures = targets
+            .iter()
+            .map(|arch| {
+                let mut blocking: BTreeMap<&str, usize> = BTreeMap::new();
+                for w in workloads
+                    .iter()
+                    .filter(|w| w.images.iter().all(|i| i.error.is_none()))
+                {
+                    for image in w
+                        .images
+                        .iter()
+                        .filter(|i| !i.platforms.iter().any(|p| runs(p, arch)))
+                    {
+                        *blocking.entry(image.image.as_str()).or_default() += 1;
+                    }
+                }
+                let mut blocked_by: Vec<BlockingImage> = blocking
+                    .into_iter()
+                    .map(|(image, workloads)| BlockingImage {
+                        image: image.to_owned(),
+                        workloads,
+                    })
+                    .collect();
+                blocked_by
+                    .sort_by(|a, b| b.workloads.cmp(&a.workloads).then(a.image.cmp(&b.image)));
+                ArchitectureSummary {
+                    architecture: arch.clone(),
+                    workloads: workloads
+                        .iter()
+                        .filter(|w| w.architectures.contains(arch))
+                        .count(),
+                    blocked_by,
+                }
+            })
+            .collect();
+        AuditReport {
+            api_version: REPORT_API_VERSION,
+            targets,
+            workloads,
+            verdicts,
+            architectures,
+            ignored,
+        }
+    }
+
+    /// The workloads that cannot run on `arch` (unknown ones included: not proven).
+    pub fn cannot_run_on(&self, arch: &str) -> Vec<String> {
+        self.workloads
+            .iter()
+            .filter(|w| !w.architectures.iter().any(|a| a == arch))
+            .map(WorkloadAudit::id)
+            .collect()
+    }
+
+    fn note(w: &WorkloadAudit) -> String {
+        let mut note = match &w.verdict {
+            Verdict::RunsOnAll => String::new(),
+            Verdict::Restricted { cannot } => format!("cannot run on {}", cannot.join(", ")),
+            Verdict::Blocked { reason } | Verdict::Unknown { reason } => reason.clone(),
+        };
+        if w.pin_contradicts_images {
+            let pin = w.pinned.clone().unwrap_or_default().join(", ");
+            if !note.is_empty() {
+                note.push_str("; ");
+            }
+            note.push_str(&format!(
+                "pinned to {pin}, which its images do not support: its pods fail today"
+            ));
+        }
+        note
+    }
+
+    fn summary_lines(&self) -> Vec<String> {
+        let v = &self.verdicts;
+        let mut lines = vec![format!(
+            "{} workloads: {} run on all of {}, {} restricted, {} blocked, {} unknown; {} pinned against their images",
+            self.workloads.len(),
+            v.runs_on_all,
+            self.targets.join(", "),
+            v.restricted,
+            v.blocked,
+            v.unknown,
+            v.pin_contradicts_images
+        )];
+        for a in &self.architectures {
+            let mut line = format!(
+                "{}: {} of {} workloads can run there",
+                a.architecture,
+                a.workloads,
+                self.workloads.len()
+            );
+            if !a.blocked_by.is_empty() {
+                let top: Vec<String> = a
+                    .blocked_by
+                    .iter()
+                    .take(5)
+                    .map(|b| format!("{} ({})", b.image, b.workloads))
+                    .collect();
+                line.push_str(&format!("; blocked by {}", top.join(", ")));
+            }
+            lines.push(line);
+        }
+        if !self.ignored.is_empty() {
+            let kinds: Vec<String> = self
+                .ignored
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            lines.push(format!("not workloads (ignored): {}", kinds.join(", ")));
+        }
+        lines
+    }
+
+    fn rows(&self) -> Vec<[String; 4]> {
+        self.workloads
+            .iter()
+            .map(|w| {
+                [
+                    w.id(),
+                    w.verdict.label().to_owned(),
+                    if w.architectures.is_empty() {
+                        "-".into()
+                    } else {
+                        w.architectures.join(",")
+                    },
+                    Self::note(w),
+                ]
+            })
+            .collect()
+    }
+
+    /// A table for a terminal.
+    pub fn to_table(&self) -> String {
+        let header = ["WORKLOAD", "VERDICT", "ARCHITECTURES", "NOTE"].map(String::from);
+        let rows = self.rows();
+        let widths: Vec<usize> = (0..3)
+            .map(|i| {
+                rows.iter()
+                    .chain([&header])
+                    .map(|r| r[i].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for row in [&header].into_iter().chain(&rows) {
+            let line = format!(
+                "{:w0$}  {:w1$}  {:w2$}  {}",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            );
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out.push('\n');
+        for line in self.summary_lines() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// GitHub-flavoured Markdown, for a CI job summary.
+    pub fn to_markdown(&self) -> String {
+        let escape = |s: &str| s.replace('|', "\\|");
+        let mut out = String::from(
+            "## multiarch audit\n\n| Workload | Verdict | Architectures | Note |\n|---|---|---|---|\n",
+        );
+        for row in self.rows() {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                escape(&row[0]),
+                row[1],
+                row[2],
+                escape(&row[3])
+            ));
+        }
+        out.push('\n');
+        for line in self.summary_lines() {
+            out.push_str(&format!("- {}\n", escape(&line)));
+        }
+        out
+    }
+}
+
+/// Whether a build listed as `arch` or `arch/variant` runs on `target`.
+fn runs(platform: &str, target: &str) -> bool {
+    platform.split('/').next() == Some(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{verdict::judge, workloads::Manifests};
+    use multiarch_plugins::model::platform::Platform;
+
+    const MANIFESTS: &str = "
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec: {template: {spec: {containers: [{name: app, image: 'multi:1'}]}}}
+---
+kind: Deployment
+metadata: {name: legacy, namespace: shop}
+spec: {template: {spec: {containers: [{name: app, image: 'amd-only:1'}, {name: side, image: 'multi:1'}]}}}
+---
+kind: StatefulSet
+metadata: {name: db, namespace: data}
+spec: {template: {spec: {nodeSelector: {kubernetes.io/arch: arm64}, containers: [{name: db, image: 'amd-only:1'}]}}}
+---
+kind: Job
+metadata: {name: private, namespace: ci}
+spec: {template: {spec: {containers: [{name: x, image: 'private:1'}]}}}
+---
+kind: ConfigMap
+metadata: {name: c}
+";
+
+    fn report() -> AuditReport {
+        let manifests = Manifests::read(MANIFESTS, "default").unwrap();
+        let lookup = |image: &str| -> Result<Vec<Platform>, String> {
+            match image {
+                "multi:1" => Ok(vec![Platform::linux("amd64"), Platform::linux("arm64")]),
+                "amd-only:1" => Ok(vec![Platform::linux("amd64")]),
+                _ => Err("unauthorized at quay.io".into()),
+            }
+        };
+        let targets: Vec<String> = vec!["amd64".into(), "arm64".into()];
+        let audits = manifests
+            .workloads
+            .iter()
+            .map(|w| {
+                let resolved: Vec<_> = w.containers.iter().map(|c| lookup(&c.image)).collect();
+                judge(w, &resolved, &targets)
+            })
+            .collect();
+        AuditReport::new(targets, audits, manifests.ignored)
+    }
+
+    #[test]
+    fn the_summary_counts_verdicts_and_ranks_blocking_images() {
+        let report = report();
+        assert_eq!(report.verdicts.runs_on_all, 1);
+        assert_eq!(report.verdicts.restricted, 2);
+        assert_eq!(report.verdicts.unknown, 1);
+        assert_eq!(report.verdicts.pin_contradicts_images, 1);
+        let arm = &report.architectures[1];
+        assert_eq!(arm.workloads, 1);
+        assert_eq!(arm.blocked_by[0].image, "amd-only:1");
+        assert_eq!(arm.blocked_by[0].workloads, 2);
+        assert_eq!(
+            report.cannot_run_on("arm64"),
+            [
+                "shop/Deployment/legacy",
+                "data/StatefulSet/db",
+                "ci/Job/private"
+            ]
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["apiVersion"], REPORT_API_VERSION);
+        assert_eq!(json["workloads"][1]["verdict"], "restricted");
+        assert_eq!(json["workloads"][1]["cannot"], serde_json::json!(["arm64"]));
+        assert_eq!(json["ignored"]["ConfigMap"], 1);
+    }
+
+    #[test]
+    fn table_and_markdown_say_the_same() {
+        let report = report();
+        let table = report.to_table();
+        assert!(table.starts_with("WORKLOAD"), "{table}");
+        assert!(table.contains("data/StatefulSet/db"), "{table}");
+        assert!(
+            table.contains("pinned to arm64, which its images do not support: its pods fail today"),
+            "{table}"
+        );
+        assert!(
+            table.contains("arm64: 1 of 4 workloads can run there; blocked by amd-only:1 (2)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("not workloads (ignored): ConfigMap 1"),
+            "{table}"
+        );
+        let markdown = report.to_markdown();
+        assert!(
+            markdown
+                .contains("| ci/Job/private | unknown | - | private:1: unauthorized at quay.io |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains("- arm64: 1 of 4 workloads can run there; blocked by amd-only:1 (2)"),
+            "{markdown}"
+        );
+    }
+}

@@ -1,0 +1,278 @@
+//! A workload's verdict: from the platforms of each of its images, which of the target
+//! architectures it can run on, and whether its own placement already contradicts them.
+
+use multiarch_plugins::{
+    arch_constraint::pinned_architectures,
+    model::platform::{ContainerPlatforms, Platform, compatible_platforms},
+};
+use serde::Serialize;
+
+use crate::workloads::Workload;
+
+/// What the audit found about one image.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageAudit {
+    pub container: String,
+    pub image: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub init: bool,
+    /// Linux architectures it has builds for (`arm/v7` with its variant).
+    pub platforms: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "camelCase")]
+pub enum Verdict {
+    /// Every target architecture.
+    RunsOnAll,
+    /// Some of them; `cannot` names the others.
+    Restricted { cannot: Vec<String> },
+    /// None: no architecture common to the images, or none among the targets.
+    Blocked { reason: String },
+    /// An image could not be inspected.
+    Unknown { reason: String },
+}
+
+impl Verdict {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::RunsOnAll => "runs on all",
+            Verdict::Restricted { .. } => "restricted",
+            Verdict::Blocked { .. } => "blocked",
+            Verdict::Unknown { .. } => "unknown",
+        }
+    }
+}
+
+/// One workload's audit.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadAudit {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub images: Vec<ImageAudit>,
+    /// The target architectures every image has a build for.
+    pub architectures: Vec<String>,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// The architectures the workload pins itself (`nodeSelector` or required affinity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Vec<String>>,
+    /// Its pin allows no architecture its images have: its pods crash (or wait) today.
+    pub pin_contradicts_images: bool,
+    /// The `kubernetes.io/arch In [...]` that routing gives its pods (the gate path's
+    /// nodeAffinity and the scheduler's filter); none when the workload pins itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routed_constraint: Option<Vec<String>>,
+}
+
+impl WorkloadAudit {
+    pub fn id(&self) -> String {
+        format!("{}/{}/{}", self.namespace, self.kind, self.name)
+    }
+}
+
+/// Linux builds only: nodes run Linux.
+fn linux_platforms(platforms: &[Platform]) -> Vec<Platform> {
+    platforms
+        .iter()
+        .filter(|p| p.os == "linux")
+        .cloned()
+        .collect()
+}
+
+fn platform_text(p: &Platform) -> String {
+    match &p.variant {
+        Some(v) => format!("{}/{v}", p.architecture),
+        None => p.architecture.clone(),
+    }
+}
+
+/// Judges `workload`, whose images resolved to `resolved` (one per container, in order),
+/// against `targets`.
+pub fn judge(
+    workload: &Workload,
+    resolved: &[Result<Vec<Platform>, String>],
+    targets: &[String],
+) -> WorkloadAudit {
+    let images: Vec<ImageAudit> = workload
+        .containers
+        .iter()
+        .zip(resolved)
+        .map(|(c, r)| {
+            let mut platforms: Vec<String> = match r {
+                Ok(p) => linux_platforms(p).iter().map(platform_text).collect(),
+                Err(_) => Vec::new(),
+            };
+            platforms.sort();
+            platforms.dedup();
+            ImageAudit {
+                container: c.container.clone(),
+                image: c.image.clone(),
+                init: c.init,
+                platforms,
+                error: r.as_ref().err().cloned(),
+            }
+        })
+        .collect();
+    let pinned = pinned_architectures(&workload.pod);
+    let audit = |architectures, verdict, contradicts, routed| WorkloadAudit {
+        kind: workload.kind.clone(),
+        namespace: workload.namespace.clone(),
+        name: workload.name.clone(),
+        images: images.clone(),
+        architectures,
+        verdict,
+        pinned: pinned.clone(),
+        pin_contradicts_images: contradicts,
+        routed_constraint: routed,
+    };
+    if let Some(failed) = images.iter().find(|i| i.error.is_some()) {
+        let reason = format!(
+            "{}: {}",
+            failed.image,
+            failed.error.clone().unwrap_or_default()
+        );
+        return audit(Vec::new(), Verdict::Unknown { reason }, false, None);
+    }
+    let per_container: Vec<Vec<Platform>> = resolved
+        .iter()
+        .map(|r| linux_platforms(r.as_deref().unwrap_or_default()))
+        .collect();
+    let containers: Vec<ContainerPlatforms<'_>> = workload
+        .containers
+        .iter()
+        .zip(&per_container)
+        .map(|(c, platforms)| ContainerPlatforms {
+            container: &c.container,
+            platforms,
+        })
+        .collect();
+    let mut common: Vec<String> = compatible_platforms(&containers)
+        .into_iter()
+        .map(|p| p.architecture)
+        .collect();
+    common.sort();
+    common.dedup();
+    let contradicts = pinned
+        .as_ref()
+        .is_some_and(|pin| !pin.iter().any(|a| common.contains(a)));
+    let routed = pinned.is_none().then(|| common.clone());
+    if common.is_empty() {
+        let reason = "the images have no architecture in common".to_owned();
+        return audit(Vec::new(), Verdict::Blocked { reason }, contradicts, routed);
+    }
+    let can: Vec<String> = targets
+        .iter()
+        .filter(|t| common.contains(t))
+        .cloned()
+        .collect();
+    let cannot: Vec<String> = targets
+        .iter()
+        .filter(|t| !common.contains(t))
+        .cloned()
+        .collect();
+    let verdict = if can.is_empty() {
+        Verdict::Blocked {
+            reason: format!(
+                "the images run on {} only, none of {}",
+                common.join(", "),
+                targets.join(", ")
+            ),
+        }
+    } else if cannot.is_empty() {
+        Verdict::RunsOnAll
+    } else {
+        Verdict::Restricted { cannot }
+    };
+    audit(can, verdict, contradicts, routed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::Manifests;
+
+    fn workload(yaml: &str) -> Workload {
+        Manifests::read(yaml, "default")
+            .unwrap()
+            .workloads
+            .remove(0)
+    }
+
+    fn linux(archs: &[&str]) -> Result<Vec<Platform>, String> {
+        Ok(archs.iter().map(|a| Platform::linux(a)).collect())
+    }
+
+    fn targets() -> Vec<String> {
+        ["amd64", "arm64", "ppc64le", "s390x"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    const TWO: &str = "kind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {containers: [{name: a, image: 'a:1'}, {name: b, image: 'b:1'}]}}}\n";
+
+    #[test]
+    fn every_verdict() {
+        let w = workload(TWO);
+        let all = ["amd64", "arm64", "ppc64le", "s390x"];
+        assert_eq!(
+            judge(&w, &[linux(&all), linux(&all)], &targets()).verdict,
+            Verdict::RunsOnAll
+        );
+        let restricted = judge(&w, &[linux(&all), linux(&["amd64", "arm64"])], &targets());
+        assert_eq!(
+            restricted.verdict,
+            Verdict::Restricted {
+                cannot: vec!["ppc64le".into(), "s390x".into()]
+            }
+        );
+        assert_eq!(restricted.architectures, ["amd64", "arm64"]);
+        assert_eq!(
+            restricted.routed_constraint,
+            Some(vec!["amd64".into(), "arm64".into()])
+        );
+        assert_eq!(
+            judge(&w, &[linux(&["amd64"]), linux(&["arm64"])], &targets()).verdict,
+            Verdict::Blocked {
+                reason: "the images have no architecture in common".into()
+            }
+        );
+        assert_eq!(
+            judge(&w, &[linux(&["riscv64"]), linux(&["riscv64"])], &targets()).verdict,
+            Verdict::Blocked {
+                reason: "the images run on riscv64 only, none of amd64, arm64, ppc64le, s390x"
+                    .into()
+            }
+        );
+        assert_eq!(
+            judge(&w, &[linux(&all), Err("registry down".into())], &targets()).verdict,
+            Verdict::Unknown {
+                reason: "b:1: registry down".into()
+            }
+        );
+        // Windows builds run on no Linux node.
+        let windows = Ok(vec![Platform::new("windows", "amd64", None)]);
+        assert!(matches!(
+            judge(&w, &[linux(&all), windows], &targets()).verdict,
+            Verdict::Blocked { .. }
+        ));
+    }
+
+    #[test]
+    fn a_pin_that_contradicts_the_images_is_reported() {
+        let pinned = workload(
+            "kind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {nodeSelector: {kubernetes.io/arch: arm64}, containers: [{name: a, image: 'a:1'}]}}}\n",
+        );
+        let audit = judge(&pinned, &[linux(&["amd64"])], &targets());
+        assert!(audit.pin_contradicts_images);
+        assert_eq!(audit.pinned, Some(vec!["arm64".into()]));
+        assert_eq!(audit.routed_constraint, None);
+        let fine = judge(&pinned, &[linux(&["amd64", "arm64"])], &targets());
+        assert!(!fine.pin_contradicts_images);
+    }
+}

@@ -1,0 +1,277 @@
+//! `multiarch audit` as a user runs it: offline with a platforms file (what `helm
+//! template` prints, piped in, non-workload kinds counted), the CI gate's exit code, and
+//! against a real registry with one registry unreachable.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+#[path = "../../tests/support/registry.rs"]
+mod registry;
+
+use std::{
+    io::Write,
+    process::{Command, Stdio},
+};
+
+use registry::{Options, Registry, platform, push_image, push_index};
+
+/// Two workloads of a chart, plus the kinds a chart also renders.
+const CHART: &str = r#"---
+# Source: shop/templates/service.yaml
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+---
+# Source: shop/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      initContainers: [{name: migrate, image: "migrate:1"}]
+      containers: [{name: web, image: "web:1"}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: ops}
+spec:
+  template:
+    spec:
+      nodeSelector: {kubernetes.io/arch: arm64}
+      containers: [{name: agent, image: "agent:1"}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+"#;
+
+const PLATFORMS: &str = r#"images:
+  "migrate:1": [linux/amd64, linux/arm64]
+  "web:1": [linux/amd64, linux/arm64, linux/s390x]
+  "agent:1": [linux/amd64]
+"#;
+
+fn audit(args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_multiarch"))
+        .arg("audit")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input
+        .write_all(stdin.unwrap_or_default().as_bytes())
+        .unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn helm_output_piped_in_is_audited_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let platforms = platforms.to_str().unwrap();
+
+    let out = audit(
+        &["-f", "-", "--platforms", platforms, "-o", "json"],
+        Some(CHART),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["apiVersion"], "multiarch.openshift.io/audit/v1");
+    let web = &report["workloads"][0];
+    assert_eq!(
+        (
+            web["namespace"].as_str(),
+            web["kind"].as_str(),
+            web["name"].as_str()
+        ),
+        (Some("default"), Some("Deployment"), Some("web"))
+    );
+    assert_eq!(web["verdict"], "restricted");
+    assert_eq!(web["architectures"], serde_json::json!(["amd64", "arm64"]));
+    assert_eq!(web["cannot"], serde_json::json!(["ppc64le", "s390x"]));
+    assert_eq!(
+        web["routedConstraint"],
+        serde_json::json!(["amd64", "arm64"])
+    );
+    let agent = &report["workloads"][1];
+    assert_eq!(agent["pinContradictsImages"], true);
+    assert_eq!(report["verdicts"]["pinContradictsImages"], 1);
+    assert_eq!(
+        report["ignored"],
+        serde_json::json!({"ConfigMap": 1, "Service": 1})
+    );
+
+    // The table, from a file this time.
+    let chart = dir.path().join("chart.yaml");
+    std::fs::write(&chart, CHART).unwrap();
+    let out = audit(
+        &[
+            "-f",
+            chart.to_str().unwrap(),
+            "--platforms",
+            platforms,
+            "--arch",
+            "amd64,arm64",
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("default/Deployment/web"), "{table}");
+    assert!(
+        table.contains("arm64: 1 of 2 workloads can run there; blocked by agent:1 (1)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("not workloads (ignored): ConfigMap 1, Service 1"),
+        "{table}"
+    );
+}
+
+#[test]
+fn require_arch_fails_the_ci_job_and_names_the_workloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let platforms = platforms.to_str().unwrap();
+    let out = audit(
+        &[
+            "-f",
+            "-",
+            "--platforms",
+            platforms,
+            "--require-arch",
+            "arm64",
+            "-o",
+            "markdown",
+        ],
+        Some(CHART),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "1 workload(s) cannot run on arm64: ops/DaemonSet/agent"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("## multiarch audit"));
+    let out = audit(
+        &[
+            "-f",
+            "-",
+            "--platforms",
+            platforms,
+            "--require-arch",
+            "amd64",
+        ],
+        Some(CHART),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    // An image the file does not know is unknown, with the reason.
+    let out = audit(
+        &["-f", "-", "--platforms", platforms, "-o", "yaml"],
+        Some("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: 'other:1'}]}\n"),
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    assert!(yaml.contains("verdict: unknown"), "{yaml}");
+    assert!(yaml.contains("reason: 'other:1: not in "), "{yaml}");
+    // Manifests that are not YAML: an error, exit 1.
+    let out = audit(
+        &["-f", "-", "--platforms", platforms],
+        Some("kind: Pod\n---\n: : :\n"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("document 2 is not valid YAML"));
+}
+
+#[tokio::test]
+async fn images_are_inspected_on_the_registry_and_an_unreachable_one_is_unknown() {
+    let reg = Registry::start(Options::default());
+    let amd = push_image(&reg, "shop/web", "linux", "amd64", None, false, None).await;
+    let arm = push_image(&reg, "shop/web", "linux", "arm64", None, false, None).await;
+    push_index(
+        &reg,
+        "shop/web",
+        "1.0",
+        false,
+        &[
+            (amd, platform("linux", "amd64", None), None),
+            (arm, platform("linux", "arm64", None), None),
+        ],
+    )
+    .await;
+    push_image(
+        &reg,
+        "shop/legacy",
+        "linux",
+        "amd64",
+        None,
+        false,
+        Some("1.0"),
+    )
+    .await;
+    let settings = reg.dir().join("registries-audit.yaml");
+    std::fs::write(
+        &settings,
+        format!(
+            "{}  - registry: \"127.0.0.1:1\"\n    insecure: true\n",
+            reg.settings_yaml()
+        ),
+    )
+    .unwrap();
+    let manifests = format!(
+        "kind: Deployment\nmetadata: {{name: web}}\nspec: {{template: {{spec: {{containers: [{{name: web, image: '{addr}/shop/web:1.0'}}]}}}}}}\n---\n\
+         kind: Deployment\nmetadata: {{name: legacy}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '{addr}/shop/legacy:1.0'}}]}}}}}}\n---\n\
+         kind: Deployment\nmetadata: {{name: gone}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '127.0.0.1:1/shop/gone:1'}}]}}}}}}\n",
+        addr = reg.addr
+    );
+    let out = audit(
+        &[
+            "-f",
+            "-",
+            "--registries-config",
+            settings.to_str().unwrap(),
+            "--arch",
+            "amd64,arm64",
+            "--timeout",
+            "5s",
+            "-o",
+            "json",
+        ],
+        Some(&manifests),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["workloads"][0]["verdict"], "runsOnAll");
+    assert_eq!(
+        report["workloads"][0]["images"][0]["platforms"],
+        serde_json::json!(["amd64", "arm64"])
+    );
+    assert_eq!(report["workloads"][1]["verdict"], "restricted");
+    assert_eq!(report["workloads"][2]["verdict"], "unknown");
+    assert!(
+        report["workloads"][2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("registry 127.0.0.1:1 is unreachable"),
+        "{}",
+        report["workloads"][2]
+    );
+}
