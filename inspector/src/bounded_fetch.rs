@@ -2,9 +2,10 @@
 //! stream: oci-client reads a whole manifest (and a whole token response) into memory
 //! before anyone can check its size, so a registry that answers with an endless body could
 //! exhaust the inspector's memory. Here the `Content-Length` is checked first and the body
-//! read chunk by chunk up to the limit; token responses likewise. Registry token auth (the distribution spec's Bearer
-//! challenge, or Basic) is done here too, tokens cached per repository. Errors are
-//! oci-client's, so that they are classified as every other registry error.
+//! read chunk by chunk up to the limit; token responses likewise. Registry token auth (the
+//! distribution spec's Bearer challenge, or Basic) is done here too, tokens cached per
+//! repository. Errors are oci-client's, so that they are classified as every other
+//! registry error.
 
 use std::{num::NonZeroUsize, sync::Mutex};
 
