@@ -4,8 +4,10 @@
 //! (`report`). No I/O here: the caller resolves the images (registry or a platforms
 //! file) and prints.
 
+pub mod demo;
 pub mod platforms_file;
 pub mod report;
+pub mod suggestion;
 pub mod verdict;
 pub mod workloads;
 

@@ -6,7 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::verdict::{Verdict, WorkloadAudit};
+use multiarch_crd::ClusterPodPlacementConfig;
+
+use crate::{
+    suggestion::suggest,
+    verdict::{Verdict, WorkloadAudit},
+};
 
 pub const REPORT_API_VERSION: &str = "multiarch.openshift.io/audit/v1";
 
@@ -49,6 +54,9 @@ pub struct AuditReport {
     pub architectures: Vec<ArchitectureSummary>,
     /// Objects in the input that are not workloads, by kind.
     pub ignored: BTreeMap<String, usize>,
+    /// A configuration that prefers the architectures most workloads run on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggested_cluster_pod_placement_config: Option<ClusterPodPlacementConfig>,
 }
 
 impl AuditReport {
@@ -67,7 +75,7 @@ impl AuditReport {
             }
             verdicts.pin_contradicts_images += usize::from(w.pin_contradicts_images);
         }
-        let architectures = targets
+        let architectures: Vec<ArchitectureSummary> = targets
             .iter()
             .map(|arch| {
                 let mut blocking: BTreeMap<&str, usize> = BTreeMap::new();
@@ -102,6 +110,8 @@ impl AuditReport {
                 }
             })
             .collect();
+        let suggested_cluster_pod_placement_config =
+            suggest(&architectures, workloads.len(), verdicts.unknown);
         AuditReport {
             api_version: REPORT_API_VERSION,
             targets,
@@ -109,6 +119,7 @@ impl AuditReport {
             verdicts,
             architectures,
             ignored,
+            suggested_cluster_pod_placement_config,
         }
     }
 
@@ -180,6 +191,12 @@ impl AuditReport {
         lines
     }
 
+    /// The suggested configuration as YAML, ready for `kubectl apply -f`.
+    pub fn suggestion_yaml(&self) -> Option<String> {
+        let config = self.suggested_cluster_pod_placement_config.as_ref()?;
+        serde_yaml_ng::to_string(config).ok()
+    }
+
     fn rows(&self) -> Vec<[String; 4]> {
         self.workloads
             .iter()
@@ -231,6 +248,10 @@ impl AuditReport {
             out.push_str(&line);
             out.push('\n');
         }
+        if let Some(yaml) = self.suggestion_yaml() {
+            out.push_str("\nSuggested ClusterPodPlacementConfig:\n---\n");
+            out.push_str(&yaml);
+        }
         out
     }
 
@@ -252,6 +273,11 @@ impl AuditReport {
         out.push('\n');
         for line in self.summary_lines() {
             out.push_str(&format!("- {}\n", escape(&line)));
+        }
+        if let Some(yaml) = self.suggestion_yaml() {
+            out.push_str("\nSuggested ClusterPodPlacementConfig:\n\n```yaml\n");
+            out.push_str(&yaml);
+            out.push_str("```\n");
         }
         out
     }
@@ -334,6 +360,34 @@ metadata: {name: c}
         assert_eq!(json["workloads"][1]["verdict"], "restricted");
         assert_eq!(json["workloads"][1]["cannot"], serde_json::json!(["arm64"]));
         assert_eq!(json["ignored"]["ConfigMap"], 1);
+    }
+
+    #[test]
+    fn the_suggestion_prefers_where_most_workloads_run_and_the_api_accepts_it() {
+        let report = report();
+        let config = report
+            .suggested_cluster_pod_placement_config
+            .clone()
+            .unwrap();
+        let json = serde_json::to_value(&config).unwrap();
+        // amd64: 3 of 4 workloads, arm64: 1 of 4; one unknown: a fallback.
+        assert_eq!(
+            json["spec"]["plugins"]["nodeAffinityScoring"]["platforms"],
+            serde_json::json!([{"architecture": "amd64", "weight": 75}, {"architecture": "arm64", "weight": 25}])
+        );
+        assert_eq!(json["spec"]["fallbackArchitecture"], "amd64");
+        let crd = multiarch_crd::render::crds()
+            .unwrap()
+            .into_iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .find(|c| c["spec"]["names"]["kind"] == "ClusterPodPlacementConfig")
+            .unwrap();
+        let admitted =
+            multiarch_fake_apiserver::apiextensions::custom_resource::admit(&crd, json, None);
+        assert!(admitted.is_ok(), "{admitted:?}");
+        assert!(report.to_table().contains(
+            "Suggested ClusterPodPlacementConfig:\n---\napiVersion: multiarch.openshift.io/v1beta1"
+        ));
     }
 
     #[test]

@@ -462,8 +462,18 @@ pub enum AuditFormat {
 pub struct AuditArgs {
     /// Manifests: a file, a directory (its .yaml, .yml and .json files) or `-` for standard
     /// input; multi-document YAML as `kustomize build` or `helm template` prints it.
-    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "PATH",
+        required_unless_present = "demo"
+    )]
     pub filenames: Vec<PathBuf>,
+
+    /// Audit an embedded example (a small shop's manifests and its images' platforms),
+    /// with no registry access.
+    #[arg(long, conflicts_with_all = ["filenames", "platforms"])]
+    pub demo: bool,
 
     /// Image platforms from this file instead of the registries (the `images:` map of the
     /// `simulate --scenario` format).

@@ -275,3 +275,34 @@ async fn images_are_inspected_on_the_registry_and_an_unreachable_one_is_unknown(
         report["workloads"][2]
     );
 }
+
+#[test]
+fn the_demo_runs_offline_and_suggests_a_configuration() {
+    let out = audit(&["--demo"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("6 workloads: 2 run on all of amd64, arm64, ppc64le, s390x, 3 restricted, 0 blocked, 1 unknown; 1 pinned against their images"), "{table}");
+    assert!(
+        table.contains("shop/Deployment/recommender  unknown"),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "Suggested ClusterPodPlacementConfig:\n---\napiVersion: multiarch.openshift.io/v1beta1"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("  fallbackArchitecture: amd64"), "{table}");
+    // The demo is its own input.
+    let out = audit(&["--demo", "-f", "-"], Some(""));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -12,7 +12,7 @@ use std::{
 use anyhow::Context;
 use futures_util::{StreamExt, stream};
 use multiarch_audit::{
-    Platform, platforms_file, report::AuditReport, verdict::judge, workloads::Manifests,
+    Platform, demo, platforms_file, report::AuditReport, verdict::judge, workloads::Manifests,
 };
 use multiarch_inspector::{
     ImageInspector, InspectRequest, Inspector, cache::CacheOptions, keyring::Keyring,
@@ -66,17 +66,27 @@ async fn resolve(
     args: &AuditArgs,
     images: BTreeSet<String>,
 ) -> anyhow::Result<BTreeMap<String, Result<Vec<Platform>, String>>> {
-    if let Some(path) = &args.platforms {
+    let offline = if args.demo {
+        Some((
+            "the demo's platforms".to_owned(),
+            demo::PLATFORMS.to_owned(),
+        ))
+    } else if let Some(path) = &args.platforms {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let known = platforms_file::read(&text).with_context(|| path.display().to_string())?;
+        Some((path.display().to_string(), text))
+    } else {
+        None
+    };
+    if let Some((source, text)) = offline {
+        let known = platforms_file::read(&text).context(source.clone())?;
         return Ok(images
             .into_iter()
             .map(|image| {
                 let found = known
                     .get(&image)
                     .cloned()
-                    .ok_or_else(|| format!("not in {}", path.display()));
+                    .ok_or_else(|| format!("not in {source}"));
                 (image, found)
             })
             .collect());
@@ -124,6 +134,11 @@ async fn resolve(
 
 pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
     let mut manifests = Manifests::default();
+    if args.demo {
+        manifests
+            .add_text(demo::MANIFESTS, &args.namespace)
+            .context("the demo's manifests")?;
+    }
     for path in &args.filenames {
         read_input(path, &args.namespace, &mut manifests)?;
     }
