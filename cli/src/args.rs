@@ -12,7 +12,9 @@ use std::path::PathBuf;
 #[cfg(any(
     feature = "scheduler",
     feature = "inspector",
-    feature = "enoexec-daemon"
+    feature = "enoexec-daemon",
+    feature = "audit",
+    feature = "admission"
 ))]
 use std::time::Duration;
 
@@ -255,12 +257,10 @@ fn parse_mode(text: &str) -> Result<multiarch_crd::PlacementMode, String> {
     }
 }
 
-#[cfg(feature = "inspector")]
+/// How the commands that inspect images from this machine reach the registries.
+#[cfg(any(feature = "inspector", feature = "audit"))]
 #[derive(Debug, clap::Args)]
-pub struct InspectArgs {
-    /// The image reference, as in a pod spec (`nginx`, `quay.io/org/app:1`, `...@sha256:...`).
-    pub image: String,
-
+pub struct RegistryAccessArgs {
     /// A docker/podman auth file (`{"auths": {...}}`) with pull credentials.
     #[arg(long, value_name = "FILE", env = "REGISTRY_AUTH_FILE")]
     pub authfile: Option<PathBuf>,
@@ -269,9 +269,19 @@ pub struct InspectArgs {
     #[arg(long, value_name = "FILE")]
     pub registries_config: Option<PathBuf>,
 
-    /// Give up after this long (e.g. 30s, 2m).
+    /// Give up on an image after this long (e.g. 30s, 2m).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+}
+
+#[cfg(feature = "inspector")]
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// The image reference, as in a pod spec (`nginx`, `quay.io/org/app:1`, `...@sha256:...`).
+    pub image: String,
+
+    #[command(flatten)]
+    pub registry: RegistryAccessArgs,
 
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -500,17 +510,8 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
 
-    /// A docker/podman auth file (`{"auths": {...}}`) with pull credentials.
-    #[arg(long, value_name = "FILE", env = "REGISTRY_AUTH_FILE")]
-    pub authfile: Option<PathBuf>,
-
-    /// Registry settings (YAML): CA bundles, plain-HTTP registries, mirrors, blocked.
-    #[arg(long, value_name = "FILE")]
-    pub registries_config: Option<PathBuf>,
-
-    /// Give up on one image after this long.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
-    pub timeout: Duration,
+    #[command(flatten)]
+    pub registry: RegistryAccessArgs,
 
     #[arg(short = 'o', long = "output", value_enum, default_value_t = AuditFormat::Table)]
     pub output: AuditFormat,

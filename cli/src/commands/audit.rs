@@ -6,7 +6,6 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     io::Read,
     path::Path,
-    sync::Arc,
 };
 
 use anyhow::Context;
@@ -14,13 +13,9 @@ use futures_util::{StreamExt, stream};
 use multiarch_audit::{
     Platform, demo, platforms_file, report::AuditReport, verdict::judge, workloads::Manifests,
 };
-use multiarch_inspector::{
-    ImageInspector, InspectRequest, Inspector, cache::CacheOptions, keyring::Keyring,
-    metrics::InspectorMetrics, registry::RegistryOptions, secrets::StaticKeyring,
-    settings::RegistrySettings,
-};
+use multiarch_inspector::{ImageInspector, InspectRequest};
 
-use super::ExitWith;
+use super::{ExitWith, local_inspector::local_inspector};
 use crate::args::{AuditArgs, AuditFormat};
 
 /// Exit code when `--require-arch` is not met (1 is for errors).
@@ -91,28 +86,7 @@ async fn resolve(
             })
             .collect());
     }
-    let settings = match &args.registries_config {
-        Some(path) => RegistrySettings::load(path)?,
-        None => RegistrySettings::default(),
-    };
-    let mut keyring = Keyring::default();
-    if let Some(path) = &args.authfile {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read auth file {}", path.display()))?;
-        keyring
-            .add_docker_config_json(&bytes)
-            .with_context(|| format!("auth file {}", path.display()))?;
-    }
-    let inspector = Inspector::new(
-        settings,
-        RegistryOptions {
-            total_timeout: args.timeout,
-            ..RegistryOptions::default()
-        },
-        CacheOptions::default(),
-        Arc::new(StaticKeyring(Arc::new(keyring))),
-        InspectorMetrics::default(),
-    );
+    let inspector = local_inspector(&args.registry)?;
     let inspector = &inspector;
     Ok(stream::iter(images)
         .map(|image| async move {

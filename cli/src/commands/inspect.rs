@@ -1,40 +1,12 @@
 //! `multiarch inspect IMAGE`: the platforms of an image, from its registry.
 
-use std::sync::Arc;
+use multiarch_inspector::{ImageInspector, InspectRequest};
 
-use anyhow::Context;
-use multiarch_inspector::{
-    ImageInspector, InspectRequest, Inspector, cache::CacheOptions, keyring::Keyring,
-    metrics::InspectorMetrics, registry::RegistryOptions, secrets::StaticKeyring,
-    settings::RegistrySettings,
-};
-
+use super::local_inspector::local_inspector;
 use crate::args::{InspectArgs, OutputFormat};
 
 pub async fn run(args: &InspectArgs) -> anyhow::Result<()> {
-    let settings = match &args.registries_config {
-        Some(path) => RegistrySettings::load(path)?,
-        None => RegistrySettings::default(),
-    };
-    let mut keyring = Keyring::default();
-    if let Some(path) = &args.authfile {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read auth file {}", path.display()))?;
-        keyring
-            .add_docker_config_json(&bytes)
-            .with_context(|| format!("auth file {}", path.display()))?;
-    }
-    let options = RegistryOptions {
-        total_timeout: args.timeout,
-        ..RegistryOptions::default()
-    };
-    let inspector = Inspector::new(
-        settings,
-        options,
-        CacheOptions::default(),
-        Arc::new(StaticKeyring(Arc::new(keyring))),
-        InspectorMetrics::default(),
-    );
+    let inspector = local_inspector(&args.registry)?;
     let request = InspectRequest {
         image: args.image.clone(),
         ..InspectRequest::default()

@@ -13,6 +13,8 @@ mod gate_controller;
 mod inspect;
 #[cfg(feature = "inspector")]
 mod inspector;
+#[cfg(any(feature = "inspector", feature = "audit"))]
+mod local_inspector;
 #[cfg(feature = "operator")]
 mod manifests;
 #[cfg(any(
