@@ -83,9 +83,8 @@ pub struct KubeSecrets {
     state: Arc<CacheState>,
 }
 
-#[derive(Default)]
 struct CacheState {
-    cache: Mutex<Option<LruCache<KeyringKey, Cached>>>,
+    cache: Mutex<LruCache<KeyringKey, Cached>>,
     /// Bumped by every invalidation: a read that started before one is not cached.
     generation: AtomicU64,
     secrets_live: AtomicBool,
@@ -93,7 +92,18 @@ struct CacheState {
 }
 
 impl CacheState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<LruCache<KeyringKey, Cached>>> {
+    fn new() -> Self {
+        CacheState {
+            cache: Mutex::new(LruCache::new(
+                NonZeroUsize::new(CACHED_KEYRINGS).unwrap_or(NonZeroUsize::MIN),
+            )),
+            generation: AtomicU64::new(0),
+            secrets_live: AtomicBool::new(false),
+            accounts_live: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<KeyringKey, Cached>> {
         self.cache
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -107,9 +117,6 @@ impl CacheState {
     fn changed(&self, namespace: &str, kind: &'static str, name: &str) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         let mut cache = self.lock();
-        let Some(cache) = cache.as_mut() else {
-            return;
-        };
         let stale: Vec<KeyringKey> = cache
             .iter()
             .filter(|(key, cached)| {
@@ -128,9 +135,7 @@ impl CacheState {
 
     fn forget_all(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
-        if let Some(cache) = self.lock().as_mut() {
-            cache.clear();
-        }
+        self.lock().clear();
     }
 }
 
@@ -172,34 +177,44 @@ async fn follow<K>(
     }
 }
 
+/// Runs [`follow`] for `K` under `tasks` until the shutdown.
+fn spawn_follow<K>(
+    client: &kube::Client,
+    tasks: &Tasks,
+    name: &'static str,
+    state: &Arc<CacheState>,
+    live: fn(&CacheState) -> &AtomicBool,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + k8s_openapi::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = Api::<PartialObjectMeta<K>>::all(client.clone());
+    let state = state.clone();
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn(name, async move {
+        tokio::select! {
+            () = follow(api, <K as k8s_openapi::Resource>::KIND, state, live) => {}
+            () = shutdown.cancelled() => {}
+        }
+        Ok::<(), std::convert::Infallible>(())
+    });
+}
+
 impl KubeSecrets {
     /// A source that watches Secrets and ServiceAccounts (metadata only) under `tasks`.
     pub fn start(client: kube::Client, tasks: &Tasks) -> Self {
-        let state = Arc::new(CacheState {
-            cache: Mutex::new(Some(LruCache::new(
-                NonZeroUsize::new(CACHED_KEYRINGS).unwrap_or(NonZeroUsize::MIN),
-            ))),
-            ..CacheState::default()
+        let state = Arc::new(CacheState::new());
+        spawn_follow::<Secret>(&client, tasks, "pull secret watch", &state, |s| {
+            &s.secrets_live
         });
-        let watched = state.clone();
-        let secrets = Api::<PartialObjectMeta<Secret>>::all(client.clone());
-        let shutdown = tasks.shutdown().clone();
-        tasks.spawn("pull secret watch", async move {
-            tokio::select! {
-                () = follow(secrets, "Secret", watched, |s| &s.secrets_live) => {}
-                () = shutdown.cancelled() => {}
-            }
-            Ok::<(), std::convert::Infallible>(())
-        });
-        let watched = state.clone();
-        let accounts = Api::<PartialObjectMeta<ServiceAccount>>::all(client.clone());
-        let shutdown = tasks.shutdown().clone();
-        tasks.spawn("service account watch", async move {
-            tokio::select! {
-                () = follow(accounts, "ServiceAccount", watched, |s| &s.accounts_live) => {}
-                () = shutdown.cancelled() => {}
-            }
-            Ok::<(), std::convert::Infallible>(())
+        spawn_follow::<ServiceAccount>(&client, tasks, "service account watch", &state, |s| {
+            &s.accounts_live
         });
         KubeSecrets { client, state }
     }
@@ -313,8 +328,7 @@ impl SecretSource for KubeSecrets {
         );
         let live = self.state.live();
         if live
-            && let Some(cache) = self.state.lock().as_mut()
-            && let Some(cached) = cache.get(&key)
+            && let Some(cached) = self.state.lock().get(&key)
             && cached.at.elapsed() < MAX_AGE
         {
             return Ok(cached.keyring.clone());
@@ -324,11 +338,7 @@ impl SecretSource for KubeSecrets {
         let keyring = Arc::new(keyring);
         // Kept only if nothing changed while it was read and the watches are still live.
         let mut cache = self.state.lock();
-        if live
-            && self.state.live()
-            && self.state.generation.load(Ordering::SeqCst) == generation
-            && let Some(cache) = cache.as_mut()
-        {
+        if live && self.state.live() && self.state.generation.load(Ordering::SeqCst) == generation {
             cache.put(
                 key,
                 Cached {
