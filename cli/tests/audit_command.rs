@@ -52,6 +52,13 @@ const PLATFORMS: &str = r#"images:
   "agent:1": [linux/amd64]
 "#;
 
+/// Writes [`PLATFORMS`] into `dir`; its path.
+fn platforms_file(dir: &std::path::Path) -> String {
+    let path = dir.join("platforms.yaml");
+    std::fs::write(&path, PLATFORMS).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
 fn audit(args: &[&str], stdin: Option<&str>) -> std::process::Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_multiarch"))
         .arg("audit")
@@ -72,9 +79,8 @@ fn audit(args: &[&str], stdin: Option<&str>) -> std::process::Output {
 #[test]
 fn helm_output_piped_in_is_audited_offline() {
     let dir = tempfile::tempdir().unwrap();
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
-    let platforms = platforms.to_str().unwrap();
+    let platforms = platforms_file(dir.path());
+    let platforms = platforms.as_str();
 
     let out = audit(
         &["-f", "-", "--platforms", platforms, "-o", "json"],
@@ -141,9 +147,8 @@ fn helm_output_piped_in_is_audited_offline() {
 #[test]
 fn require_arch_fails_the_ci_job_and_names_the_workloads() {
     let dir = tempfile::tempdir().unwrap();
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
-    let platforms = platforms.to_str().unwrap();
+    let platforms = platforms_file(dir.path());
+    let platforms = platforms.as_str();
     let out = audit(
         &[
             "-f",

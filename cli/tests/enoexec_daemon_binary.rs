@@ -5,6 +5,9 @@
 //! "SKIPPED: ..." on stderr.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../tests/support/kubeconfig.rs"]
+mod kubeconfig;
+
 #[path = "../../tests/support/fake_cri.rs"]
 mod fake_cri;
 
@@ -16,22 +19,10 @@ use std::{
     time::Duration,
 };
 
+use kubeconfig::kubeconfig;
 use multiarch_fake_apiserver::FakeApiServer;
 
 const UID: &str = "6f1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
-
-fn kubeconfig(dir: &Path, server: &FakeApiServer) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
-            server.url()
-        ),
-    )
-    .unwrap();
-    path
-}
 
 /// /bin/true with the ELF machine of another CPU.
 fn foreign_binary(dir: &Path) -> std::path::PathBuf {

@@ -4,26 +4,17 @@
 //! on "ready" without a watch. And a SIGTERM ends it cleanly.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../tests/support/kubeconfig.rs"]
+mod kubeconfig;
+
 use std::{
     path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
+use kubeconfig::kubeconfig;
 use multiarch_fake_apiserver::FakeApiServer;
-
-fn kubeconfig(dir: &Path, server: &FakeApiServer) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
-            server.url()
-        ),
-    )
-    .unwrap();
-    path
-}
 
 fn scheduler(kubeconfig: &Path, panic_in: Option<&str>) -> std::process::Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));

@@ -9,19 +9,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{inspector, node, options, pod, ready};
+use common::{bindings, inspector, node, options, pod, ready};
 use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
 use multiarch_runtime::supervisor::Supervisor;
 use multiarch_scheduler::in_cluster::metrics::SchedulerMetrics;
 use tokio_util::sync::CancellationToken;
-
-fn bindings(server: &FakeApiServer, pod: &str) -> usize {
-    server
-        .requests()
-        .iter()
-        .filter(|r| *r == &format!("POST /api/v1/namespaces/shop/pods/{pod}/binding"))
-        .count()
-}
 
 /// What a fault does, and what the phase checks: pods that must end bound.
 struct Phase {

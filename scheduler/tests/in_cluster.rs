@@ -8,17 +8,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{events_for, eventually, node, node_of, options, pod, start, start_with};
+use common::{
+    bindings, events_for, eventually, leader_and_standby, node, node_of, options, pod, start,
+    start_with,
+};
 use multiarch_fake_apiserver::FakeApiServer;
 use serde_json::json;
-
-fn bindings(server: &FakeApiServer, pod: &str) -> usize {
-    server
-        .requests()
-        .iter()
-        .filter(|r| *r == &format!("POST /api/v1/namespaces/shop/pods/{pod}/binding"))
-        .count()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_are_bound_to_compatible_nodes_and_users_see_why() {
@@ -167,13 +162,7 @@ async fn a_restart_rebuilds_from_the_watch_without_double_binding() {
 async fn only_the_leader_binds_and_a_standby_takes_over() {
     let server = FakeApiServer::start().await;
     server.apply("nodes", node("arm-1", "arm64", "64"));
-    let a = start(&server, "replica-a", true);
-    let mut a_leading = a.leading.clone();
-    tokio::time::timeout(Duration::from_secs(5), a_leading.wait_for(|l| *l))
-        .await
-        .unwrap()
-        .unwrap();
-    let b = start(&server, "replica-b", true);
+    let (a, b) = leader_and_standby(&server).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!*b.leading.borrow(), "the lease is held by replica-a");
     let lease = server
@@ -251,13 +240,7 @@ fn watch_for_two_leaders(
 async fn a_leader_whose_renewal_hangs_stops_before_a_standby_takes_over() {
     let server = FakeApiServer::start().await;
     server.apply("nodes", node("arm-1", "arm64", "64"));
-    let a = start(&server, "replica-a", true);
-    let mut a_leading = a.leading.clone();
-    tokio::time::timeout(Duration::from_secs(5), a_leading.wait_for(|l| *l))
-        .await
-        .unwrap()
-        .unwrap();
-    let b = start(&server, "replica-b", true);
+    let (a, b) = leader_and_standby(&server).await;
     let monitor = watch_for_two_leaders(a.leading.clone(), b.leading.clone());
     for i in 0..5 {
         server.apply("pods", pod(&format!("p{i}"), "arm:1", "100m"));

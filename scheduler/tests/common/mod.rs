@@ -82,6 +82,27 @@ pub fn pod(name: &str, image: &str, cpu: &str) -> Value {
            "status": {"phase": "Pending"}})
 }
 
+/// Binding requests sent for `pod` (of namespace `shop`), successful or not.
+pub fn bindings(server: &FakeApiServer, pod: &str) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| *r == &format!("POST /api/v1/namespaces/shop/pods/{pod}/binding"))
+        .count()
+}
+
+/// Replica `replica-a` leading, then `replica-b` started as its standby.
+pub async fn leader_and_standby(server: &FakeApiServer) -> (RunningScheduler, RunningScheduler) {
+    let a = start(server, "replica-a", true);
+    let mut a_leading = a.leading.clone();
+    tokio::time::timeout(Duration::from_secs(5), a_leading.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = start(server, "replica-b", true);
+    (a, b)
+}
+
 pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     while !check() {
