@@ -61,6 +61,25 @@ async fn bounded_body(
     Ok(Ok(body))
 }
 
+/// The body's sha256 digest, checked against `wanted` when that is a sha256 digest: what
+/// is fetched by digest is content-addressed, so it must hash to it.
+fn content_addressed(
+    body: &[u8],
+    wanted: Option<&str>,
+    what: &str,
+) -> Result<String, OciDistributionError> {
+    let computed = format!("sha256:{:x}", Sha256::digest(body));
+    if let Some(wanted) = wanted
+        && wanted.starts_with("sha256:")
+        && wanted != computed
+    {
+        return Err(OciDistributionError::SpecViolationError(format!(
+            "the {what} does not match its digest {wanted} (it hashes to {computed})"
+        )));
+    }
+    Ok(computed)
+}
+
 /// The first bytes of an error body, for the message.
 async fn error_text(response: reqwest::Response) -> String {
     match bounded_body(response, MAX_ERROR_BYTES).await {
@@ -191,12 +210,7 @@ impl BoundedFetch {
             Ok(body) => body,
             Err(bytes) => return Ok(Err(bytes)),
         };
-        let computed = format!("sha256:{:x}", Sha256::digest(&body));
-        if digest.starts_with("sha256:") && digest != computed {
-            return Err(OciDistributionError::SpecViolationError(format!(
-                "the blob does not match its digest {digest} (it hashes to {computed})"
-            )));
-        }
+        content_addressed(&body, Some(digest), "blob")?;
         Ok(Ok(body))
     }
 
@@ -221,16 +235,7 @@ impl BoundedFetch {
             Ok(body) => body,
             Err(bytes) => return Ok(Err(bytes)),
         };
-        let computed = format!("sha256:{:x}", Sha256::digest(&body));
-        // A digest reference is content-addressed: the body must hash to it.
-        if let Some(wanted) = image.reference().digest()
-            && wanted.starts_with("sha256:")
-            && wanted != computed
-        {
-            return Err(OciDistributionError::SpecViolationError(format!(
-                "the manifest does not match its digest {wanted} (it hashes to {computed})"
-            )));
-        }
+        let computed = content_addressed(&body, image.reference().digest(), "manifest")?;
         let digest = image
             .reference()
             .digest()

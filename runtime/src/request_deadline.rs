@@ -75,8 +75,9 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let bounded = !is_watch(request.uri());
-        let method = request.method().to_string();
-        let path = request.uri().path().to_owned();
+        // Cheap clones (a shared buffer); named as text only if the deadline passes.
+        let method = request.method().clone();
+        let uri = request.uri().clone();
         let deadline = self.deadline;
         let answer = self.inner.call(request);
         Box::pin(async move {
@@ -86,8 +87,8 @@ where
             match tokio::time::timeout(deadline, answer).await {
                 Ok(answer) => answer.map_err(Into::into),
                 Err(_) => Err(Box::new(RequestTimedOut {
-                    method,
-                    path,
+                    method: method.to_string(),
+                    path: uri.path().to_owned(),
                     deadline,
                 }) as BoxError),
             }
