@@ -42,6 +42,8 @@ pub struct VerdictCounts {
     pub unknown: usize,
     /// Workloads whose own architecture pin allows none of their images' builds.
     pub pin_contradicts_images: usize,
+    /// Live cluster: workloads with pods running now on nodes their images cannot run on.
+    pub misplaced_now: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -49,6 +51,9 @@ pub struct VerdictCounts {
 pub struct AuditReport {
     pub api_version: &'static str,
     pub targets: Vec<String>,
+    /// Live cluster: its nodes per `kubernetes.io/arch`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_nodes: Option<BTreeMap<String, usize>>,
     pub workloads: Vec<WorkloadAudit>,
     pub verdicts: VerdictCounts,
     pub architectures: Vec<ArchitectureSummary>,
@@ -74,6 +79,7 @@ impl AuditReport {
                 Verdict::Unknown { .. } => verdicts.unknown += 1,
             }
             verdicts.pin_contradicts_images += usize::from(w.pin_contradicts_images);
+            verdicts.misplaced_now += usize::from(!w.misplaced_pods.is_empty());
         }
         let architectures: Vec<ArchitectureSummary> = targets
             .iter()
@@ -115,12 +121,20 @@ impl AuditReport {
         AuditReport {
             api_version: REPORT_API_VERSION,
             targets,
+            cluster_nodes: None,
             workloads,
             verdicts,
             architectures,
             ignored,
             suggested_cluster_pod_placement_config,
         }
+    }
+
+    /// The report of a live cluster with these nodes per architecture.
+    #[must_use]
+    pub fn with_cluster_nodes(mut self, nodes: BTreeMap<String, usize>) -> Self {
+        self.cluster_nodes = Some(nodes);
+        self
     }
 
     /// The workloads that cannot run on `arch` (unknown ones included: not proven).
@@ -147,6 +161,27 @@ impl AuditReport {
                 "pinned to {pin}, which its images do not support: its pods fail today"
             ));
         }
+        if !w.misplaced_pods.is_empty() {
+            let pods: Vec<String> = w
+                .misplaced_pods
+                .iter()
+                .take(3)
+                .map(|p| format!("{} on {} ({})", p.pod, p.node, p.architecture))
+                .collect();
+            let more = w.misplaced_pods.len().saturating_sub(pods.len());
+            if !note.is_empty() {
+                note.push_str("; ");
+            }
+            note.push_str(&format!(
+                "misplaced now: {}{}",
+                pods.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
         note
     }
 
@@ -162,6 +197,14 @@ impl AuditReport {
             v.unknown,
             v.pin_contradicts_images
         )];
+        if let Some(nodes) = &self.cluster_nodes {
+            let per_arch: Vec<String> = nodes.iter().map(|(a, n)| format!("{a} {n}")).collect();
+            lines.push(format!(
+                "cluster nodes: {}; {} workloads have pods running now on nodes their images cannot run on",
+                per_arch.join(", "),
+                v.misplaced_now
+            ));
+        }
         for a in &self.architectures {
             let mut line = format!(
                 "{}: {} of {} workloads can run there",

@@ -7,7 +7,7 @@ use multiarch_plugins::{
 };
 use serde::Serialize;
 
-use crate::workloads::Workload;
+use crate::{cluster::RunningPod, workloads::Workload};
 
 /// What the audit found about one image.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -68,12 +68,70 @@ pub struct WorkloadAudit {
     /// nodeAffinity and the scheduler's filter); none when the workload pins itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routed_constraint: Option<Vec<String>>,
+    /// Live cluster: its pods running now on nodes whose architecture its images lack
+    /// (they crash with `exec format error` or cannot pull).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub misplaced_pods: Vec<MisplacedPod>,
+}
+
+/// A pod on a node its images cannot run on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MisplacedPod {
+    pub pod: String,
+    pub node: String,
+    pub architecture: String,
 }
 
 impl WorkloadAudit {
     pub fn id(&self) -> String {
         format!("{}/{}/{}", self.namespace, self.kind, self.name)
     }
+}
+
+/// The architectures every container has a Linux build for (`resolved`: one per
+/// container, all known).
+fn common_architectures(containers: &[ContainerRefLike<'_>]) -> Vec<String> {
+    let platforms: Vec<ContainerPlatforms<'_>> = containers
+        .iter()
+        .map(|(container, platforms)| ContainerPlatforms {
+            container,
+            platforms,
+        })
+        .collect();
+    let mut common: Vec<String> = compatible_platforms(&platforms)
+        .into_iter()
+        .map(|p| p.architecture)
+        .collect();
+    common.sort();
+    common.dedup();
+    common
+}
+
+/// A container's name and its images' Linux platforms.
+type ContainerRefLike<'a> = (&'a str, Vec<Platform>);
+
+/// `pod` as misplaced when every image is known and none of the node's architecture runs
+/// all of them; `None` otherwise (an unknown image proves nothing).
+pub fn misplaced(
+    pod: &RunningPod,
+    resolved: &[Result<Vec<Platform>, String>],
+) -> Option<MisplacedPod> {
+    let containers: Vec<ContainerRefLike<'_>> = pod
+        .containers
+        .iter()
+        .zip(resolved)
+        .map(|(c, r)| Some((c.container.as_str(), linux_platforms(r.as_ref().ok()?))))
+        .collect::<Option<_>>()?;
+    if containers.len() != pod.containers.len() {
+        return None;
+    }
+    let common = common_architectures(&containers);
+    (!common.contains(&pod.architecture)).then(|| MisplacedPod {
+        pod: pod.name.clone(),
+        node: pod.node.clone(),
+        architecture: pod.architecture.clone(),
+    })
 }
 
 /// Linux builds only: nodes run Linux.
@@ -130,6 +188,7 @@ pub fn judge(
         pinned: pinned.clone(),
         pin_contradicts_images: contradicts,
         routed_constraint: routed,
+        misplaced_pods: Vec::new(),
     };
     if let Some(failed) = images.iter().find(|i| i.error.is_some()) {
         let reason = format!(
@@ -139,25 +198,18 @@ pub fn judge(
         );
         return audit(Vec::new(), Verdict::Unknown { reason }, false, None);
     }
-    let per_container: Vec<Vec<Platform>> = resolved
-        .iter()
-        .map(|r| linux_platforms(r.as_deref().unwrap_or_default()))
-        .collect();
-    let containers: Vec<ContainerPlatforms<'_>> = workload
+    let containers: Vec<ContainerRefLike<'_>> = workload
         .containers
         .iter()
-        .zip(&per_container)
-        .map(|(c, platforms)| ContainerPlatforms {
-            container: &c.container,
-            platforms,
+        .zip(resolved)
+        .map(|(c, r)| {
+            (
+                c.container.as_str(),
+                linux_platforms(r.as_deref().unwrap_or_default()),
+            )
         })
         .collect();
-    let mut common: Vec<String> = compatible_platforms(&containers)
-        .into_iter()
-        .map(|p| p.architecture)
-        .collect();
-    common.sort();
-    common.dedup();
+    let common = common_architectures(&containers);
     let contradicts = pinned
         .as_ref()
         .is_some_and(|pin| !pin.iter().any(|a| common.contains(a)));

@@ -29,6 +29,70 @@ pub struct ContainerRef {
     pub init: bool,
 }
 
+/// The images of a pod's init and regular containers (ephemeral containers are debug
+/// sessions, not the workload).
+pub fn containers_of(spec: &PodSpec) -> Vec<ContainerRef> {
+    let init = spec.init_containers.iter().flatten().map(|c| (c, true));
+    init.chain(spec.containers.iter().map(|c| (c, false)))
+        .map(|(c, init)| ContainerRef {
+            container: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            init,
+        })
+        .collect()
+}
+
+/// What an image is inspected with: its name and, from a live cluster, where the pod's
+/// pull credentials are (its namespace, pull secrets and service account).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ImageQuery {
+    pub image: String,
+    pub namespace: String,
+    pub pull_secrets: Vec<String>,
+    pub service_account: Option<String>,
+}
+
+impl ImageQuery {
+    /// The queries of a pod's containers, in container order. `with_credentials` false
+    /// (manifests: credentials come from the command line) leaves only the image.
+    pub fn for_pod(
+        namespace: &str,
+        spec: &PodSpec,
+        containers: &[ContainerRef],
+        with_credentials: bool,
+    ) -> Vec<ImageQuery> {
+        containers
+            .iter()
+            .map(|c| {
+                if !with_credentials {
+                    return ImageQuery {
+                        image: c.image.clone(),
+                        ..ImageQuery::default()
+                    };
+                }
+                ImageQuery {
+                    image: c.image.clone(),
+                    namespace: namespace.to_owned(),
+                    pull_secrets: spec
+                        .image_pull_secrets
+                        .iter()
+                        .flatten()
+                        .map(|r| r.name.clone())
+                        .filter(|n| !n.is_empty())
+                        .collect(),
+                    // The API server defaults it; a template read from a file may lack it.
+                    service_account: Some(
+                        spec.service_account_name
+                            .clone()
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or_else(|| "default".to_owned()),
+                    ),
+                }
+            })
+            .collect()
+    }
+}
+
 /// A workload and the pod it makes.
 #[derive(Clone, Debug)]
 pub struct Workload {
@@ -70,6 +134,19 @@ fn text(value: &Value, pointer: &str) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
+}
+
+impl Workload {
+    /// The queries of its containers' images, in container order.
+    pub fn queries(&self, with_credentials: bool) -> Vec<ImageQuery> {
+        let spec = self.pod.spec.clone().unwrap_or_default();
+        ImageQuery::for_pod(&self.namespace, &spec, &self.containers, with_credentials)
+    }
+
+    /// `namespace/Kind/name`, as the report names it.
+    pub fn id(&self) -> String {
+        format!("{}/{}/{}", self.namespace, self.kind, self.name)
+    }
 }
 
 impl Manifests {
@@ -140,26 +217,11 @@ impl Manifests {
                 detail: e.to_string(),
             })?;
         let spec: PodSpec = template.spec.unwrap_or_default();
-        let mut containers: Vec<ContainerRef> = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .map(|c| ContainerRef {
-                container: c.name.clone(),
-                image: c.image.clone().unwrap_or_default(),
-                init: true,
-            })
-            .collect();
-        containers.extend(spec.containers.iter().map(|c| ContainerRef {
-            container: c.name.clone(),
-            image: c.image.clone().unwrap_or_default(),
-            init: false,
-        }));
         self.workloads.push(Workload {
             kind,
             namespace,
             name,
-            containers,
+            containers: containers_of(&spec),
             pod: Pod {
                 metadata: template.metadata.unwrap_or_default(),
                 spec: Some(spec),

@@ -476,13 +476,34 @@ pub struct AuditArgs {
         short = 'f',
         long = "filename",
         value_name = "PATH",
-        required_unless_present = "demo"
+        required_unless_present_any = ["demo", "cluster"]
     )]
     pub filenames: Vec<PathBuf>,
 
+    /// Audit the live cluster's workloads (Deployments, StatefulSets, DaemonSets,
+    /// ReplicaSets and Jobs without owner, CronJobs, bare Pods), with their pull secrets
+    /// and service accounts', against its nodes' architectures, and report pods running
+    /// now on nodes their images cannot run on.
+    #[arg(long, conflicts_with = "authfile")]
+    pub cluster: bool,
+
+    /// kubeconfig file for `--cluster`; without it, KUBECONFIG, ~/.kube/config or the
+    /// in-cluster config.
+    #[arg(long, env = "KUBECONFIG", requires = "cluster")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// `--cluster`: only workloads the ClusterPodPlacementConfig routes (its
+    /// namespaceSelector, less the namespaces and pods routing always leaves alone).
+    #[arg(long, requires = "cluster")]
+    pub routed_only: bool,
+
+    /// multiarch's own namespace, which routing leaves alone.
+    #[arg(long, default_value = "multiarch")]
+    pub multiarch_namespace: String,
+
     /// Audit an embedded example (a small shop's manifests and its images' platforms),
     /// with no registry access.
-    #[arg(long, conflicts_with_all = ["filenames", "platforms"])]
+    #[arg(long, conflicts_with_all = ["filenames", "platforms", "cluster"])]
     pub demo: bool,
 
     /// Image platforms from this file instead of the registries (the `images:` map of the
@@ -490,25 +511,23 @@ pub struct AuditArgs {
     #[arg(long, value_name = "FILE")]
     pub platforms: Option<PathBuf>,
 
-    /// The architectures to judge against.
-    #[arg(
-        long = "arch",
-        value_delimiter = ',',
-        default_value = "amd64,arm64,ppc64le,s390x"
-    )]
-    pub arch: Vec<String>,
+    /// The architectures to judge against [default: the cluster's nodes' with
+    /// `--cluster`, else amd64,arm64,ppc64le,s390x].
+    #[arg(long = "arch", value_delimiter = ',')]
+    pub arch: Option<Vec<String>>,
 
     /// Exit with 3, listing them, when a workload cannot run on this architecture.
     #[arg(long, value_name = "ARCH")]
     pub require_arch: Option<String>,
 
-    /// The namespace of objects that name none.
-    #[arg(short = 'n', long, default_value = "default")]
-    pub namespace: String,
+    /// `--cluster`: only this namespace (default: all). Manifests: the namespace of
+    /// objects that name none (default: `default`).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
 
     /// Images inspected at once.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
 
     #[command(flatten)]
     pub registry: RegistryAccessArgs,

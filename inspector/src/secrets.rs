@@ -219,6 +219,19 @@ impl KubeSecrets {
         KubeSecrets { client, state }
     }
 
+    /// For one-shot commands (`multiarch audit`): no watches, and each keyring read once
+    /// and kept (up to the age ceiling): a snapshot of the cluster's pull secrets for the
+    /// length of the command.
+    pub fn snapshot(client: kube::Client) -> Self {
+        let state = CacheState::new();
+        state.secrets_live.store(true, Ordering::SeqCst);
+        state.accounts_live.store(true, Ordering::SeqCst);
+        KubeSecrets {
+            client,
+            state: Arc::new(state),
+        }
+    }
+
     /// Whether keyrings are being kept (both watches live).
     pub fn caching(&self) -> bool {
         self.state.live()

@@ -62,7 +62,7 @@ impl Registry {
             std::env::temp_dir().join(format!("multiarch-registry-{}-{port}", std::process::id()));
         std::fs::create_dir_all(dir.join("storage")).unwrap();
         let mut config = format!(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
             dir.join("storage").display()
         );
         let mut ca_pem = None;
@@ -171,6 +171,27 @@ impl Registry {
                 self.addr
             ),
         }
+    }
+
+    /// `METHOD path` of every request the registry has answered so far, from its access
+    /// log (in the order it logged them).
+    pub fn requests(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.dir.join("registry.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|line| {
+                let request = line.split('"').nth(1)?;
+                let mut parts = request.split(' ');
+                Some(format!("{} {}", parts.next()?, parts.next()?))
+            })
+            .filter(|r| {
+                r.starts_with("GET ")
+                    || r.starts_with("HEAD ")
+                    || r.starts_with("PUT ")
+                    || r.starts_with("POST ")
+                    || r.starts_with("PATCH ")
+                    || r.starts_with("DELETE ")
+            })
+            .collect()
     }
 
     pub fn dir(&self) -> &PathBuf {

@@ -2,11 +2,14 @@
 
 use multiarch_inspector::{ImageInspector, InspectRequest};
 
-use super::local_inspector::local_inspector;
+use super::local_inspector::{local_inspector, static_keyring};
 use crate::args::{InspectArgs, OutputFormat};
 
 pub async fn run(args: &InspectArgs) -> anyhow::Result<()> {
-    let inspector = local_inspector(&args.registry)?;
+    let inspector = local_inspector(
+        &args.registry,
+        std::sync::Arc::new(static_keyring(&args.registry)?),
+    )?;
     let request = InspectRequest {
         image: args.image.clone(),
         ..InspectRequest::default()

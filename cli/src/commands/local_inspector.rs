@@ -1,21 +1,24 @@
 //! The inspector of the commands that inspect images from this machine (`inspect`,
-//! `audit`): registry settings and an auth file from the command line, no cluster.
+//! `audit`): registry settings from the command line, credentials from an auth file or,
+//! for `audit --cluster`, from the cluster's pull secrets.
 
 use std::sync::Arc;
 
 use anyhow::Context;
 use multiarch_inspector::{
-    Inspector, cache::CacheOptions, keyring::Keyring, metrics::InspectorMetrics,
-    registry::RegistryOptions, secrets::StaticKeyring, settings::RegistrySettings,
+    Inspector,
+    cache::CacheOptions,
+    keyring::Keyring,
+    metrics::InspectorMetrics,
+    registry::RegistryOptions,
+    secrets::{SecretSource, StaticKeyring},
+    settings::RegistrySettings,
 };
 
 use crate::args::RegistryAccessArgs;
 
-pub fn local_inspector(args: &RegistryAccessArgs) -> anyhow::Result<Inspector> {
-    let settings = match &args.registries_config {
-        Some(path) => RegistrySettings::load(path)?,
-        None => RegistrySettings::default(),
-    };
+/// The credentials of `--authfile` (none without it).
+pub fn static_keyring(args: &RegistryAccessArgs) -> anyhow::Result<StaticKeyring> {
     let mut keyring = Keyring::default();
     if let Some(path) = &args.authfile {
         let bytes = std::fs::read(path)
@@ -24,6 +27,17 @@ pub fn local_inspector(args: &RegistryAccessArgs) -> anyhow::Result<Inspector> {
             .add_docker_config_json(&bytes)
             .with_context(|| format!("auth file {}", path.display()))?;
     }
+    Ok(StaticKeyring(Arc::new(keyring)))
+}
+
+pub fn local_inspector(
+    args: &RegistryAccessArgs,
+    secrets: Arc<dyn SecretSource>,
+) -> anyhow::Result<Inspector> {
+    let settings = match &args.registries_config {
+        Some(path) => RegistrySettings::load(path)?,
+        None => RegistrySettings::default(),
+    };
     Ok(Inspector::new(
         settings,
         RegistryOptions {
@@ -31,7 +45,7 @@ pub fn local_inspector(args: &RegistryAccessArgs) -> anyhow::Result<Inspector> {
             ..RegistryOptions::default()
         },
         CacheOptions::default(),
-        Arc::new(StaticKeyring(Arc::new(keyring))),
+        secrets,
         InspectorMetrics::default(),
     ))
 }

@@ -129,6 +129,13 @@ fn kind_of(resource: &str) -> &'static str {
         "podplacementconfigs" => "PodPlacementConfig",
         "enoexecevents" => "ENoExecEvent",
         "customresourcedefinitions" => "CustomResourceDefinition",
+        "deployments" => "Deployment",
+        "statefulsets" => "StatefulSet",
+        "daemonsets" => "DaemonSet",
+        "replicasets" => "ReplicaSet",
+        "replicationcontrollers" => "ReplicationController",
+        "jobs" => "Job",
+        "cronjobs" => "CronJob",
         _ => "Unknown",
     }
 }
@@ -686,17 +693,51 @@ fn list(
     let store = shared.store.lock().unwrap();
     let fields = query.get("fieldSelector").cloned().unwrap_or_default();
     let labels = query.get("labelSelector").cloned().unwrap_or_default();
-    let items: Vec<Value> = store
+    // Paging as the real server pages: `limit` items, then an opaque `continue` token
+    // that names where the next page starts (here: the last key served).
+    let after: Option<Key> = match query.get("continue") {
+        Some(token) => match continue_key(token) {
+            Some(key) => Some(key),
+            None => {
+                return status(
+                    400,
+                    "BadRequest",
+                    "continue key is not valid: illegal base64 data at input byte 0",
+                    "",
+                    "",
+                );
+            }
+        },
+        None => None,
+    };
+    let limit = query
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let matching: Vec<(&Key, &Value)> = store
         .objects
         .iter()
         .filter(|(k, _)| {
             k.resource == target.resource
                 && (target.namespace.is_empty() || k.namespace == target.namespace)
+                && after.as_ref().is_none_or(|a| *k > a)
         })
-        .map(|(_, v)| v)
-        .filter(|v| field_matches(v, &fields) && label_matches(v, &labels))
-        .cloned()
+        .filter(|(_, v)| field_matches(v, &fields) && label_matches(v, &labels))
         .collect();
+    let served = limit.map_or(matching.len(), |l| l.min(matching.len()));
+    let items: Vec<Value> = matching[..served]
+        .iter()
+        .map(|(_, v)| (*v).clone())
+        .collect();
+    let remaining = matching.len() - served;
+    let last = served.checked_sub(1).map(|i| matching[i].0);
+    let mut list_metadata = json!({"resourceVersion": store.rv.to_string()});
+    if remaining > 0
+        && let Some(last) = last
+    {
+        list_metadata["continue"] = json!(continue_token(last));
+        list_metadata["remainingItemCount"] = json!(remaining);
+    }
     let (kind, api_version, items) = if metadata {
         (
             "PartialObjectMetadataList".to_owned(),
@@ -715,10 +756,29 @@ fn list(
         &json!({
             "kind": kind,
             "apiVersion": api_version,
-            "metadata": {"resourceVersion": store.rv.to_string()},
+            "metadata": list_metadata,
             "items": items,
         }),
     )
+}
+
+fn continue_token(key: &Key) -> String {
+    use base64::Engine;
+    let raw = json!([key.resource, key.namespace, key.name]).to_string();
+    base64::engine::general_purpose::STANDARD.encode(raw)
+}
+
+fn continue_key(token: &str) -> Option<Key> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(token)
+        .ok()?;
+    let [resource, namespace, name]: [String; 3] = serde_json::from_slice(&raw).ok()?;
+    Some(Key {
+        resource,
+        namespace,
+        name,
+    })
 }
 
 fn get(shared: &Shared, target: &Target, name: &str) -> Response {

@@ -186,3 +186,38 @@ async fn watchers_see_changes_and_relist_after_410() {
     relisted.sort();
     assert_eq!(relisted, ["a", "c"]);
 }
+
+#[tokio::test]
+async fn lists_are_paged_with_limit_and_continue() {
+    let server = FakeApiServer::start().await;
+    for i in 0..5 {
+        server.apply("pods", pod(&format!("web-{i}")));
+    }
+    let pods: Api<Pod> = Api::namespaced(client(&server), "default");
+    let mut names = Vec::new();
+    let mut params = kube::api::ListParams::default().limit(2);
+    let mut pages = 0;
+    loop {
+        let page = pods.list(&params).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 2);
+        names.extend(page.items.iter().map(|p| p.metadata.name.clone().unwrap()));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => {
+                assert_eq!(
+                    page.metadata.remaining_item_count,
+                    Some(i64::try_from(5 - names.len()).unwrap())
+                );
+                params = params.continue_token(&token);
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(names, ["web-0", "web-1", "web-2", "web-3", "web-4"]);
+    let bad = pods
+        .list(&kube::api::ListParams::default().continue_token("%%%"))
+        .await
+        .unwrap_err();
+    assert!(matches!(bad, kube::Error::Api(s) if s.code == 400));
+}
