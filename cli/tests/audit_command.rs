@@ -228,6 +228,16 @@ async fn images_are_inspected_on_the_registry_and_an_unreachable_one_is_unknown(
         Some("1.0"),
     )
     .await;
+    push_image(
+        &reg,
+        "shop/mainframe",
+        "linux",
+        "s390x",
+        None,
+        true,
+        Some("1.0"),
+    )
+    .await;
     let settings = reg.dir().join("registries-audit.yaml");
     std::fs::write(
         &settings,
@@ -240,7 +250,8 @@ async fn images_are_inspected_on_the_registry_and_an_unreachable_one_is_unknown(
     let manifests = format!(
         "kind: Deployment\nmetadata: {{name: web}}\nspec: {{template: {{spec: {{containers: [{{name: web, image: '{addr}/shop/web:1.0'}}]}}}}}}\n---\n\
          kind: Deployment\nmetadata: {{name: legacy}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '{addr}/shop/legacy:1.0'}}]}}}}}}\n---\n\
-         kind: Deployment\nmetadata: {{name: gone}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '127.0.0.1:1/shop/gone:1'}}]}}}}}}\n",
+         kind: Deployment\nmetadata: {{name: gone}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '127.0.0.1:1/shop/gone:1'}}]}}}}}}\n---\n\
+         kind: Job\nmetadata: {{name: batch}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '{addr}/shop/mainframe:1.0'}}]}}}}}}\n",
         addr = reg.addr
     );
     let out = audit(
@@ -279,6 +290,12 @@ async fn images_are_inspected_on_the_registry_and_an_unreachable_one_is_unknown(
         "{}",
         report["workloads"][2]
     );
+    // A Docker single manifest for s390x only: blocked on these targets.
+    assert_eq!(report["workloads"][3]["verdict"], "blocked");
+    assert_eq!(
+        report["workloads"][3]["reason"],
+        "the images run on s390x only, none of amd64, arm64"
+    );
 }
 
 #[test]
@@ -310,4 +327,60 @@ fn the_demo_runs_offline_and_suggests_a_configuration() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The progress bar is drawn on a terminal (here a pseudo-terminal from `script`) and
+/// never when standard error is a pipe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_bar_shows_on_a_terminal_only() {
+    let silent = registry::silent_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("registries.yaml");
+    std::fs::write(
+        &settings,
+        format!("registries:\n  - registry: \"{silent}\"\n    insecure: true\n"),
+    )
+    .unwrap();
+    let manifests = dir.path().join("app.yaml");
+    std::fs::write(
+        &manifests,
+        format!("kind: Pod\nmetadata: {{name: p}}\nspec: {{containers: [{{name: c, image: '{silent}/slow/app:1'}}]}}\n"),
+    )
+    .unwrap();
+    let args = [
+        "audit",
+        "-f",
+        manifests.to_str().unwrap(),
+        "--registries-config",
+        settings.to_str().unwrap(),
+        "--timeout",
+        "1s",
+    ];
+    let binary = env!("CARGO_BIN_EXE_multiarch");
+    let piped = {
+        let args = args.map(String::from);
+        tokio::task::spawn_blocking(move || Command::new(binary).args(args).output().unwrap())
+            .await
+            .unwrap()
+    };
+    assert!(piped.status.success());
+    assert!(
+        !String::from_utf8_lossy(&piped.stderr).contains("inspecting images"),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("did not answer within"));
+    let line = format!("{binary} {}", args.join(" "));
+    let on_terminal = tokio::task::spawn_blocking(move || {
+        Command::new("script")
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(on_terminal.status.success());
+    let shown = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(shown.contains("inspecting images"), "{shown}");
+    assert!(shown.contains("0/1"), "{shown}");
 }

@@ -194,6 +194,19 @@ impl Registry {
             .collect()
     }
 
+    /// [`Registry::requests`] once `ready` says they are all there (the registry logs a
+    /// request just after answering it), or what is logged after 10 s.
+    pub fn requests_when(&self, ready: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let requests = self.requests();
+            if ready(&requests) || Instant::now() > deadline {
+                return requests;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn dir(&self) -> &PathBuf {
         &self.dir
     }

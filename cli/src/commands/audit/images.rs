@@ -5,6 +5,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::Arc,
+    time::Duration,
 };
 
 use futures_util::{StreamExt, stream};
@@ -42,6 +43,9 @@ fn progress(len: usize) -> ProgressBar {
     {
         bar.set_style(style);
     }
+    // Drawn at once and then kept moving: a slow registry should not look like a hang.
+    bar.tick();
+    bar.enable_steady_tick(Duration::from_millis(250));
     bar
 }
 
