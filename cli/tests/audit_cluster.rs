@@ -8,6 +8,8 @@
 
 #[path = "../../tests/support/kubeconfig.rs"]
 mod kubeconfig;
+#[path = "../../tests/support/rbac.rs"]
+mod rbac;
 #[path = "../../tests/support/registry.rs"]
 mod registry;
 
@@ -339,6 +341,10 @@ async fn routed_only_and_one_namespace_select_the_workloads() {
             "shop/Job/tune"
         ]
     );
+    // The generated ClusterRole grants everything the audit asked for (it lists; it
+    // never watches).
+    let rules = rbac::rules(&[multiarch_operator::install::audit_rules()]);
+    rbac::assert_granted_without_watches(&rules, &cluster.server.requests());
     let lab = report(&audit(&cluster, &["-n", "lab", "--arch", "arm64", "-o", "json"]).await);
     assert_eq!(ids(&lab), ["lab/CronJob/train"]);
     assert_eq!(lab["targets"], json!(["arm64"]));

@@ -5,12 +5,14 @@
 //! The scheduler reads no Secrets: image inspection runs in `multiarch inspector`, the
 //! only component with `get` on Secrets and ServiceAccounts.
 
+mod audit;
 mod enoexec;
 mod gate_controller;
 mod scheduler;
 mod webhook;
 
 pub use self::{
+    audit::{AUDIT_CLUSTER_ROLE, audit, audit_rules},
     enoexec::{
         HOST_CGROUP, HOST_RUN, enoexec, enoexec_daemon_rules, enoexec_handler_cluster_rules,
         enoexec_handler_namespace_rules,
@@ -131,6 +133,7 @@ pub fn folders() -> Vec<(&'static str, Files)> {
         ("webhook", webhook()),
         ("gate-controller", gate_controller()),
         ("enoexec", enoexec()),
+        ("audit", audit()),
     ]
 }
 
