@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use multiarch_plugins::model::pod::pull_secret_names;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -73,13 +74,7 @@ impl ImageQuery {
                 ImageQuery {
                     image: c.image.clone(),
                     namespace: namespace.to_owned(),
-                    pull_secrets: spec
-                        .image_pull_secrets
-                        .iter()
-                        .flatten()
-                        .map(|r| r.name.clone())
-                        .filter(|n| !n.is_empty())
-                        .collect(),
+                    pull_secrets: pull_secret_names(spec),
                     // The API server defaults it; a template read from a file may lack it.
                     service_account: Some(
                         spec.service_account_name

@@ -65,6 +65,10 @@ pub enum Command {
     /// routing would do with them.
     #[cfg(feature = "audit")]
     Audit(AuditArgs),
+    /// Measure a scheduler end to end against an API server (KUBECONFIG): fake nodes,
+    /// pods, bindings observed; optionally against the bind-only baseline.
+    #[cfg(feature = "scheduler")]
+    Bench(BenchArgs),
     /// Serve image inspection over gRPC (reads pull secrets from the cluster).
     #[cfg(feature = "inspector")]
     Inspector(InspectorArgs),
@@ -108,6 +112,76 @@ pub struct SimulateArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+}
+
+#[cfg(feature = "scheduler")]
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster config.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Fake Node objects to create (60/30/5/5 % amd64/arm64/ppc64le/s390x).
+    #[arg(long, default_value_t = 5000)]
+    pub nodes: usize,
+
+    /// Pods to create, their images taken in turn from the platforms file.
+    #[arg(long, default_value_t = 10_000)]
+    pub pods: usize,
+
+    /// Image platforms (the `images:` map of the `simulate --scenario` format); give the
+    /// scheduler the same file (`multiarch scheduler --image-platforms FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub platforms: PathBuf,
+
+    /// The schedulerName of the pods the scheduler under test places.
+    #[arg(long, default_value = "multiarch-scheduler")]
+    pub scheduler_name: String,
+
+    /// Create the pods live at this many per second while the scheduler runs, instead of
+    /// before starting it. 0: as fast as the client may.
+    #[arg(long, value_name = "PODS_PER_SECOND")]
+    pub create_rate: Option<f64>,
+
+    /// Only the bind-only baseline (no scheduler).
+    #[arg(long, conflicts_with_all = ["compare_bind_only", "command"])]
+    pub bind_only: bool,
+
+    /// After the scheduler's run, the bind-only baseline on the same nodes, and the ratio.
+    #[arg(long)]
+    pub compare_bind_only: bool,
+
+    /// The scheduler's process id, for its peak RSS and CPU time (when it is not started
+    /// by this command).
+    #[arg(long)]
+    pub scheduler_pid: Option<u32>,
+
+    /// Client QPS and burst of this command and of the baseline.
+    #[arg(long, default_value_t = 5000.0)]
+    pub qps: f64,
+    #[arg(long, default_value_t = 5000)]
+    pub burst: u32,
+
+    /// Bindings in flight at once in the baseline (the scheduler's default).
+    #[arg(long, default_value_t = 16)]
+    pub bind_concurrency: usize,
+
+    /// Namespace of the pods (created if missing, removed afterwards when created here).
+    #[arg(long, default_value = "multiarch-bench")]
+    pub namespace: String,
+
+    /// Give up on a run after this long.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+
+    /// The scheduler to start once the pods exist (pre-created pods), stopped with
+    /// SIGTERM at the end: `-- multiarch scheduler --image-platforms FILE ...`. Without
+    /// it the pods are created live for the scheduler already running.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[cfg(any(feature = "scheduler", feature = "inspector"))]
@@ -178,6 +252,11 @@ pub struct SchedulerArgs {
     /// Use a remote inspector (`multiarch inspector`) instead of inspecting in-process.
     #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
     pub inspector_endpoint: Option<String>,
+
+    /// Image platforms from this file (the `images:` map of the `simulate --scenario`
+    /// format) instead of the registries: for `multiarch bench` and registry-less runs.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["inspector_endpoint", "registries_config"])]
+    pub image_platforms: Option<PathBuf>,
 
     /// Registry settings for in-process inspection.
     #[arg(long, value_name = "FILE", env = "MULTIARCH_REGISTRIES_CONFIG")]

@@ -2,6 +2,8 @@
 
 #[cfg(feature = "audit")]
 mod audit;
+#[cfg(feature = "scheduler")]
+mod bench;
 mod crds;
 #[cfg(feature = "enoexec-daemon")]
 mod enoexec_daemon;
@@ -56,6 +58,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Manifests(args) => manifests::run(&args),
         #[cfg(feature = "scheduler")]
         Command::Simulate(args) => simulate::run(&args),
+        #[cfg(feature = "scheduler")]
+        Command::Bench(args) => runtime()?.block_on(bench::run(&args)),
         #[cfg(feature = "inspector")]
         Command::Inspect(args) => runtime()?.block_on(inspect::run(&args)),
         #[cfg(feature = "audit")]

@@ -2,13 +2,16 @@
 
 use std::{sync::Arc, sync::atomic::Ordering, time::Duration};
 
+use anyhow::Context;
 use multiarch_inspector::{
     ImageInspector, Inspector, cache::CacheOptions, grpc::RemoteInspector,
     metrics::InspectorMetrics, registry::RegistryOptions, secrets::KubeSecrets,
     settings::RegistrySettings,
 };
 use multiarch_runtime::{client, leader_election::ElectionConfig};
-use multiarch_scheduler::in_cluster::{self, SchedulerOptions, metrics::SchedulerMetrics};
+use multiarch_scheduler::in_cluster::{
+    self, SchedulerOptions, file_images::FileImages, metrics::SchedulerMetrics,
+};
 use tracing::info;
 
 use super::role::Role;
@@ -20,9 +23,15 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
 
     let metrics = SchedulerMetrics::default();
     metrics.register(&mut role.registry);
-    let inspector: Arc<dyn ImageInspector> = match &args.inspector_endpoint {
-        Some(endpoint) => Arc::new(RemoteInspector::new(endpoint)?),
-        None => {
+    let inspector: Arc<dyn ImageInspector> = match (&args.inspector_endpoint, &args.image_platforms)
+    {
+        (Some(endpoint), _) => Arc::new(RemoteInspector::new(endpoint)?),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            Arc::new(FileImages::from_yaml(&text).with_context(|| path.display().to_string())?)
+        }
+        (None, None) => {
             let settings = match &args.registries_config {
                 Some(path) => RegistrySettings::load(path)?,
                 None => RegistrySettings::default(),

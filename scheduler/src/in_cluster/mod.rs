@@ -4,6 +4,7 @@
 
 pub mod binder;
 pub mod evictions;
+pub mod file_images;
 pub mod image_lookups;
 pub mod inbox;
 pub mod inbox_sender;

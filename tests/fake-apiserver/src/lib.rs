@@ -74,6 +74,9 @@ struct Store {
     update_failures: VecDeque<u16>,
     patch_failures: VecDeque<u16>,
     requests: Vec<String>,
+    /// `apiserver_request_total` by its labels (verb, group, version, resource,
+    /// subresource, scope, code).
+    request_totals: BTreeMap<[String; 7], u64>,
     /// Installed CRDs by `group/plural`: custom resources are admitted against them.
     crds: BTreeMap<String, Value>,
 }
@@ -329,7 +332,7 @@ impl FakeApiServer {
             changes,
             faults: faults::Faults::default(),
         });
-        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let app = Router::new().fallback(counted).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(async move {
@@ -473,6 +476,95 @@ impl FakeApiServer {
             store.binding_failures.push_back(code);
         }
     }
+}
+
+/// `apiserver_request_total`'s labels of a request, as the real server sets them.
+fn request_labels(method: &Method, path: &str, watch: bool, apply: bool) -> Option<[String; 6]> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version) = match parts.as_slice() {
+        ["api", version, ..] => (String::new(), (*version).to_owned()),
+        ["apis", group, version, ..] => ((*group).to_owned(), (*version).to_owned()),
+        _ => return None,
+    };
+    let target = parse_path(path)?;
+    let resource = target
+        .resource
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let verb = match (method.as_str(), &target.name) {
+        ("GET", Some(_)) => "GET",
+        ("GET", None) if watch => "WATCH",
+        ("GET", None) => "LIST",
+        ("PATCH", _) if apply => "APPLY",
+        (other, _) => other,
+    };
+    let scope = if target.name.is_some() {
+        "resource"
+    } else if target.namespace.is_empty() {
+        "cluster"
+    } else {
+        "namespace"
+    };
+    Some([
+        verb.to_owned(),
+        group,
+        version,
+        resource,
+        target.subresource.unwrap_or_default(),
+        scope.to_owned(),
+    ])
+}
+
+/// `GET /metrics`: the request counter in the real server's exposition format.
+fn metrics(shared: &Shared) -> Response {
+    let store = shared.store.lock().unwrap();
+    let mut text = String::from(
+        "# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.\n# TYPE apiserver_request_total counter\n",
+    );
+    for ([verb, group, version, resource, subresource, scope, code], n) in &store.request_totals {
+        text.push_str(&format!(
+            "apiserver_request_total{{code=\"{code}\",component=\"apiserver\",dry_run=\"\",group=\"{group}\",resource=\"{resource}\",scope=\"{scope}\",subresource=\"{subresource}\",verb=\"{verb}\",version=\"{version}\"}} {n}\n"
+        ));
+    }
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+        .body(Body::from(text))
+        .unwrap()
+}
+
+/// Every request, counted by `apiserver_request_total`'s labels once answered.
+async fn counted(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: Query<BTreeMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    if method == Method::GET && uri.path() == "/metrics" {
+        return metrics(&shared);
+    }
+    let watch = matches!(query.get("watch").map(String::as_str), Some("1" | "true"));
+    let apply = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/apply-patch"));
+    let labels = request_labels(&method, uri.path(), watch, apply);
+    let response = handle(State(shared.clone()), method, uri, headers, query, body).await;
+    if let Some([verb, group, version, resource, subresource, scope]) = labels {
+        let code = response.status().as_u16().to_string();
+        *shared
+            .store
+            .lock()
+            .unwrap()
+            .request_totals
+            .entry([verb, group, version, resource, subresource, scope, code])
+            .or_default() += 1;
+    }
+    response
 }
 
 async fn handle(

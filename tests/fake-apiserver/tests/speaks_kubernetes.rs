@@ -221,3 +221,32 @@ async fn lists_are_paged_with_limit_and_continue() {
         .unwrap_err();
     assert!(matches!(bad, kube::Error::Api(s) if s.code == 400));
 }
+
+#[tokio::test]
+async fn metrics_count_requests_as_the_real_server_labels_them() {
+    let server = FakeApiServer::start().await;
+    let created = server.apply("pods", pod("web-1"));
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+    let pods: Api<Pod> = Api::namespaced(client(&server), "default");
+    pods.create_subresource::<Binding, serde_json::Value>(
+        "binding",
+        "web-1",
+        &PostParams::default(),
+        &binding("web-1", &uid, "amd-1"),
+    )
+    .await
+    .unwrap();
+    pods.list(&kube::api::ListParams::default()).await.unwrap();
+    let _ = pods.get("missing").await;
+    let text = client(&server)
+        .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    for line in [
+        r#"apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 1"#,
+        r#"apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 1"#,
+        r#"apiserver_request_total{code="404",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="GET",version="v1"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+}

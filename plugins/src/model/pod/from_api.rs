@@ -146,18 +146,22 @@ impl PodInfo {
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0.as_second()),
             unsupported: routing::unsupported(spec),
-            image_pull_secrets: spec
-                .image_pull_secrets
-                .iter()
-                .flatten()
-                .map(|r| r.name.clone())
-                .filter(|n| !n.is_empty())
-                .collect(),
+            image_pull_secrets: pull_secret_names(spec),
             service_account: spec.service_account_name.clone().filter(|s| !s.is_empty()),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             labels,
         })
     }
+}
+
+/// The names of the pod's `imagePullSecrets` (empty references skipped).
+pub fn pull_secret_names(spec: &core::PodSpec) -> Vec<String> {
+    spec.image_pull_secrets
+        .iter()
+        .flatten()
+        .map(|r| r.name.clone())
+        .filter(|n| !n.is_empty())
+        .collect()
 }
 
 fn image_defaults_to_always(image: &str) -> bool {

@@ -5,6 +5,7 @@ mod from_api;
 pub mod volumes;
 
 pub use builder::PodBuilder;
+pub use from_api::pull_secret_names;
 pub use volumes::{DiskId, PodClaim, PodVolume};
 
 use super::{

@@ -1,0 +1,450 @@
+//! `multiarch bench`: a scheduler measured end to end against an API server, in the
+//! manner of kube-scheduler's scheduler_perf: fake Nodes, pods (pre-created before the
+//! scheduler starts, or created live), bindings observed through a watch, and the same
+//! with a client that only binds, as the yardstick of what the API server allows.
+//! Everything created is labelled with the run and deleted at the end.
+
+mod apiserver_metrics;
+mod bind_only;
+mod objects;
+mod placement_watch;
+mod process_stats;
+mod report;
+
+use std::{
+    collections::HashMap,
+    os::fd::AsFd,
+    process::Stdio,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use futures_util::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use multiarch_runtime::{client, rate_limit::TokenBucket};
+use multiarch_scheduler::{core::image_source::CatalogImages, simulate::scenario::Scenario};
+use serde_json::Value;
+
+use self::{
+    apiserver_metrics::RequestCounts,
+    bind_only::BIND_ONLY_SCHEDULER,
+    objects::RUN_LABEL,
+    placement_watch::PlacementWatch,
+    report::{BenchReport, PlacerRun, PodTimes, Throughput},
+};
+use crate::args::{BenchArgs, OutputFormat};
+
+/// Objects created (or deleted) at once.
+const WRITES_IN_FLIGHT: usize = 32;
+
+struct Bench<'a> {
+    args: &'a BenchArgs,
+    client: kube::Client,
+    limiter: Arc<TokenBucket>,
+    run: String,
+    images: Vec<String>,
+    catalog: CatalogImages,
+    nodes: Vec<String>,
+}
+
+/// Creates `objects` through `api`, `WRITES_IN_FLIGHT` at a time; each one's
+/// (name, uid, created at).
+async fn create_all<K>(
+    api: &Api<K>,
+    limiter: &TokenBucket,
+    objects: Vec<Value>,
+) -> anyhow::Result<Vec<(String, String, Instant)>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    stream::iter(objects)
+        .map(|object| async move {
+            let object: K = serde_json::from_value(object)?;
+            limiter.acquire().await;
+            let created = api
+                .create(&PostParams::default(), &object)
+                .await
+                .context("create")?;
+            let meta = created.meta();
+            Ok::<_, anyhow::Error>((
+                meta.name.clone().unwrap_or_default(),
+                meta.uid.clone().unwrap_or_default(),
+                Instant::now(),
+            ))
+        })
+        .buffer_unordered(WRITES_IN_FLIGHT)
+        .try_collect()
+        .await
+}
+
+/// `apiserver_request_total` now, or why it cannot be read.
+async fn request_counts(client: &kube::Client) -> Result<RequestCounts, String> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    client
+        .request_text(request)
+        .await
+        .map(|text| apiserver_metrics::parse(&text))
+        .map_err(|e| format!("GET /metrics: {e}"))
+}
+
+/// The request counts once the placer has finished writing what follows its bindings
+/// (a scheduler's events trail them): unchanged, leases aside, for a second; at most 30 s.
+async fn settled_counts(client: &kube::Client, deadline: Instant) -> Result<RequestCounts, String> {
+    let give_up = (Instant::now() + Duration::from_secs(30)).min(deadline.max(Instant::now()));
+    let without_leases = |counts: &RequestCounts| -> RequestCounts {
+        counts
+            .iter()
+            .filter(|(k, _)| !k.ends_with(" leases"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    let mut last = request_counts(client).await?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = request_counts(client).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let later = request_counts(client).await?;
+        let quiet = without_leases(&now) == without_leases(&last)
+            && without_leases(&later) == without_leases(&now);
+        if quiet || Instant::now() >= give_up {
+            return Ok(later);
+        }
+        last = later;
+    }
+}
+
+impl Bench<'_> {
+    fn selector(&self) -> String {
+        format!("{RUN_LABEL}={}", self.run)
+    }
+
+    async fn create_nodes(&mut self) -> anyhow::Result<()> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let count = self.args.nodes;
+        let objects = (0..count)
+            .map(|i| objects::node(&self.run, i, count))
+            .collect();
+        let created = create_all(&api, &self.limiter, objects)
+            .await
+            .context("cannot create the fake nodes")?;
+        self.nodes = created.into_iter().map(|(name, _, _)| name).collect();
+        self.nodes.sort();
+        Ok(())
+    }
+
+    async fn create_pods(
+        &self,
+        scheduler: &str,
+        rate: Option<f64>,
+    ) -> anyhow::Result<Vec<(String, String, Instant)>> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.args.namespace);
+        let objects: Vec<Value> = (0..self.args.pods)
+            .map(|i| objects::pod(&self.run, &self.args.namespace, scheduler, i, &self.images))
+            .collect();
+        match rate.filter(|r| *r > 0.0) {
+            None => create_all(&api, &self.limiter, objects).await,
+            Some(rate) => {
+                let paced = TokenBucket::new(rate, 1);
+                let mut created = Vec::with_capacity(objects.len());
+                for object in objects {
+                    paced.acquire().await;
+                    created.extend(create_all(&api, &self.limiter, vec![object]).await?);
+                }
+                Ok(created)
+            }
+        }
+        .context("cannot create the pods")
+    }
+
+    /// Pods whose images have no build for their node's architecture.
+    fn incompatible(&self, bindings: &placement_watch::Bindings) -> usize {
+        bindings
+            .iter()
+            .filter(|(pod, (_, node))| {
+                let index: Option<usize> =
+                    pod.strip_prefix("bench-pod-").and_then(|i| i.parse().ok());
+                let node_index: Option<usize> = node
+                    .strip_prefix("bench-node-")
+                    .and_then(|i| i.parse().ok());
+                let (Some(index), Some(node_index)) = (index, node_index) else {
+                    return true;
+                };
+                let arch = objects::node_arch(node_index, self.args.nodes);
+                let image = &self.images[index % self.images.len()];
+                !self.catalog.images.get(image).is_some_and(|platforms| {
+                    platforms
+                        .iter()
+                        .any(|p| p.os == "linux" && p.architecture == arch)
+                })
+            })
+            .count()
+    }
+
+    /// One placer's run on fresh pods: the scheduler (started by `command`, or running
+    /// already) or the bind-only baseline.
+    async fn run_placer(&self, bind_only: bool) -> anyhow::Result<PlacerRun> {
+        let scheduler = if bind_only {
+            BIND_ONLY_SCHEDULER
+        } else {
+            self.args.scheduler_name.as_str()
+        };
+        let live = !bind_only && self.args.command.is_empty();
+        let watch =
+            PlacementWatch::start(self.client.clone(), &self.args.namespace, &self.selector())
+                .await?;
+        let mut own = RequestCounts::new();
+        let (created, start, before) = if live {
+            let before = request_counts(&self.client).await;
+            let start = Instant::now();
+            let created = self
+                .create_pods(scheduler, self.args.create_rate.or(Some(0.0)))
+                .await?;
+            own.insert("POST pods".into(), created.len() as f64);
+            (created, start, before)
+        } else {
+            let created = self.create_pods(scheduler, None).await?;
+            (created, Instant::now(), request_counts(&self.client).await)
+        };
+        let deadline = start + self.args.timeout;
+        let mut child = None;
+        let mut pid = self.args.scheduler_pid;
+        let mut failed_bindings = 0;
+        if bind_only {
+            let pods = created
+                .iter()
+                .map(|(n, u, _)| (n.clone(), u.clone()))
+                .collect();
+            failed_bindings = bind_only::bind_all(
+                self.client.clone(),
+                &self.args.namespace,
+                pods,
+                &self.nodes,
+                self.limiter.clone(),
+                self.args.bind_concurrency,
+            )
+            .await;
+        } else if let Some((program, rest)) = self.args.command.split_first() {
+            // Its output goes to standard error: standard output is the report.
+            let stderr = std::io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("cannot pass standard error on")?;
+            let spawned = tokio::process::Command::new(program)
+                .args(rest)
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(stderr))
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("cannot start {program}"))?;
+            pid = spawned.id();
+            child = Some(spawned);
+        }
+        let bindings = watch.wait(created.len(), deadline).await;
+        let after = settled_counts(&self.client, deadline).await;
+        let process = pid.and_then(process_stats::read);
+        if let Some(mut child) = child {
+            stop(&mut child).await;
+        }
+        let by_name: HashMap<&str, Instant> =
+            created.iter().map(|(n, _, at)| (n.as_str(), *at)).collect();
+        let times: Vec<PodTimes> = by_name
+            .iter()
+            .map(|(name, created_at)| {
+                let schedulable = if live { *created_at } else { start };
+                PodTimes {
+                    schedulable: schedulable.saturating_duration_since(start).as_secs_f64(),
+                    bound: bindings
+                        .get(*name)
+                        .map(|(at, _)| at.saturating_duration_since(start).as_secs_f64()),
+                }
+            })
+            .collect();
+        let (requests_per_pod, requests_unavailable) = match (before, after) {
+            (Ok(before), Ok(after)) => {
+                let pods = created.len().max(1) as f64;
+                let per_pod = apiserver_metrics::delta(&before, &after, &own)
+                    .into_iter()
+                    .map(|(k, v)| (k, v / pods))
+                    .collect();
+                (Some(per_pod), None)
+            }
+            (Err(e), _) | (_, Err(e)) => (None, Some(e)),
+        };
+        if failed_bindings > 0 {
+            tracing::warn!(failed_bindings, "bind-only: some bindings were refused");
+        }
+        let run = PlacerRun {
+            placer: if bind_only { "bind-only" } else { "scheduler" }.into(),
+            throughput: Throughput::of(&times),
+            incompatible: self.incompatible(&bindings),
+            requests_per_pod,
+            requests_unavailable,
+            process,
+        };
+        self.delete_pods().await?;
+        Ok(run)
+    }
+
+    async fn delete_pods(&self) -> anyhow::Result<()> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.args.namespace);
+        delete_labelled(&api, &self.limiter, &self.selector()).await
+    }
+
+    async fn cleanup(&self, namespace_created: bool) -> anyhow::Result<()> {
+        self.delete_pods().await?;
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        delete_labelled(&nodes, &self.limiter, &self.selector()).await?;
+        if namespace_created {
+            let namespaces: Api<Namespace> = Api::all(self.client.clone());
+            namespaces
+                .delete(&self.args.namespace, &DeleteParams::default())
+                .await
+                .with_context(|| format!("cannot delete namespace {}", self.args.namespace))?;
+        }
+        Ok(())
+    }
+}
+
+/// Deletes every object `selector` matches, at once (no grace period).
+async fn delete_labelled<K>(
+    api: &Api<K>,
+    limiter: &TokenBucket,
+    selector: &str,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let listed = api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await
+        .context("cannot list what the run created")?;
+    let names: Vec<String> = listed
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    stream::iter(names)
+        .map(|name| async move {
+            limiter.acquire().await;
+            match api
+                .delete(&name, &DeleteParams::default().grace_period(0))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e).with_context(|| format!("cannot delete {name}")),
+            }
+        })
+        .buffer_unordered(WRITES_IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// SIGTERM, then SIGKILL after 10 s.
+async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+    }
+    if tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.nodes == 0 || args.pods == 0 {
+        bail!("--nodes and --pods must be at least 1");
+    }
+    let text = std::fs::read_to_string(&args.platforms)
+        .with_context(|| format!("cannot read {}", args.platforms.display()))?;
+    let catalog = Scenario::from_yaml(&text)
+        .and_then(|s| s.image_catalog())
+        .with_context(|| args.platforms.display().to_string())?;
+    let mut images: Vec<String> = catalog.images.keys().cloned().collect();
+    images.sort();
+    if images.is_empty() {
+        bail!("{} names no image", args.platforms.display());
+    }
+    let client = client::connect(args.kubeconfig.as_deref()).await?;
+    let run_id = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default()
+    );
+    let mut bench = Bench {
+        args,
+        client: client.clone(),
+        limiter: Arc::new(TokenBucket::new(args.qps, args.burst)),
+        run: run_id,
+        images,
+        catalog,
+        nodes: Vec::new(),
+    };
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace_created = match namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": args.namespace}}))?,
+        )
+        .await
+    {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.code == 409 => false,
+        Err(e) => return Err(e).context(format!("cannot create namespace {}", args.namespace)),
+    };
+    let outcome = async {
+        bench.create_nodes().await?;
+        let mut runs = Vec::new();
+        if !args.bind_only {
+            runs.push(bench.run_placer(false).await?);
+        }
+        if args.bind_only || args.compare_bind_only {
+            runs.push(bench.run_placer(true).await?);
+        }
+        Ok::<_, anyhow::Error>(runs)
+    }
+    .await;
+    // Cleaned up whatever happened.
+    let cleaned = bench.cleanup(namespace_created).await;
+    let runs = outcome?;
+    cleaned?;
+    let report = BenchReport::new(
+        args.nodes,
+        args.pods,
+        args.command
+            .is_empty()
+            .then_some(args.create_rate.unwrap_or(0.0))
+            .filter(|_| !args.bind_only),
+        runs,
+    );
+    match args.output {
+        OutputFormat::Text => print!("{}", report.table()),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    let unbound: usize = report
+        .runs
+        .iter()
+        .map(|r| r.throughput.pods - r.throughput.bound)
+        .sum();
+    if unbound > 0 {
+        bail!(
+            "{unbound} pod(s) were not bound within {}",
+            humantime::format_duration(args.timeout)
+        );
+    }
+    Ok(())
+}

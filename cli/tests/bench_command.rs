@@ -1,0 +1,109 @@
+//! `multiarch bench` against the fake API server, at 100 nodes × 500 pods: the scheduler
+//! started by the bench (pre-created pods), then the bind-only baseline, every field of
+//! the report, and nothing left behind.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+#[path = "../../tests/support/kubeconfig.rs"]
+mod kubeconfig;
+
+use std::process::Command;
+
+use multiarch_fake_apiserver::FakeApiServer;
+
+const PLATFORMS: &str = "images:
+  quay.io/shop/web:1: [linux/amd64, linux/arm64]
+  quay.io/shop/legacy:1: [linux/amd64]
+  quay.io/edge/inference:1: [linux/arm64]
+  quay.io/mainframe/batch:1: [linux/s390x]
+  quay.io/power/db:1: [linux/ppc64le, linux/s390x]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_and_the_bind_only_baseline_are_measured_and_cleaned_up() {
+    let server = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let binary = env!("CARGO_BIN_EXE_multiarch");
+    let (kubeconfig, platforms) = (
+        kubeconfig.to_str().unwrap().to_owned(),
+        platforms.to_str().unwrap().to_owned(),
+    );
+    let mut command = Command::new(binary);
+    command
+        .args([
+            "bench",
+            "--kubeconfig",
+            &kubeconfig,
+            "--platforms",
+            &platforms,
+        ])
+        .args(["--nodes", "100", "--pods", "500", "--timeout", "120s"])
+        .args(["--compare-bind-only", "-o", "json", "--"])
+        .args([binary, "scheduler", "--kubeconfig", &kubeconfig])
+        .args(["--image-platforms", &platforms, "--leader-elect", "false"])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--kube-api-qps",
+            "5000",
+            "--kube-api-burst",
+            "5000",
+        ]);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(report["nodes"], 100);
+    assert_eq!(report["pods"], 500);
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    let (scheduler, baseline) = (&runs[0], &runs[1]);
+    assert_eq!(scheduler["placer"], "scheduler");
+    assert_eq!(baseline["placer"], "bind-only");
+    for run in runs {
+        assert_eq!(run["bound"], 500, "{run}");
+        for field in [
+            "podsPerSecond",
+            "podsPerSecondFirstToLast",
+            "latencyP50Ms",
+            "latencyP99Ms",
+        ] {
+            assert!(run[field].as_f64().unwrap() > 0.0, "{field}: {run}");
+        }
+        // One binding and one event per pod, as a scheduler writes.
+        let requests = &run["requestsPerPod"];
+        assert_eq!(requests["POST pods/binding"], 1.0, "{run}");
+        assert_eq!(requests["POST events"], 1.0, "{run}");
+    }
+    // The scheduler places by architecture; round-robin binding does not.
+    assert_eq!(scheduler["incompatible"], 0, "{scheduler}");
+    assert!(baseline["incompatible"].as_u64().unwrap() > 0, "{baseline}");
+    let process = &scheduler["process"];
+    assert!(
+        process["peakRssBytes"].as_u64().unwrap() > 1_000_000,
+        "{scheduler}"
+    );
+    assert!(process["cpuSeconds"].as_f64().unwrap() >= 0.0);
+    let ratio = report["ratioToBindOnly"].as_f64().unwrap();
+    let expected =
+        scheduler["podsPerSecond"].as_f64().unwrap() / baseline["podsPerSecond"].as_f64().unwrap();
+    assert!((ratio - expected).abs() < 1e-9);
+    // Nothing of the run is left.
+    assert!(server.list("pods").is_empty());
+    assert!(server.list("nodes").is_empty());
+    assert!(
+        server
+            .list("namespaces")
+            .iter()
+            .all(|n| n["metadata"]["name"] != "multiarch-bench")
+    );
+}
