@@ -107,3 +107,58 @@ async fn the_scheduler_and_the_bind_only_baseline_are_measured_and_cleaned_up() 
             .all(|n| n["metadata"]["name"] != "multiarch-bench")
     );
 }
+
+/// SIGTERM (or Ctrl-C) in the middle of a run: the objects are still removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_removes_what_it_created() {
+    let server = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    // A "scheduler" that never binds: the run waits until it is interrupted.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_multiarch"))
+        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--platforms", platforms.to_str().unwrap()])
+        .args([
+            "--nodes",
+            "10",
+            "--pods",
+            "20",
+            "--timeout",
+            "600s",
+            "--",
+            "sleep",
+            "600",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.list("pods").len() < 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pods were never created"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(server.list("nodes").len(), 10);
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::task::spawn_blocking(move || {
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        (status, stderr)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.0.code(), Some(1), "{}", out.1);
+    assert!(out.1.contains("interrupted"), "{}", out.1);
+    assert!(server.list("pods").is_empty());
+    assert!(server.list("nodes").is_empty());
+}

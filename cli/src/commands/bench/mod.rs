@@ -348,12 +348,16 @@ where
     Ok(())
 }
 
-/// SIGTERM, then SIGKILL after 10 s.
+/// SIGTERM (the scheduler drains and exits), then SIGKILL after 10 s.
 async fn stop(child: &mut tokio::process::Child) {
-    if let Some(pid) = child.id() {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid
+        && let Err(e) = rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+    {
+        tracing::warn!(error = %e, "cannot send SIGTERM to the scheduler");
     }
     if tokio::time::timeout(Duration::from_secs(10), child.wait())
         .await
@@ -406,7 +410,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         Err(kube::Error::Api(s)) if s.code == 409 => false,
         Err(e) => return Err(e).context(format!("cannot create namespace {}", args.namespace)),
     };
-    let outcome = async {
+    let work = async {
         bench.create_nodes().await?;
         let mut runs = Vec::new();
         if !args.bind_only {
@@ -416,8 +420,13 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
             runs.push(bench.run_placer(true).await?);
         }
         Ok::<_, anyhow::Error>(runs)
-    }
-    .await;
+    };
+    // Interrupted (Ctrl-C, SIGTERM): the started scheduler is killed as the run is
+    // dropped, and what was created is still removed.
+    let outcome = tokio::select! {
+        outcome = work => outcome,
+        () = multiarch_runtime::shutdown::signalled() => Err(anyhow::anyhow!("interrupted")),
+    };
     // Cleaned up whatever happened.
     let cleaned = bench.cleanup(namespace_created).await;
     let runs = outcome?;

@@ -83,7 +83,8 @@ impl PlacementWatch {
         })
     }
 
-    /// Waits until `pods` are bound or `deadline`; the bindings seen either way.
+    /// Waits until `pods` are bound or `deadline`; the bindings seen either way (the
+    /// watch ends when this returns).
     pub async fn wait(mut self, pods: usize, deadline: Instant) -> Bindings {
         let _ = tokio::time::timeout_at(deadline.into(), self.count.wait_for(|n| *n >= pods)).await;
         self.task.abort();
@@ -93,5 +94,11 @@ impl PlacementWatch {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         )
+    }
+}
+
+impl Drop for PlacementWatch {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
