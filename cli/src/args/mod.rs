@@ -1,0 +1,80 @@
+//! Command-line interface: the command tree here, each role's flags in `roles`, the
+//! local commands' (simulate, bench, inspect, audit, generators) in `local`.
+
+mod local;
+mod roles;
+
+use clap::{Parser, Subcommand};
+
+pub use self::local::*;
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "inspector",
+    feature = "enoexec-daemon",
+    feature = "enoexec-handler"
+))]
+pub use self::roles::*;
+
+/// Architecture-aware scheduling for Kubernetes clusters with mixed CPU architectures.
+#[derive(Debug, Parser)]
+#[command(name = "multiarch", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the real scheduler on an in-memory mixed-architecture cluster and report
+    /// placements, reasons, throughput and what an architecture-blind scheduler would do.
+    #[cfg(feature = "scheduler")]
+    Simulate(SimulateArgs),
+    /// Run the secondary scheduler in a cluster (pods with schedulerName multiarch-scheduler).
+    #[cfg(feature = "scheduler")]
+    Scheduler(SchedulerArgs),
+    /// Gate mode: set the architecture affinity of gated pods and remove the gate.
+    #[cfg(feature = "admission")]
+    GateController(GateControllerArgs),
+    /// On a node: report containers that fail with `exec format error` as ENoExecEvents
+    /// (eBPF on the exec tracepoints; needs root or CAP_BPF + CAP_PERFMON, and hostPID).
+    #[cfg(feature = "enoexec-daemon")]
+    EnoexecDaemon(EnoexecDaemonArgs),
+    /// Turn ENoExecEvents into ExecFormatError events and a label on the pods.
+    #[cfg(feature = "enoexec-handler")]
+    EnoexecHandler(EnoexecHandlerArgs),
+    /// Serve the mutating admission webhook that routes (or gates) new pods.
+    #[cfg(feature = "admission")]
+    Webhook(WebhookArgs),
+    /// Print the platforms (os/architecture/variant) an image has builds for.
+    #[cfg(feature = "inspector")]
+    Inspect(InspectArgs),
+    /// Which workloads of a set of manifests can run on which architectures, and what
+    /// routing would do with them.
+    #[cfg(feature = "audit")]
+    Audit(AuditArgs),
+    /// Measure a scheduler end to end against an API server (KUBECONFIG): fake nodes,
+    /// pods, bindings observed; optionally against the bind-only baseline.
+    #[cfg(feature = "scheduler")]
+    Bench(BenchArgs),
+    /// Serve image inspection over gRPC (reads pull secrets from the cluster).
+    #[cfg(feature = "inspector")]
+    Inspector(InspectorArgs),
+    /// Write the generated install manifests (RBAC, Deployments) under DIR/scheduler.
+    #[cfg(feature = "operator")]
+    Manifests(ManifestsArgs),
+    /// Print the CustomResourceDefinitions generated from the API types.
+    Crds(CrdsArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,321 @@
+//! Flags of the roles that run in a cluster.
+
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "inspector",
+    feature = "enoexec-daemon",
+    feature = "enoexec-handler"
+))]
+use std::net::SocketAddr;
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "inspector",
+    feature = "enoexec-daemon"
+))]
+use std::path::PathBuf;
+#[cfg(any(
+    feature = "scheduler",
+    feature = "inspector",
+    feature = "enoexec-daemon",
+    feature = "admission"
+))]
+use std::time::Duration;
+
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "inspector",
+    feature = "enoexec-daemon",
+    feature = "enoexec-handler"
+))]
+use multiarch_runtime::logging::LogArgs;
+
+#[cfg(feature = "scheduler")]
+#[derive(Debug, clap::Args)]
+pub struct SchedulerArgs {
+    /// kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster config.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The schedulerName of the pods this scheduler places.
+    #[arg(
+        long,
+        default_value = "multiarch-scheduler",
+        env = "MULTIARCH_SCHEDULER_NAME"
+    )]
+    pub scheduler_name: String,
+
+    /// Namespace of the leader-election Lease (multiarch's own).
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// Run leader election (needed with more than one replica).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "MULTIARCH_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// The Lease name; defaults to the scheduler name (never kube-scheduler's).
+    #[arg(long)]
+    pub lease_name: Option<String>,
+
+    /// This replica's identity in the Lease and events; defaults to the pod name plus a suffix.
+    #[arg(long, env = "MULTIARCH_IDENTITY")]
+    pub identity: Option<String>,
+
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub renew_deadline: Duration,
+
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub retry_period: Duration,
+
+    /// Concurrent pods/binding calls.
+    #[arg(long, default_value_t = 16)]
+    pub bind_concurrency: usize,
+
+    /// Requests per second for per-pod writes (bindings, events, status); 0: unlimited.
+    #[arg(long, default_value_t = 50.0, env = "MULTIARCH_KUBE_API_QPS")]
+    pub kube_api_qps: f64,
+
+    /// Requests that may go at once above the QPS.
+    #[arg(long, default_value_t = 100, env = "MULTIARCH_KUBE_API_BURST")]
+    pub kube_api_burst: u32,
+
+    /// How long a pod's PersistentVolumeClaims may take to be bound (or provisioned)
+    /// after the scheduler chose their volumes or node, before its binding fails and it
+    /// is retried (kube-scheduler's `bindTimeoutSeconds`).
+    #[arg(long, default_value = "600s", value_parser = humantime::parse_duration)]
+    pub volume_bind_timeout: Duration,
+
+    /// Use a remote inspector (`multiarch inspector`) instead of inspecting in-process.
+    #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
+    pub inspector_endpoint: Option<String>,
+
+    /// Image platforms from this file (the `images:` map of the `simulate --scenario`
+    /// format) instead of the registries: for `multiarch bench` and registry-less runs.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["inspector_endpoint", "registries_config"])]
+    pub image_platforms: Option<PathBuf>,
+
+    /// Registry settings for in-process inspection.
+    #[arg(long, value_name = "FILE", env = "MULTIARCH_REGISTRIES_CONFIG")]
+    pub registries_config: Option<PathBuf>,
+
+    /// Metrics and health listen address (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:10259", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[cfg(feature = "admission")]
+#[derive(Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// HTTPS listen address.
+    #[arg(long, default_value = "0.0.0.0:9443", env = "MULTIARCH_WEBHOOK_LISTEN")]
+    pub listen: SocketAddr,
+
+    /// PEM certificate chain; reloaded when the file changes.
+    #[arg(long, default_value = "/etc/multiarch/tls/tls.crt")]
+    pub cert: PathBuf,
+
+    /// PEM private key; reloaded when the file changes.
+    #[arg(long, default_value = "/etc/multiarch/tls/tls.key")]
+    pub key: PathBuf,
+
+    /// The scheduler name pods are routed to.
+    #[arg(
+        long,
+        default_value = "multiarch-scheduler",
+        env = "MULTIARCH_SCHEDULER_NAME"
+    )]
+    pub scheduler_name: String,
+
+    /// multiarch's namespace, whose pods are never touched.
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// Pin the mode instead of following the ClusterPodPlacementConfig.
+    #[arg(long, value_parser = parse_mode)]
+    pub mode: Option<multiarch_crd::PlacementMode>,
+
+    /// Do not watch the ClusterPodPlacementConfig (tests, or --mode pinned).
+    #[arg(long)]
+    pub no_kubernetes: bool,
+
+    /// The inspector (`multiarch inspector`) that answers routed pods' image platforms, so
+    /// the architecture constraint joins the admission patch. Without it pods are routed
+    /// without the constraint.
+    #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
+    pub inspector_endpoint: Option<String>,
+
+    /// How long admission waits for the images' platforms before routing the pod without
+    /// the constraint (well inside the webhook's `timeoutSeconds`).
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+    pub admission_lookup_deadline: Duration,
+
+    /// Image lookups at once, those finishing in the background included; a pod beyond
+    /// them is routed without the constraint.
+    #[arg(long, default_value_t = 256)]
+    pub admission_lookups_in_flight: usize,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[cfg(feature = "admission")]
+fn parse_mode(text: &str) -> Result<multiarch_crd::PlacementMode, String> {
+    match text {
+        "Scheduler" => Ok(multiarch_crd::PlacementMode::Scheduler),
+        "SchedulingGate" => Ok(multiarch_crd::PlacementMode::SchedulingGate),
+        other => Err(format!(
+            "unknown mode {other:?}: use Scheduler or SchedulingGate"
+        )),
+    }
+}
+
+#[cfg(feature = "inspector")]
+#[derive(Debug, clap::Args)]
+pub struct InspectorArgs {
+    /// gRPC listen address.
+    #[arg(
+        long,
+        default_value = "0.0.0.0:9443",
+        env = "MULTIARCH_INSPECTOR_LISTEN"
+    )]
+    pub listen: SocketAddr,
+
+    /// Metrics and health listen address (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    /// Registry settings (YAML): CA bundles, plain-HTTP registries, mirrors, blocked.
+    #[arg(long, value_name = "FILE", env = "MULTIARCH_REGISTRIES_CONFIG")]
+    pub registries_config: Option<PathBuf>,
+
+    /// Do not read pull secrets from Kubernetes (anonymous pulls only).
+    #[arg(long)]
+    pub no_kubernetes: bool,
+
+    /// Inspection results kept in memory.
+    #[arg(long, default_value_t = 10_000)]
+    pub cache_size: usize,
+
+    /// How long an answer for a tag is trusted (digests never expire).
+    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    pub tag_ttl: Duration,
+
+    /// How long a failure is remembered before the registry is asked again.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub negative_ttl: Duration,
+
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// For a whole inspection, retries and mirrors included.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[cfg(feature = "admission")]
+#[derive(Debug, clap::Args)]
+pub struct GateControllerArgs {
+    /// The image inspector service (`multiarch inspector`).
+    #[arg(
+        long,
+        default_value = "http://multiarch-inspector.multiarch.svc:9443",
+        env = "MULTIARCH_INSPECTOR_ENDPOINT"
+    )]
+    pub inspector_endpoint: String,
+
+    /// multiarch's namespace (never processed; holds the Lease).
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// Pods processed at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[cfg(feature = "enoexec-daemon")]
+#[derive(Debug, clap::Args)]
+pub struct EnoexecDaemonArgs {
+    /// This node (from the downward API).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+
+    /// Where ENoExecEvents are created: multiarch's namespace.
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// The CRI socket; by default the first of containerd's and CRI-O's that exists, under
+    /// /host/run (the DaemonSet's mount of the host's /run) or /run.
+    #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT")]
+    pub runtime_endpoint: Option<String>,
+
+    /// The host's /proc (the daemon runs with hostPID).
+    #[arg(long, default_value = "/proc")]
+    pub proc_root: PathBuf,
+
+    /// Where the host's cgroup file system is mounted (its v2 hierarchy, or a hybrid
+    /// host's `unified` child, is searched); by default /sys/fs/cgroup.
+    #[arg(long)]
+    pub cgroup_root: Option<PathBuf>,
+
+    /// Steady ENoExecEvent writes per second.
+    #[arg(long, default_value_t = 5.0)]
+    pub rate: f64,
+
+    /// ENoExecEvent writes allowed at once above the steady rate.
+    #[arg(long, default_value_t = 10)]
+    pub burst: u32,
+
+    /// Report a container at most once per this window.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub dedup_window: Duration,
+
+    /// Located errors waiting to be written; more are dropped and counted.
+    #[arg(long, default_value_t = 256)]
+    pub queue_capacity: usize,
+
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[cfg(feature = "enoexec-handler")]
+#[derive(Debug, clap::Args)]
+pub struct EnoexecHandlerArgs {
+    /// multiarch's namespace: where ENoExecEvents and the Lease live.
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// The image inspector (`multiarch inspector`), to say in the event whether the image
+    /// has a build for the node's architecture; empty to leave that out.
+    #[arg(
+        long,
+        default_value = "http://multiarch-inspector.multiarch.svc:9443",
+        env = "MULTIARCH_INSPECTOR_ENDPOINT"
+    )]
+    pub inspector_endpoint: String,
+
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
