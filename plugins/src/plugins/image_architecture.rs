@@ -15,7 +15,7 @@ use crate::{
         node::NodeInfo,
         platform::{
             ContainerPlatforms, Platform, compatible_platforms, describe, node_is_compatible,
-            platform_bits,
+            platform_bit, platform_bits,
         },
         pod::PodInfo,
     },
@@ -58,7 +58,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         if let Some(fallback) = ctx.fallback_architecture {
             let platforms = vec![Platform::linux(fallback)];
             return Ok(CompatiblePlatforms {
-                bits: platform_bits(&platforms),
+                bits: Some(platform_bits(&platforms)),
                 reason: mismatch_reason(&platforms, true),
                 platforms,
                 fallback_used: true,
@@ -114,7 +114,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         )));
     }
     Ok(CompatiblePlatforms {
-        bits: platform_bits(&platforms),
+        bits: Some(platform_bits(&platforms)),
         reason: mismatch_reason(&platforms, false),
         platforms,
         fallback_used: false,
@@ -210,17 +210,38 @@ impl FilterPlugin for ImageArchitecture {
     }
 }
 
+/// The preferred weights by [`platform_bit`] (either OS), so that scoring a node that
+/// has a bit is an index, not a string comparison per preference.
+#[derive(Clone)]
+struct WeightsByBit([i64; 16]);
+
 impl ScorePlugin for ImageArchitecture {
-    fn pre_score(&self, ctx: &CycleContext<'_>, _: &mut CycleState, _: &[&NodeInfo]) -> Status {
+    fn pre_score(&self, ctx: &CycleContext<'_>, state: &mut CycleState, _: &[&NodeInfo]) -> Status {
         if ctx.arch_preferences.is_empty() {
-            Status::skip()
-        } else {
-            Status::success()
+            return Status::skip();
         }
+        let mut weights = [0i64; 16];
+        // First match wins, as in the string comparison below.
+        for (arch, weight) in ctx.arch_preferences.iter().rev() {
+            let platform = Platform::linux(arch);
+            // Only names as nodes report them: the comparison below is exact.
+            if platform.architecture != *arch {
+                continue;
+            }
+            if let Some(bit) = platform_bit(&platform) {
+                weights[usize::from(bit)] = i64::from(*weight);
+                weights[usize::from(bit) + 8] = i64::from(*weight);
+            }
+        }
+        state.write(WeightsByBit(weights));
+        Status::success()
     }
 
     /// The configured weight of the node's architecture (0 when not preferred).
-    fn score(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> i64 {
+    fn score(&self, ctx: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> i64 {
+        if let (Some(bit), Some(weights)) = (node.platform_bit, state.read::<WeightsByBit>()) {
+            return weights.0[usize::from(bit)];
+        }
         ctx.arch_preferences
             .iter()
             .find(|(arch, _)| *arch == node.platform.architecture)
@@ -378,6 +399,18 @@ mod tests {
             .map(|n| ImageArchitecture.score(&ctx, &state, n))
             .collect();
         assert_eq!(scores, [50, 25, 0]);
+        // The same through the table PreScore leaves (nodes with a platform bit).
+        let mut scored = CycleState::new();
+        assert!(
+            ImageArchitecture
+                .pre_score(&ctx, &mut scored, &[])
+                .is_success()
+        );
+        let by_table: Vec<i64> = nodes
+            .iter()
+            .map(|n| ImageArchitecture.score(&ctx, &scored, n))
+            .collect();
+        assert_eq!(by_table, scores);
         ImageArchitecture.normalize(&ctx, &state, &mut scores);
         assert_eq!(scores, [100, 50, 0]);
 
