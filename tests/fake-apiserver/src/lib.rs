@@ -4,8 +4,11 @@
 //! streams (synthetic ADDED for watches without a version, field-selector transitions as
 //! ADDED/DELETED, `410 Gone` as an ERROR event after compaction), `pods/binding` with the
 //! UID precondition and the real 409/404 bodies, status subresources, merge and strategic
-//! patches (conditions merged by type), server-side apply (approximated as a merge),
-//! optimistic concurrency on `resourceVersion`, events and leases.
+//! patches (conditions merged by type), JSON patches, server-side apply with field
+//! managers and conflicts (`managed_fields`), optimistic concurrency on
+//! `resourceVersion`, `metadata.generation`, finalizers and owner references
+//! (`lifecycle`), webhook configurations and validating admission policies
+//! (`admissionregistration`), events and leases.
 //!
 //! CustomResourceDefinitions are checked as the real server checks them before creating
 //! them (`apiextensions`), multiarch's own are installed from the start, and custom
@@ -16,8 +19,12 @@
 //! failures, and faults on any request (`faults`: a status, a delay, a hang).
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)] // test infrastructure
 
+mod admissionregistration;
 pub mod apiextensions;
 mod faults;
+mod lifecycle;
+pub mod managed_fields;
+mod writes;
 
 pub use axum::http::Method;
 pub use faults::{Effect, Fault};
@@ -139,6 +146,17 @@ fn kind_of(resource: &str) -> &'static str {
         "replicationcontrollers" => "ReplicationController",
         "jobs" => "Job",
         "cronjobs" => "CronJob",
+        "services" => "Service",
+        "clusterroles" => "ClusterRole",
+        "clusterrolebindings" => "ClusterRoleBinding",
+        "roles" => "Role",
+        "rolebindings" => "RoleBinding",
+        "networkpolicies" => "NetworkPolicy",
+        "mutatingwebhookconfigurations" => "MutatingWebhookConfiguration",
+        "validatingwebhookconfigurations" => "ValidatingWebhookConfiguration",
+        "validatingadmissionpolicies" => "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicybindings" => "ValidatingAdmissionPolicyBinding",
+        "servicemonitors" => "ServiceMonitor",
         _ => "Unknown",
     }
 }
@@ -315,6 +333,75 @@ impl Store {
         let _ = changes.send(Message::Change(change));
         new.or(old)
     }
+
+    /// Deletes the object, then what it owned (the garbage collector, at once): a
+    /// dependent whose last owner is gone is deleted, or marked when it has finalizers.
+    fn remove(&mut self, key: Key, changes: &broadcast::Sender<Message>) -> Option<Value> {
+        let removed = self.write(key, None, changes)?;
+        let mut gone: Vec<String> = removed["metadata"]["uid"]
+            .as_str()
+            .map(|u| vec![u.to_owned()])
+            .unwrap_or_default();
+        while let Some(uid) = gone.pop() {
+            let dependents: Vec<(Key, Value, bool)> = self
+                .objects
+                .iter()
+                .filter_map(|(k, v)| {
+                    lifecycle::without_owner(v, &uid).map(|(u, left)| (k.clone(), u, left))
+                })
+                .collect();
+            for (key, mut updated, owners_left) in dependents {
+                if owners_left {
+                    self.write(key, Some(updated), changes);
+                } else if lifecycle::has_finalizers(&updated) {
+                    lifecycle::mark_deleted(&mut updated, &now());
+                    self.write(key, Some(updated), changes);
+                } else if let Some(dependent) = self.write(key, None, changes)
+                    && let Some(uid) = dependent["metadata"]["uid"].as_str()
+                {
+                    gone.push(uid.to_owned());
+                }
+            }
+        }
+        Some(removed)
+    }
+}
+
+impl admissionregistration::Lookup for Store {
+    fn find(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.objects
+            .get(&Key {
+                resource: resource.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+            .cloned()
+    }
+
+    fn all(&self, resource: &str) -> Vec<Value> {
+        self.objects
+            .iter()
+            .filter(|(k, _)| k.resource == resource)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    fn resource_of(&self, api_version: &str, kind: &str) -> Option<(String, bool)> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        if let Some(crd) = self
+            .crds
+            .values()
+            .find(|c| c["spec"]["group"] == group && c["spec"]["names"]["kind"] == kind)
+        {
+            return Some((crd_key(crd), crd["spec"]["scope"] == "Namespaced"));
+        }
+        match kind {
+            "ConfigMap" => Some(("configmaps".into(), true)),
+            "Secret" => Some(("secrets".into(), true)),
+            "Namespace" => Some(("namespaces".into(), false)),
+            _ => None,
+        }
+    }
 }
 
 impl FakeApiServer {
@@ -372,6 +459,10 @@ impl FakeApiServer {
         if object["metadata"]["creationTimestamp"].is_null() {
             object["metadata"]["creationTimestamp"] = json!(now());
         }
+        if resource == "namespaces" {
+            let name = key.name.clone();
+            writes::namespace_defaults(&mut object, &name);
+        }
         object["kind"] = json!(kind_of(resource));
         object["apiVersion"] = json!(api_version_of(resource));
         store
@@ -386,11 +477,10 @@ impl FakeApiServer {
             namespace: namespace.into(),
             name: name.into(),
         };
-        store
-            .objects
-            .contains_key(&key)
-            .then(|| store.write(key, None, &self.shared.changes))
-            .flatten()
+        if !store.objects.contains_key(&key) {
+            return None;
+        }
+        store.remove(key, &self.shared.changes)
     }
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
@@ -607,6 +697,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let writer = writes::writer(&target, &query, &headers);
     let body: Value = if body.is_empty() {
         Value::Null
     } else {
@@ -630,66 +721,20 @@ async fn handle(
             }
         }
         (Method::GET, Some(name), _) => get(&shared, &target, &name),
-        (Method::POST, None, _) => create(&shared, &target, body),
+        (Method::POST, None, _) => writes::create(&shared, &target, body, &writer),
         (Method::POST, Some(name), Some("binding")) => bind(&shared, &target, &name, &body),
-        (Method::PUT, Some(name), _) => update(&shared, &target, &name, body),
+        (Method::PUT, Some(name), _) => writes::update(&shared, &target, &name, body, &writer),
         (Method::PATCH, Some(name), _) => {
-            patch(&shared, &target, &name, &body, &content_type, &query)
+            let request = writes::PatchRequest {
+                content_type: &content_type,
+                force: matches!(query.get("force").map(String::as_str), Some("true" | "1")),
+                writer: &writer,
+            };
+            writes::patch(&shared, &target, &name, &body, &request)
         }
-        (Method::DELETE, Some(name), _) => delete(&shared, &target, &name, &body),
+        (Method::DELETE, Some(name), _) => writes::delete(&shared, &target, &name, &body),
         _ => status(405, "MethodNotAllowed", "method not allowed", "", ""),
     }
-}
-
-/// `DELETE`: a UID precondition is checked; a pod bound to a node with a grace period is
-/// only marked (`deletionTimestamp`), as the real server does until the kubelet confirms
-/// (no kubelet runs here: [`FakeApiServer::finish_termination`] plays its part).
-fn delete(shared: &Shared, target: &Target, name: &str, body: &Value) -> Response {
-    let mut store = shared.store.lock().unwrap();
-    let key = Key {
-        resource: target.resource.clone(),
-        namespace: target.namespace.clone(),
-        name: name.into(),
-    };
-    let Some(object) = store.objects.get(&key).cloned() else {
-        return not_found(target, name);
-    };
-    let uid = object["metadata"]["uid"].as_str().unwrap_or("").to_owned();
-    if let Some(wanted) = body["preconditions"]["uid"].as_str()
-        && wanted != uid
-    {
-        let plural = target.resource.rsplit('/').next().unwrap_or("");
-        return status(
-            409,
-            "Conflict",
-            &format!(
-                "Operation cannot be fulfilled on {plural} \"{name}\": Precondition failed: UID in precondition: {wanted}, UID in object meta: {uid}"
-            ),
-            name,
-            plural,
-        );
-    }
-    let bound = object["spec"]["nodeName"]
-        .as_str()
-        .is_some_and(|n| !n.is_empty());
-    let grace = body["gracePeriodSeconds"]
-        .as_i64()
-        .or_else(|| object["spec"]["terminationGracePeriodSeconds"].as_i64())
-        .unwrap_or(30);
-    if target.resource == "pods" && bound && grace > 0 {
-        if object["metadata"]["deletionTimestamp"].is_null() {
-            let mut terminating = object;
-            terminating["metadata"]["deletionTimestamp"] = json!(now());
-            terminating["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-            let stored = store
-                .write(key, Some(terminating), &shared.changes)
-                .unwrap();
-            return json_response(200, &stored);
-        }
-        return json_response(200, &object);
-    }
-    store.write(key, None, &shared.changes);
-    json_response(200, &object)
 }
 
 /// Priority admission for a created pod naming a PriorityClass: its value and preemption
@@ -930,214 +975,6 @@ fn create_crd(store: &mut Store, body: &Value) -> Option<Response> {
             &errors,
         ),
     ))
-}
-
-fn create(shared: &Shared, target: &Target, mut body: Value) -> Response {
-    let mut store = shared.store.lock().unwrap();
-    if target.resource == "apiextensions.k8s.io/customresourcedefinitions"
-        && let Some(refused) = create_crd(&mut store, &body)
-    {
-        return refused;
-    }
-    let name = match body["metadata"]["name"].as_str() {
-        Some(n) => n.to_owned(),
-        None => match body["metadata"]["generateName"].as_str() {
-            // As the real server: a generated name must end in '-' to form a DNS name.
-            Some(prefix) if prefix.ends_with('.') => {
-                return status(
-                    422,
-                    "Invalid",
-                    "metadata.generateName: Invalid value: a lowercase RFC 1123 subdomain must end with an alphanumeric character",
-                    "",
-                    kind_of(&target.resource),
-                );
-            }
-            Some(prefix) => {
-                store.uid += 1;
-                format!("{prefix}{:05}", store.uid)
-            }
-            None => {
-                return status(
-                    422,
-                    "Invalid",
-                    "metadata.name: Required value: name or generateName is required",
-                    "",
-                    kind_of(&target.resource),
-                );
-            }
-        },
-    };
-    let key = Key {
-        resource: target.resource.clone(),
-        namespace: target.namespace.clone(),
-        name: name.clone(),
-    };
-    if store.objects.contains_key(&key) {
-        let plural = target.resource.rsplit('/').next().unwrap_or("");
-        return status(
-            409,
-            "AlreadyExists",
-            &format!("{plural} \"{name}\" already exists"),
-            &name,
-            plural,
-        );
-    }
-    // multiarch's CRDs have a status subresource: like the real server, create ignores status.
-    if target.resource.starts_with("multiarch.openshift.io/")
-        && let Some(object) = body.as_object_mut()
-    {
-        object.remove("status");
-    }
-    body["metadata"]["name"] = json!(name);
-    if target.resource == "pods"
-        && let Err(refused) = admit_priority(&store, &name, &mut body)
-    {
-        return *refused;
-    }
-    body = match admit_custom(&store, target, &name, body, None) {
-        Ok(admitted) => admitted,
-        Err(refused) => return json_response(422, &refused),
-    };
-    store.uid += 1;
-    body["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", store.uid));
-    body["metadata"]["creationTimestamp"] = json!(now());
-    if !target.namespace.is_empty() {
-        body["metadata"]["namespace"] = json!(target.namespace);
-    }
-    body["kind"] = json!(kind_of(&target.resource));
-    body["apiVersion"] = json!(api_version_of(&target.resource));
-    let stored = store.write(key, Some(body), &shared.changes).unwrap();
-    json_response(201, &stored)
-}
-
-fn update(shared: &Shared, target: &Target, name: &str, mut body: Value) -> Response {
-    let mut store = shared.store.lock().unwrap();
-    if let Some(code) = store.update_failures.pop_front() {
-        let plural = target.resource.rsplit('/').next().unwrap_or("");
-        return status(
-            code,
-            "Conflict",
-            &format!(
-                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
-            name,
-            plural,
-        );
-    }
-    let key = Key {
-        resource: target.resource.clone(),
-        namespace: target.namespace.clone(),
-        name: name.into(),
-    };
-    let Some(existing) = store.objects.get(&key).cloned() else {
-        return not_found(target, name);
-    };
-    if let Some(wanted) = body["metadata"]["resourceVersion"].as_str()
-        && existing["metadata"]["resourceVersion"].as_str() != Some(wanted)
-    {
-        let plural = target.resource.rsplit('/').next().unwrap_or("");
-        return status(
-            409,
-            "Conflict",
-            &format!(
-                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
-            name,
-            plural,
-        );
-    }
-    if target.subresource.as_deref() == Some("status") {
-        let mut merged = existing.clone();
-        merged["status"] = body["status"].take();
-        body = merged;
-    }
-    body["metadata"]["uid"] = existing["metadata"]["uid"].clone();
-    body["metadata"]["creationTimestamp"] = existing["metadata"]["creationTimestamp"].clone();
-    body["kind"] = json!(kind_of(&target.resource));
-    body["apiVersion"] = json!(api_version_of(&target.resource));
-    let body = match admit_custom(&store, target, name, body, Some(&existing)) {
-        Ok(admitted) => admitted,
-        Err(refused) => return json_response(422, &refused),
-    };
-    let stored = store.write(key, Some(body), &shared.changes).unwrap();
-    json_response(200, &stored)
-}
-
-fn patch(
-    shared: &Shared,
-    target: &Target,
-    name: &str,
-    body: &Value,
-    content_type: &str,
-    _query: &BTreeMap<String, String>,
-) -> Response {
-    let mut store = shared.store.lock().unwrap();
-    let key = Key {
-        resource: target.resource.clone(),
-        namespace: target.namespace.clone(),
-        name: name.into(),
-    };
-    if let Some(code) = store.patch_failures.pop_front() {
-        let plural = target.resource.rsplit('/').next().unwrap_or("");
-        return status(
-            code,
-            "InternalError",
-            &format!("Internal error occurred: injected failure patching {name}"),
-            name,
-            plural,
-        );
-    }
-    let apply = content_type.starts_with("application/apply-patch");
-    let existing = match store.objects.get(&key).cloned() {
-        Some(v) => v,
-        None if apply => {
-            store.uid += 1;
-            let mut fresh = json!({"metadata": {"name": name, "uid": format!("00000000-0000-4000-8000-{:012}", store.uid), "creationTimestamp": now()}});
-            if !target.namespace.is_empty() {
-                fresh["metadata"]["namespace"] = json!(target.namespace);
-            }
-            fresh
-        }
-        None => return not_found(target, name),
-    };
-    // A resourceVersion in the patch is a precondition, as on the real server.
-    if let Some(wanted) = body["metadata"]["resourceVersion"].as_str()
-        && !existing["metadata"]["resourceVersion"].is_null()
-        && existing["metadata"]["resourceVersion"].as_str() != Some(wanted)
-    {
-        let plural = target.resource.rsplit('/').next().unwrap_or("");
-        return status(
-            409,
-            "Conflict",
-            &format!(
-                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
-            name,
-            plural,
-        );
-    }
-    let mut patched = existing.clone();
-    let strategic = content_type.starts_with("application/strategic-merge-patch");
-    let mut patch = body.clone();
-    if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
-        meta.remove("uid");
-    }
-    if target.subresource.as_deref() == Some("status") {
-        let status_only = json!({"status": patch["status"].clone()});
-        merge(&mut patched, &status_only, strategic);
-    } else {
-        merge(&mut patched, &patch, strategic);
-    }
-    patched["kind"] = json!(kind_of(&target.resource));
-    patched["apiVersion"] = json!(api_version_of(&target.resource));
-    let old = store.objects.get(&key);
-    let patched = match admit_custom(&store, target, name, patched, old) {
-        Ok(admitted) => admitted,
-        Err(refused) => return json_response(422, &refused),
-    };
-    let stored = store.write(key, Some(patched), &shared.changes).unwrap();
-    json_response(200, &stored)
 }
 
 fn bind(shared: &Shared, target: &Target, name: &str, body: &Value) -> Response {

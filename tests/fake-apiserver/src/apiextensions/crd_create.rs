@@ -50,6 +50,7 @@ pub fn check_crd(crd: &Value) -> CrdReport {
         .cloned()
         .unwrap_or_default();
     versions_rules(&versions, &mut report.errors);
+    conversion(crd, &mut report.errors);
     let schemas: Vec<Option<&Value>> = versions
         .iter()
         .map(|v| v["schema"].get("openAPIV3Schema"))
@@ -131,6 +132,101 @@ fn dns1035_error(field: &str, value: &Value) -> FieldError {
         Some(show(value)),
         "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
     )
+}
+
+/// `spec.conversion` (`ValidateCustomResourceConversion`): `None`, or a webhook the API
+/// server can call.
+fn conversion(crd: &Value, errors: &mut Vec<FieldError>) {
+    let conversion = &crd["spec"]["conversion"];
+    let strategy = conversion["strategy"].as_str().unwrap_or("None");
+    match strategy {
+        "None" => {
+            if !conversion["webhook"].is_null() {
+                errors.push(FieldError::forbidden(
+                    "spec.conversion.webhook",
+                    "should not be set when strategy is not set to Webhook",
+                ));
+            }
+            return;
+        }
+        "Webhook" => {}
+        _ => {
+            errors.push(FieldError::not_supported(
+                "spec.conversion.strategy",
+                &conversion["strategy"],
+                &["None".into(), "Webhook".into()],
+            ));
+            return;
+        }
+    }
+    if crd["spec"]["preserveUnknownFields"] == true {
+        errors.push(FieldError::invalid(
+            "spec.conversion.strategy",
+            Some("\"Webhook\"".into()),
+            "must be None if spec.preserveUnknownFields is true",
+        ));
+    }
+    let webhook = &conversion["webhook"];
+    if webhook.is_null() {
+        errors.push(FieldError::required(
+            "spec.conversion.webhook",
+            "required when strategy is set to Webhook",
+        ));
+        return;
+    }
+    let versions: Vec<&str> = webhook["conversionReviewVersions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if versions.is_empty() {
+        errors.push(FieldError::required(
+            "spec.conversion.webhook.conversionReviewVersions",
+            "must contain at least one version",
+        ));
+    } else if !versions.iter().any(|v| *v == "v1" || *v == "v1beta1") {
+        errors.push(FieldError::invalid(
+            "spec.conversion.webhook.conversionReviewVersions",
+            Some(format!("{versions:?}")),
+            "must include at least one of v1, v1beta1",
+        ));
+    }
+    let config = &webhook["clientConfig"];
+    if config.is_null() {
+        errors.push(FieldError::required(
+            "spec.conversion.webhook.clientConfig",
+            "required when strategy is set to Webhook",
+        ));
+        return;
+    }
+    match (config["service"].is_object(), config["url"].is_string()) {
+        (true, false) => {
+            let service = &config["service"];
+            for field in ["name", "namespace"] {
+                if service[field].as_str().is_none_or(str::is_empty) {
+                    errors.push(FieldError::required(
+                        format!("spec.conversion.webhook.clientConfig.service.{field}"),
+                        "",
+                    ));
+                }
+            }
+            if let Some(path) = service["path"].as_str()
+                && !path.starts_with('/')
+            {
+                errors.push(FieldError::invalid(
+                    "spec.conversion.webhook.clientConfig.service.path",
+                    Some(format!("{path:?}")),
+                    "must start with a '/'",
+                ));
+            }
+        }
+        (false, true) => {}
+        _ => errors.push(FieldError::required(
+            "spec.conversion.webhook.clientConfig",
+            "exactly one of url or service is required",
+        )),
+    }
 }
 
 fn versions_rules(versions: &[Value], errors: &mut Vec<FieldError>) {
@@ -1004,6 +1100,33 @@ fn rule_syntax(rule: &Value, path: &str, errors: &mut Vec<FieldError>) {
             reason,
             &reasons.map(String::from),
         ));
+    }
+}
+
+#[cfg(test)]
+mod conversion_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_conversion_webhook_needs_review_versions_and_a_service_path() {
+        let mut errors = Vec::new();
+        conversion(
+            &json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"name": "op", "namespace": "m", "path": "convert"}}}}}}),
+            &mut errors,
+        );
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "spec.conversion.webhook.conversionReviewVersions: Required value: must contain at least one version",
+                "spec.conversion.webhook.clientConfig.service.path: Invalid value: \"convert\": must start with a '/'",
+            ]
+        );
+        let mut none = Vec::new();
+        conversion(&json!({"spec": {}}), &mut none);
+        assert!(none.is_empty());
     }
 }
 
