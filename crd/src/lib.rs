@@ -3,12 +3,13 @@
 //! (`v1beta1` storage, `v1alpha1` served), the namespaced `PodPlacementConfig` and the
 //! node-reported `ENoExecEvent`.
 //!
-//! This crate holds types and their schemas only: no I/O. Validation that MTO did in
+//! This crate holds types, their schemas and the conversion between versions only: no I/O. Validation that MTO did in
 //! webhooks and that a single object can express is written as CEL
 //! (`x-kubernetes-validations`), so the API server enforces it without a webhook.
 
 pub mod architecture;
 pub mod cluster_pod_placement_config;
+pub mod conversion;
 pub mod enoexec_event;
 pub mod log_verbosity;
 pub mod names;
@@ -21,6 +22,7 @@ mod schema;
 pub use architecture::Architecture;
 pub use cluster_pod_placement_config::v1beta1::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigSpec, ClusterPodPlacementConfigStatus,
+    Routing,
 };
 pub use enoexec_event::{ENoExecEvent, ENoExecEventSpec, ENoExecEventStatus};
 pub use log_verbosity::LogVerbosity;

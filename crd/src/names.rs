@@ -27,3 +27,13 @@ pub const OPT_OUT_VALUE: &str = "default";
 pub const LABEL_SCHEDULING_GATE: &str = "multiarch.openshift.io/scheduling-gate";
 pub const LABEL_NODE_AFFINITY: &str = "multiarch.openshift.io/node-affinity";
 pub const LABEL_PREFERRED_NODE_AFFINITY: &str = "multiarch.openshift.io/preferred-node-affinity";
+
+/// The namespace multiarch is installed in by default (`manifests/`).
+pub const DEFAULT_NAMESPACE: &str = "multiarch";
+
+/// The operator's Service: it serves the conversion webhook of the
+/// ClusterPodPlacementConfig CRD and the validating webhooks.
+pub const OPERATOR_SERVICE: &str = "multiarch-operator";
+
+/// Where the operator serves `ConversionReview`s.
+pub const CONVERSION_PATH: &str = "/convert";

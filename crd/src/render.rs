@@ -1,12 +1,16 @@
 //! The CustomResourceDefinitions generated from the types, as installed from
 //! `manifests/crds/`.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
+};
 use kube::core::crd::{CustomResourceExt, MergeError, merge_crds};
 
 use crate::{
     ENoExecEvent, PodPlacementConfig,
     cluster_pod_placement_config::{v1alpha1, v1beta1},
+    names::{CONVERSION_PATH, DEFAULT_NAMESPACE, OPERATOR_SERVICE},
 };
 
 /// Rendering the CRDs failed; a bug in the types, never in user input.
@@ -20,16 +24,37 @@ pub enum RenderError {
 
 /// Every CRD, sorted by the file name it is installed from.
 pub fn crds() -> Result<Vec<CustomResourceDefinition>, RenderError> {
-    let cppc = merge_crds(
+    let mut cppc = merge_crds(
         vec![
             v1alpha1::ClusterPodPlacementConfig::crd(),
             v1beta1::ClusterPodPlacementConfig::crd(),
         ],
         "v1beta1",
     )?;
+    cppc.spec.conversion = Some(conversion_webhook());
     let mut all = vec![cppc, PodPlacementConfig::crd(), ENoExecEvent::crd()];
     all.sort_by_key(file_name);
     Ok(all)
+}
+
+/// The operator converts between the two versions (`crate::conversion`); it writes the
+/// CA bundle (and its namespace, when installed elsewhere) at start.
+fn conversion_webhook() -> CustomResourceConversion {
+    CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            conversion_review_versions: vec!["v1".into()],
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: DEFAULT_NAMESPACE.into(),
+                    name: OPERATOR_SERVICE.into(),
+                    path: Some(CONVERSION_PATH.into()),
+                    port: Some(443),
+                }),
+                ..WebhookClientConfig::default()
+            }),
+        }),
+    }
 }
 
 /// The file a CRD is checked in as: `<group>_<plural>.yaml`, kubebuilder's convention.

@@ -1,15 +1,16 @@
 //! `multiarch.openshift.io/v1alpha1` `ClusterPodPlacementConfig` (served, not stored).
 //!
-//! Its fields are a subset of `v1beta1` with the same names and meaning, so the API server
-//! converts between the two by changing `apiVersion` only. A `v1alpha1` client does not
-//! see `plugins`, `fallbackArchitecture` or `placement`, and a full update (PUT) through
-//! `v1alpha1` drops them, as it does with MTO. Use `v1beta1`.
+//! Its spec is a subset of `v1beta1`'s with the same names and meaning. The operator's
+//! conversion webhook (`crate::conversion`) keeps what `v1alpha1` lacks (`plugins`,
+//! `fallbackArchitecture`, `placement`) in annotations, so a `v1alpha1` client that reads
+//! and writes an object back loses nothing. The status is `v1beta1`'s.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, KubeSchema};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The same status as `v1beta1`: only the operator writes it.
+pub use super::v1beta1::ClusterPodPlacementConfigStatus;
 use crate::LogVerbosity;
 
 /// The cluster-wide configuration of multiarch pod placement (early version).
@@ -30,6 +31,8 @@ use crate::LogVerbosity;
     validation = Rule::new("self.metadata.name == 'cluster'").message(
         "ClusterPodPlacementConfig is a singleton: name it 'cluster'"
     ),
+    printcolumn(name = "Routing", type_ = "string", json_path = ".status.routing"),
+    printcolumn(name = "Architectures", type_ = "string", json_path = ".status.architectures"),
     printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status"),
     printcolumn(name = "Progressing", type_ = "string", json_path = ".status.conditions[?(@.type==\"Progressing\")].status"),
     printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status"),
@@ -47,15 +50,4 @@ pub struct ClusterPodPlacementConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::atomic_label_selector")]
     pub namespace_selector: Option<LabelSelector>,
-}
-
-/// The observed state of the multiarch components.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterPodPlacementConfigStatus {
-    /// Available, Progressing, Degraded, Deprovisioning and one condition per component
-    /// that is not rolled out.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Vec<Condition>,
 }

@@ -28,6 +28,8 @@ use crate::{
     validation = Rule::new("self.metadata.name == 'cluster'").message(
         "ClusterPodPlacementConfig is a singleton: name it 'cluster'"
     ),
+    printcolumn(name = "Routing", type_ = "string", json_path = ".status.routing"),
+    printcolumn(name = "Architectures", type_ = "string", json_path = ".status.architectures"),
     printcolumn(name = "Available", type_ = "string", json_path = ".status.conditions[?(@.type==\"Available\")].status"),
     printcolumn(name = "Progressing", type_ = "string", json_path = ".status.conditions[?(@.type==\"Progressing\")].status"),
     printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status"),
@@ -77,7 +79,7 @@ impl ClusterPodPlacementConfigSpec {
     }
 }
 
-/// The observed state of the multiarch components.
+/// The observed state of the multiarch components, written by the operator.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterPodPlacementConfigStatus {
@@ -86,4 +88,27 @@ pub struct ClusterPodPlacementConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+
+    /// The generation of the spec the operator last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Where new pods go now: `Scheduler` (routed to the multiarch scheduler),
+    /// `SchedulingGate` (gated for the gate controller) or `Off` (no webhook
+    /// configuration: pods are admitted unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
+
+    /// The CPU architectures of the cluster's nodes (their `kubernetes.io/arch` labels).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub architectures: Vec<String>,
+}
+
+/// What the mutating webhook does with new pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Routing {
+    Scheduler,
+    SchedulingGate,
+    Off,
 }
