@@ -6,6 +6,7 @@
 pub mod backoff;
 pub mod client;
 pub mod controller;
+pub mod https_server;
 pub mod leader_election;
 pub mod logging;
 pub mod ops_server;
@@ -13,5 +14,6 @@ pub mod placement_config;
 pub mod pod_events;
 pub mod rate_limit;
 pub mod request_deadline;
+pub mod serving_cert;
 pub mod shutdown;
 pub mod supervisor;

@@ -2,7 +2,6 @@
 //! It never blocks a request on anything but its own decision.
 
 use std::{
-    net::SocketAddr,
     sync::{Arc, RwLock},
     time::Instant,
 };
@@ -15,11 +14,9 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use hyper_util::{rt::TokioIo, server::conn::auto, service::TowerToHyperService};
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
 use serde_json::Value;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -178,30 +175,10 @@ async fn metrics(State(state): State<WebhookState>) -> Response {
     multiarch_runtime::ops_server::metrics_response(&state.registry)
 }
 
-/// What a client may hold: idle or slow connections must not starve the API server's
-/// admission calls.
-#[derive(Clone, Copy, Debug)]
-pub struct ServerLimits {
-    /// Connections at once; beyond it new ones are closed at accept.
-    pub max_connections: usize,
-    /// From accept to a finished TLS handshake.
-    pub handshake_timeout: std::time::Duration,
-    /// From connection (or the previous response) to a complete request head.
-    pub header_timeout: std::time::Duration,
-}
+pub use multiarch_runtime::https_server::{ServerLimits, bind};
 
-impl Default for ServerLimits {
-    fn default() -> Self {
-        ServerLimits {
-            max_connections: 4096,
-            handshake_timeout: std::time::Duration::from_secs(10),
-            header_timeout: std::time::Duration::from_secs(10),
-        }
-    }
-}
-
-/// Serves HTTPS on `listener` until `shutdown` is cancelled; connections in progress
-/// finish on their own (an admission review is one short request).
+/// Serves the webhook on `listener` until `shutdown` is cancelled; connections in
+/// progress finish on their own (an admission review is one short request).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Arc<ServerConfig>,
@@ -218,61 +195,5 @@ pub async fn serve_with(
     shutdown: CancellationToken,
     limits: ServerLimits,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
-    let app = router(state);
-    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (socket, peer) = match accepted {
-            Ok(connection) => connection,
-            Err(e) => {
-                // Out of file descriptors and the like: wait a little instead of spinning.
-                warn!(error = %e, "cannot accept a connection");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            debug!(%peer, "connection limit reached: closing");
-            drop(socket);
-            continue;
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let stream =
-                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(socket)).await
-                {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
-            let service = TowerToHyperService::new(app);
-            let mut builder = auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            builder
-                .http1()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout);
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-}
-
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await
+    multiarch_runtime::https_server::serve(listener, tls, router(state), shutdown, limits).await;
 }

@@ -85,16 +85,16 @@ fn admit(
     name: &str,
     object: Value,
     old: Option<&Value>,
-) -> Result<Value, Response> {
+) -> Result<Value, Box<Response>> {
     let mut object = admit_custom(store, target, name, object, old)
-        .map_err(|refused| json_response(422, &refused))?;
+        .map_err(|refused| Box::new(json_response(422, &refused)))?;
     if let Err(errors) = admissionregistration::admit(&target.resource, &mut object) {
-        return Err(invalid(target, name, &errors));
+        return Err(Box::new(invalid(target, name, &errors)));
     }
     if let Some(old) = old
         && let Some(error) = lifecycle::finalizer_added_while_deleting(old, &object)
     {
-        return Err(invalid(target, name, &[error]));
+        return Err(Box::new(invalid(target, name, &[error])));
     }
     Ok(object)
 }
@@ -107,7 +107,7 @@ fn policies(
     operation: &str,
     object: &Value,
     old: Option<&Value>,
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     let attributes = admissionregistration::Attributes {
         resource: &target.resource,
         operation,
@@ -117,7 +117,7 @@ fn policies(
         old_object: old,
     };
     match admissionregistration::validate(&attributes, store) {
-        Some(denied) => Err(json_response(denied.code, &denied.body)),
+        Some(denied) => Err(Box::new(json_response(denied.code, &denied.body))),
         None => Ok(()),
     }
 }
@@ -214,7 +214,7 @@ pub(crate) fn create(
     }
     body = match admit(&store, target, &name, body, None) {
         Ok(admitted) => admitted,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     store.uid += 1;
     body["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{:012}", store.uid));
@@ -225,7 +225,7 @@ pub(crate) fn create(
     body["kind"] = json!(kind_of(&target.resource));
     body["apiVersion"] = json!(api_version_of(&target.resource));
     if let Err(denied) = policies(&store, target, &name, "CREATE", &body, None) {
-        return denied;
+        return *denied;
     }
     lifecycle::set_generation(&target.resource, None, &mut body);
     managed_fields::record_update(None, &mut body, writer);
@@ -295,10 +295,10 @@ pub(crate) fn update(
     body["apiVersion"] = json!(api_version_of(&target.resource));
     let mut body = match admit(&store, target, name, body, Some(&existing)) {
         Ok(admitted) => admitted,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     if let Err(denied) = policies(&store, target, name, "UPDATE", &body, Some(&existing)) {
-        return denied;
+        return *denied;
     }
     lifecycle::set_generation(&target.resource, Some(&existing), &mut body);
     managed_fields::record_update(Some(&existing), &mut body, writer);
@@ -425,11 +425,11 @@ pub(crate) fn patch(
     let old = found.as_ref();
     let mut patched = match admit(&store, target, name, patched, old) {
         Ok(admitted) => admitted,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let operation = if old.is_some() { "UPDATE" } else { "CREATE" };
     if let Err(denied) = policies(&store, target, name, operation, &patched, old) {
-        return denied;
+        return *denied;
     }
     lifecycle::set_generation(&target.resource, old, &mut patched);
     if !apply {

@@ -1,0 +1,159 @@
+//! A TLS server's certificate that can change while it serves: read from files and
+//! reloaded when they change (the webhook: cert-manager or the operator rotates the
+//! mounted Secret without restarting the pods), or set in memory (the operator reads its
+//! own from the Secret it writes). New connections get the new certificate; open ones
+//! keep theirs, so a rotation drops no request.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, RwLock},
+    time::{Duration, SystemTime},
+};
+
+use rustls::{
+    ServerConfig,
+    crypto::ring::sign::any_supported_type,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    server::{ClientHello, ResolvesServerCert},
+    sign::CertifiedKey,
+};
+use tracing::{info, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("the PEM holds no certificate")]
+    NoPemCertificate,
+    #[error("the PEM holds no usable private key: {0}")]
+    PemKey(String),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} holds no PEM certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("{path} holds no usable PEM private key: {detail}")]
+    Key { path: PathBuf, detail: String },
+}
+
+/// A certificate chain and its key, from PEM.
+pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<CertifiedKey>, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .filter_map(Result::ok)
+        .collect();
+    if chain.is_empty() {
+        return Err(TlsError::NoPemCertificate);
+    }
+    let private =
+        PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::PemKey(e.to_string()))?;
+    let signer = any_supported_type(&private).map_err(|e| TlsError::PemKey(e.to_string()))?;
+    Ok(Arc::new(CertifiedKey::new(chain, signer)))
+}
+
+fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
+    let cert_pem = std::fs::read(cert).map_err(|source| TlsError::Read {
+        path: cert.to_owned(),
+        source,
+    })?;
+    let key_pem = std::fs::read(key).map_err(|source| TlsError::Read {
+        path: key.to_owned(),
+        source,
+    })?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .filter_map(Result::ok)
+        .collect();
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: cert.to_owned(),
+        });
+    }
+    let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Key {
+        path: key.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let signer = any_supported_type(&private).map_err(|e| TlsError::Key {
+        path: key.to_owned(),
+        detail: e.to_string(),
+    })?;
+    Ok(Arc::new(CertifiedKey::new(chain, signer)))
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Serves the current certificate (none yet: handshakes fail until one is set).
+#[derive(Debug, Default)]
+pub struct ReloadingCert {
+    current: RwLock<Option<Arc<CertifiedKey>>>,
+}
+
+impl ReloadingCert {
+    /// Serves `key` from the next handshake on.
+    pub fn set(&self, key: Arc<CertifiedKey>) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(key);
+    }
+
+    /// Whether a certificate is being served.
+    pub fn is_set(&self) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// A TLS 1.2+ server configuration whose certificate follows the files, checked every
+/// `interval`. A broken new pair is logged and the previous one kept.
+pub fn server_config(
+    cert: PathBuf,
+    key: PathBuf,
+    interval: Duration,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let resolver = Arc::new(ReloadingCert::default());
+    resolver.set(load(&cert, &key)?);
+    let watcher = resolver.clone();
+    tokio::spawn(async move {
+        let mut stamp = (modified(&cert), modified(&key));
+        loop {
+            tokio::time::sleep(interval).await;
+            let now = (modified(&cert), modified(&key));
+            if now == stamp {
+                continue;
+            }
+            match load(&cert, &key) {
+                Ok(fresh) => {
+                    watcher.set(fresh);
+                    stamp = now;
+                    info!(cert = %cert.display(), "serving certificate reloaded");
+                }
+                Err(e) => {
+                    warn!(error = %e, "new serving certificate is unusable; keeping the previous one")
+                }
+            }
+        }
+    });
+    Ok(with_resolver(resolver))
+}
+
+/// A TLS 1.2+ server configuration serving whatever `resolver` holds.
+pub fn with_resolver(resolver: Arc<ReloadingCert>) -> Arc<ServerConfig> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
+}
