@@ -104,6 +104,36 @@ fn routes_the_recorded_pods_exactly_as_the_recorded_responses() {
     }
 }
 
+/// MTO's webhook saw pods in system namespaces and labelled them `not-set` in gate mode;
+/// its users' tooling reads those labels. Never gated, never in scheduler mode.
+#[test]
+fn gate_mode_labels_system_namespace_pods_without_gating_them() {
+    for namespace in ["kube-system", "multiarch"] {
+        let mut request = fixture("admissionreview-request-1.json");
+        request["request"]["namespace"] = json!(namespace);
+        let (_, pod) = admit(&request, &config(PlacementMode::SchedulingGate));
+        assert_eq!(
+            pod["metadata"]["labels"]["multiarch.openshift.io/scheduling-gate"], "not-set",
+            "{namespace}"
+        );
+        assert_eq!(
+            pod["metadata"]["labels"]["multiarch.openshift.io/node-affinity"],
+            "not-set"
+        );
+        assert!(
+            pod["spec"]["schedulingGates"].is_null(),
+            "{namespace}: {pod}"
+        );
+        let (response, _) = admit(&request, &config(PlacementMode::Scheduler));
+        assert!(response["response"]["patch"].is_null(), "{namespace}");
+    }
+    let mut opted_out = fixture("admissionreview-request-1.json");
+    opted_out["request"]["object"]["metadata"]["labels"] =
+        json!({"multiarch.openshift.io/scheduler": "default"});
+    let (response, _) = admit(&opted_out, &config(PlacementMode::SchedulingGate));
+    assert!(response["response"]["patch"].is_null());
+}
+
 #[test]
 fn exemptions_leave_the_pod_unchanged() {
     let base = fixture("admissionreview-request-1.json");
@@ -599,4 +629,55 @@ async fn reviews_are_read_up_to_their_bound() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 413);
+}
+
+/// The operator pins the mode in the webhook configuration's path, so a mode switch is
+/// one write the API server sees at once; `/mutate-pods` follows the configuration.
+#[tokio::test]
+async fn the_path_pins_the_mode() {
+    use multiarch_admission::webhook::server::router;
+    use tower::ServiceExt;
+    let state = WebhookState {
+        config: Arc::new(RwLock::new(config(PlacementMode::Scheduler))),
+        metrics: WebhookMetrics::default(),
+        registry: Arc::default(),
+        lookup: None,
+    };
+    let review = serde_json::to_vec(&fixture("admissionreview-request-1.json")).unwrap();
+    let mut patches = Vec::new();
+    for path in [
+        "/mutate-pods",
+        "/mutate-pods/scheduler",
+        "/mutate-pods/gate",
+    ] {
+        let answer = router(state.clone())
+            .oneshot(
+                axum::http::Request::post(path)
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from(review.clone()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let response: Value = serde_json::from_slice(&body).unwrap();
+        let patch: Value = serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(response["response"]["patch"].as_str().unwrap())
+                .unwrap(),
+        )
+        .unwrap();
+        patches.push(patch.to_string());
+    }
+    assert!(patches[0].contains("/spec/schedulerName"), "{}", patches[0]);
+    assert_eq!(patches[0], patches[1]);
+    assert!(
+        patches[2].contains("/spec/schedulingGates"),
+        "{}",
+        patches[2]
+    );
+    assert!(!patches[2].contains("/spec/schedulerName"));
 }

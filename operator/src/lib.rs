@@ -1,5 +1,22 @@
-//! The multiarch operator's home. Today: what gets installed, as code
-//! (`multiarch manifests` writes it under `manifests/`). The reconciler that installs it
-//! from the ClusterPodPlacementConfig comes with the operator issue.
+//! The multiarch operator: from the ClusterPodPlacementConfig named `cluster`, it
+//! installs every operand (`install`, `plan`, `desired`, `apply`), keeps multiarch's
+//! certificates (`certificates`, `authority`), routes pods only to components that are
+//! running, reports what it sees in the status (`status`), serves the conversion and
+//! validation webhooks (`admission`), and uninstalls in an order that strands no pod
+//! (`uninstall`, `drain`).
 
+pub mod admission;
+pub mod apply;
+pub mod authority;
+pub mod certificates;
+pub mod context;
+pub mod desired;
+pub mod drain;
 pub mod install;
+pub mod metrics;
+pub mod observe;
+pub mod plan;
+pub mod reconcile;
+pub mod run;
+pub mod status;
+pub mod uninstall;

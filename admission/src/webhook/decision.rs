@@ -147,13 +147,12 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
     }
 }
 
-/// MTO's webhook: labels always (except for pods exempt before MTO looks at them), the gate
-/// unless the pod is ignored.
+/// MTO's webhook: labels always, the gate unless the pod is ignored. Pods in system
+/// namespaces and multiarch's own are never gated but are labelled `not-set` as MTO's
+/// webhook labels them (its users' tooling reads the labels); a pod that opted out is
+/// left alone.
 fn gate(pod: &Pod, namespace: &str, exempt: Option<Exemption>, config: &WebhookConfig) -> Decision {
-    if matches!(
-        exempt,
-        Some(Exemption::SystemNamespace | Exemption::OwnNamespace | Exemption::OptOut)
-    ) {
+    if matches!(exempt, Some(Exemption::OptOut)) {
         return Decision {
             patch: Vec::new(),
             exemption: exempt,

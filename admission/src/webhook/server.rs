@@ -14,6 +14,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
+use multiarch_crd::PlacementMode;
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
 use serde_json::Value;
@@ -85,10 +86,23 @@ pub async fn answer(
 }
 
 pub fn router(state: WebhookState) -> Router {
+    let limit = axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES);
     Router::new()
+        // The mode of the ClusterPodPlacementConfig (installs without the operator).
         .route(
             "/mutate-pods",
-            post(mutate).layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES)),
+            post(|state, body| mutate(state, body, None)).layer(limit),
+        )
+        // The mode the operator pinned in the webhook configuration: it switches modes by
+        // switching the path, once the mode's components are available.
+        .route(
+            "/mutate-pods/scheduler",
+            post(|state, body| mutate(state, body, Some(PlacementMode::Scheduler))).layer(limit),
+        )
+        .route(
+            "/mutate-pods/gate",
+            post(|state, body| mutate(state, body, Some(PlacementMode::SchedulingGate)))
+                .layer(limit),
         )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
@@ -100,13 +114,20 @@ pub fn router(state: WebhookState) -> Router {
 /// is at most 1.5 MiB in etcd and a CREATE review carries it once, with room to spare.
 pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 
-async fn mutate(State(state): State<WebhookState>, body: Bytes) -> Response {
+async fn mutate(
+    State(state): State<WebhookState>,
+    body: Bytes,
+    mode: Option<PlacementMode>,
+) -> Response {
     let started = Instant::now();
-    let config = state
+    let mut config = state
         .config
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
+    if let Some(mode) = mode {
+        config.mode = mode;
+    }
     let answer = answer(&state, &config, &body).await;
     let elapsed = started.elapsed().as_secs_f64();
     state.metrics.seconds.observe(elapsed);

@@ -12,7 +12,8 @@ pub use self::local::*;
     feature = "admission",
     feature = "inspector",
     feature = "enoexec-daemon",
-    feature = "enoexec-handler"
+    feature = "enoexec-handler",
+    feature = "operator"
 ))]
 pub use self::roles::*;
 
@@ -60,7 +61,12 @@ pub enum Command {
     /// Serve image inspection over gRPC (reads pull secrets from the cluster).
     #[cfg(feature = "inspector")]
     Inspector(InspectorArgs),
-    /// Write the generated install manifests (RBAC, Deployments) under DIR/scheduler.
+    /// Install, route, upgrade and uninstall every role from the ClusterPodPlacementConfig
+    /// named `cluster`, and serve the CRD conversion and validation webhooks.
+    #[cfg(feature = "operator")]
+    Operator(OperatorArgs),
+    /// Write the generated install manifests under DIR (the operator's, and each role's
+    /// for installs without it).
     #[cfg(feature = "operator")]
     Manifests(ManifestsArgs),
     /// Print the CustomResourceDefinitions generated from the API types.

@@ -5,21 +5,24 @@
     feature = "admission",
     feature = "inspector",
     feature = "enoexec-daemon",
-    feature = "enoexec-handler"
+    feature = "enoexec-handler",
+    feature = "operator"
 ))]
 use std::net::SocketAddr;
 #[cfg(any(
     feature = "scheduler",
     feature = "admission",
     feature = "inspector",
-    feature = "enoexec-daemon"
+    feature = "enoexec-daemon",
+    feature = "operator"
 ))]
 use std::path::PathBuf;
 #[cfg(any(
     feature = "scheduler",
     feature = "inspector",
     feature = "enoexec-daemon",
-    feature = "admission"
+    feature = "admission",
+    feature = "operator"
 ))]
 use std::time::Duration;
 
@@ -28,7 +31,8 @@ use std::time::Duration;
     feature = "admission",
     feature = "inspector",
     feature = "enoexec-daemon",
-    feature = "enoexec-handler"
+    feature = "enoexec-handler",
+    feature = "operator"
 ))]
 use multiarch_runtime::logging::LogArgs;
 
@@ -315,6 +319,92 @@ pub struct EnoexecHandlerArgs {
 
     #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[cfg(feature = "operator")]
+#[derive(Debug, clap::Args)]
+pub struct OperatorArgs {
+    /// kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster config.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// multiarch's namespace: the operands, the Leases and the certificates live there.
+    #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
+    pub namespace: String,
+
+    /// HTTPS listen address of the webhooks it serves (CRD conversion, validation).
+    #[arg(
+        long,
+        default_value = "0.0.0.0:9443",
+        env = "MULTIARCH_OPERATOR_LISTEN"
+    )]
+    pub listen: SocketAddr,
+
+    /// Metrics and health listen address (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    /// Run leader election (needed with more than one replica).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "MULTIARCH_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// The image every operand runs [default: the operator's own, read from its pod].
+    #[arg(long, env = "MULTIARCH_OPERAND_IMAGE")]
+    pub operand_image: Option<String>,
+
+    /// imagePullPolicy of the operands' containers.
+    #[arg(long, value_parser = ["Always", "IfNotPresent", "Never"], env = "MULTIARCH_OPERAND_IMAGE_PULL_POLICY")]
+    pub operand_image_pull_policy: Option<String>,
+
+    /// Pull secrets (in multiarch's namespace) for the operand image.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        env = "MULTIARCH_OPERAND_IMAGE_PULL_SECRETS"
+    )]
+    pub operand_image_pull_secrets: Vec<String>,
+
+    /// Replicas of each operand Deployment.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(i32).range(1..=16), env = "MULTIARCH_OPERAND_REPLICAS")]
+    pub operand_replicas: i32,
+
+    #[arg(long, default_value = "100m", env = "MULTIARCH_OPERAND_CPU_REQUEST")]
+    pub operand_cpu_request: String,
+
+    #[arg(
+        long,
+        default_value = "128Mi",
+        env = "MULTIARCH_OPERAND_MEMORY_REQUEST"
+    )]
+    pub operand_memory_request: String,
+
+    #[arg(long, default_value = "512Mi", env = "MULTIARCH_OPERAND_MEMORY_LIMIT")]
+    pub operand_memory_limit: String,
+
+    /// Node labels the operands' pods require, as key=value (repeat or comma-separate).
+    #[arg(long, value_delimiter = ',', env = "MULTIARCH_OPERAND_NODE_SELECTOR")]
+    pub operand_node_selector: Vec<String>,
+
+    /// Tolerations of the operands' pods, as a JSON list of Kubernetes tolerations.
+    #[arg(long, env = "MULTIARCH_OPERAND_TOLERATIONS")]
+    pub operand_tolerations: Option<String>,
+
+    /// Where the API server calls the webhooks from (CIDRs, comma-separated): the
+    /// NetworkPolicies admit only these to the webhook ports [default: from anywhere].
+    #[arg(long, value_delimiter = ',', env = "MULTIARCH_API_SERVER_CIDRS")]
+    pub api_server_cidrs: Vec<String>,
+
+    /// How long pods (and exec-format-error reports) may wait for a component that is
+    /// being removed (uninstall, mode switch) before the operator releases them itself.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+
+    /// How often the certificates are checked (they are renewed months before expiry).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub certificate_check: Duration,
 
     #[command(flatten)]
     pub log: LogArgs,

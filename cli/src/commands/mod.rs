@@ -19,12 +19,15 @@ mod inspector;
 mod local_inspector;
 #[cfg(feature = "operator")]
 mod manifests;
+#[cfg(feature = "operator")]
+mod operator;
 #[cfg(any(
     feature = "scheduler",
     feature = "admission",
     feature = "inspector",
     feature = "enoexec-daemon",
-    feature = "enoexec-handler"
+    feature = "enoexec-handler",
+    feature = "operator"
 ))]
 mod role;
 #[cfg(feature = "scheduler")]
@@ -56,6 +59,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Crds(args) => crds::run(&args),
         #[cfg(feature = "operator")]
         Command::Manifests(args) => manifests::run(&args),
+        #[cfg(feature = "operator")]
+        Command::Operator(args) => runtime()?.block_on(operator::run(&args)),
         #[cfg(feature = "scheduler")]
         Command::Simulate(args) => simulate::run(&args),
         #[cfg(feature = "scheduler")]
@@ -85,7 +90,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     feature = "inspector",
     feature = "enoexec-daemon",
     feature = "enoexec-handler",
-    feature = "audit"
+    feature = "audit",
+    feature = "operator"
 ))]
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;

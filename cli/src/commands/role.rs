@@ -58,3 +58,36 @@ impl Role {
         Ok(())
     }
 }
+
+/// Follows the ClusterPodPlacementConfig's `logVerbosity` (unless `RUST_LOG` pins the
+/// level: no handle then).
+#[cfg(any(feature = "scheduler", feature = "operator"))]
+pub fn follow_log_verbosity(
+    role: &Role,
+    handle: Option<FilterHandle>,
+    mut verbosity: tokio::sync::watch::Receiver<multiarch_crd::LogVerbosity>,
+) {
+    let Some(handle) = handle else { return };
+    let shutdown = role.tasks.shutdown().clone();
+    role.tasks.spawn("log verbosity", async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
+                changed = verbosity.changed() => if changed.is_err() {
+                    shutdown.cancelled().await;
+                    return Ok(());
+                },
+            }
+            let level = *verbosity.borrow_and_update();
+            if handle
+                .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
+                .is_ok()
+            {
+                tracing::info!(
+                    ?level,
+                    "log verbosity changed by the ClusterPodPlacementConfig"
+                );
+            }
+        }
+    });
+}

@@ -76,31 +76,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     }
     let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
 
-    if let Some(handle) = log_filter {
-        let mut verbosity = running.log_verbosity.clone();
-        let shutdown = role.tasks.shutdown().clone();
-        role.tasks.spawn("log verbosity", async move {
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
-                    changed = verbosity.changed() => if changed.is_err() {
-                        shutdown.cancelled().await;
-                        return Ok(());
-                    },
-                }
-                let level = *verbosity.borrow_and_update();
-                if handle
-                    .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
-                    .is_ok()
-                {
-                    info!(
-                        ?level,
-                        "log verbosity changed by the ClusterPodPlacementConfig"
-                    );
-                }
-            }
-        });
-    }
+    super::role::follow_log_verbosity(&role, log_filter, running.log_verbosity.clone());
     let mut ready = running.ready.clone();
     let readiness = role.ready.clone();
     let shutdown = role.tasks.shutdown().clone();

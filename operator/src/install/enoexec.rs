@@ -1,13 +1,17 @@
-//! `manifests/enoexec/`: the exec-format-error daemon on every node and its handler.
+//! The exec-format-error monitor: the daemon on every node and its handler.
 
 use serde_json::{Value, json};
 
 use super::{
-    Files, IMAGE, INSPECTOR, NAMESPACE, deployment, downward_env, kustomization, labels, rbac_pair,
+    ENOEXEC_DAEMON, ENOEXEC_HANDLER, Settings,
+    inspector::inspector_endpoint,
+    labels, lease_rules, rbac_pair, service_account,
+    workload::{
+        Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
+    },
 };
 
-const ENOEXEC_DAEMON: &str = "multiarch-enoexec-daemon";
-const ENOEXEC_HANDLER: &str = "multiarch-enoexec-handler";
+const METRICS_PORT: u16 = 8080;
 
 /// The host's `/run` inside the daemon: containerd's and CRI-O's sockets are under it, and
 /// mounting the directory (not one socket) lets one DaemonSet serve both runtimes.
@@ -35,18 +39,106 @@ pub fn enoexec_handler_cluster_rules() -> Value {
 
 /// What `multiarch enoexec-handler` calls in multiarch's namespace.
 pub fn enoexec_handler_namespace_rules() -> Value {
-    json!([
-        {"apiGroups": ["multiarch.openshift.io"], "resources": ["enoexecevents"], "verbs": ["get", "list", "watch", "delete"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [ENOEXEC_HANDLER], "verbs": ["get", "update"]},
-    ])
+    let mut rules = vec![
+        json!({"apiGroups": ["multiarch.openshift.io"], "resources": ["enoexecevents"], "verbs": ["get", "list", "watch", "delete"]}),
+    ];
+    rules.extend(lease_rules(ENOEXEC_HANDLER));
+    Value::Array(rules)
 }
 
-fn enoexec_daemon_set() -> Value {
+/// The daemon's ServiceAccount and its right to write ENoExecEvents.
+pub fn enoexec_daemon_access(settings: &Settings) -> Vec<Value> {
+    let mut objects = vec![service_account(settings, ENOEXEC_DAEMON)];
+    objects.extend(rbac_pair(
+        settings,
+        ENOEXEC_DAEMON,
+        "Role",
+        ENOEXEC_DAEMON,
+        enoexec_daemon_rules(),
+    ));
+    objects
+}
+
+/// The DaemonSet, a headless Service for its metrics and its network policy.
+pub fn enoexec_daemon_workload(settings: &Settings) -> Vec<Value> {
     let component = "enoexec-daemon";
-    json!({
+    let mut metrics = service(
+        settings,
+        ENOEXEC_DAEMON,
+        component,
+        json!([{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+    );
+    metrics["spec"]["clusterIP"] = json!("None");
+    vec![
+        enoexec_daemon_set(settings),
+        metrics,
+        network_policy(
+            settings,
+            ENOEXEC_DAEMON,
+            component,
+            json!([open_port(METRICS_PORT)]),
+        ),
+    ]
+}
+
+pub fn enoexec_handler_access(settings: &Settings) -> Vec<Value> {
+    let lease = format!("{ENOEXEC_HANDLER}-lease");
+    let mut objects = vec![service_account(settings, ENOEXEC_HANDLER)];
+    objects.extend(rbac_pair(
+        settings,
+        ENOEXEC_HANDLER,
+        "ClusterRole",
+        ENOEXEC_HANDLER,
+        enoexec_handler_cluster_rules(),
+    ));
+    objects.extend(rbac_pair(
+        settings,
+        &lease,
+        "Role",
+        ENOEXEC_HANDLER,
+        enoexec_handler_namespace_rules(),
+    ));
+    objects
+}
+
+pub fn enoexec_handler_workload(settings: &Settings) -> Vec<Value> {
+    let component = "enoexec-handler";
+    let workload = Workload {
+        name: ENOEXEC_HANDLER,
+        component,
+        args: json!([
+            "enoexec-handler",
+            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
+            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
+            "--log-format=json"
+        ]),
+        ports: json!([{"name": "metrics", "containerPort": METRICS_PORT}]),
+        probe_port: "metrics",
+        env: downward_env(),
+    };
+    vec![
+        deployment(settings, &workload),
+        service(
+            settings,
+            ENOEXEC_HANDLER,
+            component,
+            json!([{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+        ),
+        disruption_budget(settings, ENOEXEC_HANDLER, component),
+        network_policy(
+            settings,
+            ENOEXEC_HANDLER,
+            component,
+            json!([open_port(METRICS_PORT)]),
+        ),
+    ]
+}
+
+fn enoexec_daemon_set(settings: &Settings) -> Value {
+    let component = "enoexec-daemon";
+    let mut daemon_set = json!({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": ENOEXEC_DAEMON, "namespace": NAMESPACE, "labels": labels(component)},
+        "metadata": {"name": ENOEXEC_DAEMON, "namespace": settings.namespace, "labels": labels(component)},
         "spec": {
             "selector": {"matchLabels": labels(component)},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
@@ -58,23 +150,23 @@ fn enoexec_daemon_set() -> Value {
                     "priorityClassName": "system-node-critical",
                     // /proc/PID/cgroup of every container's processes.
                     "hostPID": true,
-                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "affinity": {"nodeAffinity": settings.node_affinity()},
                     // Every node runs pods, tainted ones included.
                     "tolerations": [{"operator": "Exists"}],
                     "containers": [{
                         "name": component,
-                        "image": IMAGE,
+                        "image": settings.image,
                         "args": [
                             "enoexec-daemon",
                             format!("--cgroup-root={HOST_CGROUP}"),
-                            "--metrics-addr=0.0.0.0:8080",
+                            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
                             "--log-format=json",
                         ],
                         "env": [
                             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                         ],
-                        "ports": [{"name": "metrics", "containerPort": 8080}],
+                        "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "initialDelaySeconds": 5, "periodSeconds": 10},
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
@@ -106,59 +198,13 @@ fn enoexec_daemon_set() -> Value {
                 },
             },
         },
-    })
-}
-
-/// `(file name, documents)` of `manifests/enoexec/`: the node daemon and the handler.
-pub fn enoexec() -> Files {
-    let lease = format!("{ENOEXEC_HANDLER}-lease");
-    let mut rbac = vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": ENOEXEC_DAEMON, "namespace": NAMESPACE}}),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": ENOEXEC_HANDLER, "namespace": NAMESPACE}}),
-    ];
-    rbac.extend(rbac_pair(
-        ENOEXEC_DAEMON,
-        "Role",
-        Some(NAMESPACE),
-        ENOEXEC_DAEMON,
-        enoexec_daemon_rules(),
-    ));
-    rbac.extend(rbac_pair(
-        ENOEXEC_HANDLER,
-        "ClusterRole",
-        None,
-        ENOEXEC_HANDLER,
-        enoexec_handler_cluster_rules(),
-    ));
-    rbac.extend(rbac_pair(
-        &lease,
-        "Role",
-        Some(NAMESPACE),
-        ENOEXEC_HANDLER,
-        enoexec_handler_namespace_rules(),
-    ));
-    vec![
-        ("rbac.yaml", rbac),
-        ("daemon.yaml", vec![enoexec_daemon_set()]),
-        (
-            "handler.yaml",
-            vec![deployment(
-                ENOEXEC_HANDLER,
-                "enoexec-handler",
-                json!([
-                    "enoexec-handler",
-                    format!("--inspector-endpoint=http://{INSPECTOR}.{NAMESPACE}.svc:9443"),
-                    "--metrics-addr=0.0.0.0:8080",
-                    "--log-format=json"
-                ]),
-                json!([{"name": "metrics", "containerPort": 8080}]),
-                "metrics",
-                downward_env(),
-            )],
-        ),
-        (
-            "kustomization.yaml",
-            vec![kustomization(&["rbac.yaml", "daemon.yaml", "handler.yaml"])],
-        ),
-    ]
+    });
+    if !settings.image_pull_secrets.is_empty() {
+        daemon_set["spec"]["template"]["spec"]["imagePullSecrets"] = settings
+            .image_pull_secrets
+            .iter()
+            .map(|name| json!({"name": name}))
+            .collect();
+    }
+    daemon_set
 }

@@ -1,56 +1,70 @@
-//! `manifests/gate-controller/`: the gate-mode controller.
+//! The gate controller: the path of gated pods (gate mode, and in scheduler mode the
+//! pods the scheduler does not place).
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{Files, INSPECTOR, NAMESPACE, deployment, downward_env, kustomization};
+use super::{
+    GATE_CONTROLLER, Settings,
+    inspector::inspector_endpoint,
+    lease_role, rbac_pair, service_account,
+    workload::{
+        Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
+    },
+};
 
-const GATE: &str = "multiarch-gate-controller";
+const METRICS_PORT: u16 = 8080;
 
-/// `(file name, documents)` of `manifests/gate-controller/` (gate mode only).
-pub fn gate_controller() -> Files {
-    let rules = json!([
+/// What the gate controller calls cluster-wide.
+pub fn gate_controller_rules() -> Value {
+    json!([
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "update"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]},
-    ]);
+    ])
+}
+
+pub fn gate_controller_access(settings: &Settings) -> Vec<Value> {
+    let mut objects = vec![service_account(settings, GATE_CONTROLLER)];
+    objects.extend(rbac_pair(
+        settings,
+        GATE_CONTROLLER,
+        "ClusterRole",
+        GATE_CONTROLLER,
+        gate_controller_rules(),
+    ));
+    objects.extend(lease_role(settings, GATE_CONTROLLER, GATE_CONTROLLER));
+    objects
+}
+
+pub fn gate_controller_workload(settings: &Settings) -> Vec<Value> {
+    let component = "gate-controller";
+    let workload = Workload {
+        name: GATE_CONTROLLER,
+        component,
+        args: json!([
+            "gate-controller",
+            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
+            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
+            "--log-format=json"
+        ]),
+        ports: json!([{"name": "metrics", "containerPort": METRICS_PORT}]),
+        probe_port: "metrics",
+        env: downward_env(),
+    };
     vec![
-        (
-            "rbac.yaml",
-            vec![
-                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": GATE, "namespace": NAMESPACE}}),
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": GATE}, "rules": rules}),
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": GATE},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": GATE},
-                   "subjects": [{"kind": "ServiceAccount", "name": GATE, "namespace": NAMESPACE}]}),
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": format!("{GATE}-lease"), "namespace": NAMESPACE},
-                "rules": [
-                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [GATE], "verbs": ["get", "update"]},
-                ]}),
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": format!("{GATE}-lease"), "namespace": NAMESPACE},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{GATE}-lease")},
-                   "subjects": [{"kind": "ServiceAccount", "name": GATE, "namespace": NAMESPACE}]}),
-            ],
+        deployment(settings, &workload),
+        service(
+            settings,
+            GATE_CONTROLLER,
+            component,
+            json!([{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
         ),
-        (
-            "gate-controller.yaml",
-            vec![deployment(
-                GATE,
-                "gate-controller",
-                json!([
-                    "gate-controller",
-                    format!("--inspector-endpoint=http://{INSPECTOR}.{NAMESPACE}.svc:9443"),
-                    "--metrics-addr=0.0.0.0:8080",
-                    "--log-format=json"
-                ]),
-                json!([{"name": "metrics", "containerPort": 8080}]),
-                "metrics",
-                downward_env(),
-            )],
-        ),
-        (
-            "kustomization.yaml",
-            vec![kustomization(&["rbac.yaml", "gate-controller.yaml"])],
+        disruption_budget(settings, GATE_CONTROLLER, component),
+        network_policy(
+            settings,
+            GATE_CONTROLLER,
+            component,
+            json!([open_port(METRICS_PORT)]),
         ),
     ]
 }

@@ -1,33 +1,79 @@
-//! `manifests/webhook/`: the admission webhook and its MutatingWebhookConfiguration.
+//! The admission webhook and the MutatingWebhookConfiguration that sends it new pods.
 
-use serde_json::json;
+use multiarch_crd::{
+    PlacementMode,
+    names::{OPT_OUT_LABEL, OPT_OUT_VALUE},
+};
+use serde_json::{Value, json};
 
-use super::{Files, INSPECTOR, NAMESPACE, deployment, downward_env, kustomization, labels};
+use super::{
+    Settings, WEBHOOK,
+    inspector::inspector_endpoint,
+    labels, rbac_pair, service_account,
+    workload::{
+        Workload, api_server_port, deployment, disruption_budget, downward_env, network_policy,
+        service,
+    },
+};
 
-const WEBHOOK: &str = "multiarch-webhook";
+/// The Secret holding the webhook's serving certificate (`tls.crt`, `tls.key`, `ca.crt`):
+/// the operator's, or the installer's without the operator.
+pub const WEBHOOK_TLS_SECRET: &str = "multiarch-webhook-tls";
+/// The one webhook of the configuration.
+pub const WEBHOOK_NAME: &str = "pods.multiarch.openshift.io";
+const PORT: u16 = 9443;
 
-/// `(file name, documents)` of `manifests/webhook/`. The TLS Secret `multiarch-webhook-tls`
-/// (keys `tls.crt`, `tls.key`) and the `caBundle` of the MutatingWebhookConfiguration are
-/// the installer's (cert-manager's, or the coming operator's); the certificate is
-/// reloaded when the Secret changes.
-pub fn webhook() -> Files {
-    let mut deployment = deployment(
+/// The review path that pins the mode: the operator switches modes by switching the
+/// configuration's path, so the switch is atomic for the API server. `/mutate-pods`
+/// follows the ClusterPodPlacementConfig (installs without the operator).
+pub fn review_path(mode: Option<PlacementMode>) -> &'static str {
+    match mode {
+        None => "/mutate-pods",
+        Some(PlacementMode::Scheduler) => "/mutate-pods/scheduler",
+        Some(PlacementMode::SchedulingGate) => "/mutate-pods/gate",
+    }
+}
+
+pub fn webhook_rules() -> Value {
+    json!([
+        {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]},
+    ])
+}
+
+pub fn webhook_access(settings: &Settings) -> Vec<Value> {
+    let mut objects = vec![service_account(settings, WEBHOOK)];
+    objects.extend(rbac_pair(
+        settings,
         WEBHOOK,
-        "webhook",
-        json!([
+        "ClusterRole",
+        WEBHOOK,
+        webhook_rules(),
+    ));
+    objects
+}
+
+/// The Deployment (the certificate mounted from [`WEBHOOK_TLS_SECRET`] and reloaded when
+/// it changes), its Service, disruption budget and network policy.
+pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
+    let component = "webhook";
+    let workload = Workload {
+        name: WEBHOOK,
+        component,
+        args: json!([
             "webhook",
-            "--listen=0.0.0.0:9443",
+            format!("--listen=0.0.0.0:{PORT}"),
             "--cert=/etc/multiarch/tls/tls.crt",
             "--key=/etc/multiarch/tls/tls.key",
-            format!("--inspector-endpoint=http://{INSPECTOR}.{NAMESPACE}.svc:9443"),
+            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
             "--log-format=json"
         ]),
-        json!([{"name": "https", "containerPort": 9443}]),
-        "https",
-        downward_env(),
-    );
+        ports: json!([{"name": "https", "containerPort": PORT}]),
+        probe_port: "https",
+        env: downward_env(),
+    };
+    let mut deployment = deployment(settings, &workload);
     let pod = &mut deployment["spec"]["template"]["spec"];
-    pod["volumes"] = json!([{"name": "tls", "secret": {"secretName": "multiarch-webhook-tls"}}]);
+    pod["volumes"] = json!([{"name": "tls", "secret": {"secretName": WEBHOOK_TLS_SECRET}}]);
     pod["containers"][0]["volumeMounts"] =
         json!([{"name": "tls", "mountPath": "/etc/multiarch/tls", "readOnly": true}]);
     // The probes speak HTTPS on the same port.
@@ -35,63 +81,128 @@ pub fn webhook() -> Files {
         pod["containers"][0][probe]["httpGet"]["scheme"] = json!("HTTPS");
     }
     vec![
-        (
-            "rbac.yaml",
-            vec![
-                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": WEBHOOK, "namespace": NAMESPACE}}),
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": WEBHOOK},
-                   "rules": [{"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]}]}),
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": WEBHOOK},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WEBHOOK},
-                   "subjects": [{"kind": "ServiceAccount", "name": WEBHOOK, "namespace": NAMESPACE}]}),
-            ],
+        deployment,
+        service(
+            settings,
+            WEBHOOK,
+            component,
+            json!([{"name": "https", "port": 443, "targetPort": "https"}]),
         ),
-        (
-            "webhook.yaml",
-            vec![
-                deployment,
-                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": WEBHOOK, "namespace": NAMESPACE, "labels": labels("webhook")},
-                   "spec": {"selector": labels("webhook"), "ports": [{"name": "https", "port": 443, "targetPort": "https"}]}}),
-            ],
-        ),
-        (
-            "mutatingwebhookconfiguration.yaml",
-            vec![json!({
-                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": WEBHOOK, "labels": labels("webhook")},
-                "webhooks": [{
-                    "name": "pods.multiarch.openshift.io",
-                    "admissionReviewVersions": ["v1"],
-                    "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate-pods", "port": 443}, "caBundle": "REPLACE_WITH_BASE64_CA"},
-                    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}],
-                    // Fail open: a pod is never blocked because the webhook is down.
-                    "failurePolicy": "Ignore",
-                    "sideEffects": "None",
-                    "timeoutSeconds": 5,
-                    "reinvocationPolicy": "Never",
-                    "matchPolicy": "Equivalent",
-                    // From the ClusterPodPlacementConfig's namespaceSelector; system and multiarch's
-                    // own namespaces are always left out.
-                    "namespaceSelector": {"matchExpressions": [
-                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kube-public", "kube-node-lease", NAMESPACE]},
-                        {"key": "multiarch.openshift.io/exclude-pod-placement", "operator": "DoesNotExist"},
-                    ]},
-                    "objectSelector": {"matchExpressions": [
-                        {"key": multiarch_crd::names::OPT_OUT_LABEL, "operator": "NotIn", "values": [multiarch_crd::names::OPT_OUT_VALUE]},
-                    ]},
-                }],
-            })],
-        ),
-        (
-            "kustomization.yaml",
-            // The gate controller is the webhook's path for pods the scheduler does not
-            // place (and gate mode's only path): installing one installs the other.
-            vec![kustomization(&[
-                "../gate-controller",
-                "rbac.yaml",
-                "webhook.yaml",
-                "mutatingwebhookconfiguration.yaml",
-            ])],
+        disruption_budget(settings, WEBHOOK, component),
+        network_policy(
+            settings,
+            WEBHOOK,
+            component,
+            json!([api_server_port(settings, PORT)]),
         ),
     ]
+}
+
+/// Which pods the API server sends, and where.
+#[derive(Clone, Debug, Default)]
+pub struct Routing {
+    /// Pinned by the path; `None` follows the ClusterPodPlacementConfig.
+    pub mode: Option<PlacementMode>,
+    /// The ClusterPodPlacementConfig's `namespaceSelector`.
+    pub namespace_selector: Option<Value>,
+    /// The CA bundle (base64 of PEM) the API server verifies the webhook with.
+    pub ca_bundle: Option<String>,
+}
+
+/// The namespaces the webhook sees: the configured ones; in scheduler mode never the
+/// system namespaces nor multiarch's own. Gate mode keeps MTO's scope (its webhook sees
+/// the pods there and labels them `not-set`, which its users' tooling reads; it gates
+/// none of them).
+fn namespace_selector(settings: &Settings, routing: &Routing) -> Value {
+    let mut selector = routing
+        .namespace_selector
+        .clone()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    if routing.mode != Some(PlacementMode::SchedulingGate) {
+        let exclusion = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": ["kube-system", "kube-public", "kube-node-lease", settings.namespace]});
+        match selector["matchExpressions"].as_array_mut() {
+            Some(list) => list.push(exclusion),
+            None => selector["matchExpressions"] = json!([exclusion]),
+        }
+    }
+    selector
+}
+
+/// The MutatingWebhookConfiguration: pod CREATE only, failing open (a pod is never
+/// blocked because the webhook is down), 5 s, and pods opted out never sent.
+pub fn mutating_webhook_configuration(settings: &Settings, routing: &Routing) -> Value {
+    let mut client = json!({"service": {"name": WEBHOOK, "namespace": settings.namespace, "path": review_path(routing.mode), "port": 443}});
+    if let Some(bundle) = &routing.ca_bundle {
+        client["caBundle"] = json!(bundle);
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK, "labels": labels("webhook")},
+        "webhooks": [{
+            "name": WEBHOOK_NAME,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client,
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}],
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+            "reinvocationPolicy": "Never",
+            "matchPolicy": "Equivalent",
+            "namespaceSelector": namespace_selector(settings, routing),
+            "objectSelector": {"matchExpressions": [
+                {"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT_VALUE]},
+            ]},
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_is_in_the_path_and_gate_mode_keeps_mto_s_scope() {
+        let settings = Settings::default();
+        let selector = json!({"matchLabels": {"team": "shop"}});
+        let scheduler = mutating_webhook_configuration(
+            &settings,
+            &Routing {
+                mode: Some(PlacementMode::Scheduler),
+                namespace_selector: Some(selector.clone()),
+                ca_bundle: Some("Q0E=".into()),
+            },
+        );
+        let hook = &scheduler["webhooks"][0];
+        assert_eq!(
+            hook["clientConfig"]["service"]["path"],
+            "/mutate-pods/scheduler"
+        );
+        assert_eq!(hook["clientConfig"]["caBundle"], "Q0E=");
+        assert_eq!(
+            hook["namespaceSelector"]["matchLabels"],
+            json!({"team": "shop"})
+        );
+        assert_eq!(
+            hook["namespaceSelector"]["matchExpressions"][0]["values"],
+            json!(["kube-system", "kube-public", "kube-node-lease", "multiarch"])
+        );
+        let gate = mutating_webhook_configuration(
+            &settings,
+            &Routing {
+                mode: Some(PlacementMode::SchedulingGate),
+                namespace_selector: Some(selector.clone()),
+                ca_bundle: None,
+            },
+        );
+        let hook = &gate["webhooks"][0];
+        assert_eq!(hook["clientConfig"]["service"]["path"], "/mutate-pods/gate");
+        assert_eq!(hook["namespaceSelector"], selector);
+        let unset = mutating_webhook_configuration(&settings, &Routing::default());
+        assert_eq!(
+            unset["webhooks"][0]["clientConfig"]["service"]["path"],
+            "/mutate-pods"
+        );
+    }
 }

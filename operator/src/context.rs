@@ -1,0 +1,113 @@
+//! What the reconciler works with: clients, settings, the CA, the nodes' architectures,
+//! events, metrics and the drain clocks.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::{core::PartialObjectMeta, runtime::reflector::Store};
+use multiarch_crd::{LogVerbosity, names::NODE_ARCH_LABEL};
+use multiarch_runtime::{pod_events::PodEvents, serving_cert::ReloadingCert};
+
+use crate::{
+    apply::Applier, authority::CertificateAuthority, install::Settings, metrics::OperatorMetrics,
+};
+
+/// What is draining, each with its own clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Drain {
+    /// Pods wait for a scheduler that is being removed (mode switch).
+    SchedulerPods,
+    /// Reports wait for an exec-format-error handler that is being removed.
+    EnoexecReports,
+    /// The whole install is being removed.
+    Uninstall,
+}
+
+pub struct OperatorContext {
+    pub client: kube::Client,
+    pub applier: Applier,
+    pub settings: Settings,
+    pub authority: CertificateAuthority,
+    /// The operator's own serving certificate (its webhooks).
+    pub serving: Arc<ReloadingCert>,
+    /// How long pods (and reports) may wait for a component that is being removed
+    /// before the operator releases them itself.
+    pub drain_timeout: Duration,
+    /// Node metadata, for the cluster's architectures.
+    pub nodes: Store<PartialObjectMeta<Node>>,
+    pub events: PodEvents,
+    pub metrics: OperatorMetrics,
+    /// The ClusterPodPlacementConfig's `logVerbosity`, for the operator's own log.
+    pub log_verbosity: tokio::sync::watch::Sender<LogVerbosity>,
+    drains: Mutex<BTreeMap<Drain, Instant>>,
+}
+
+impl OperatorContext {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: kube::Client,
+        settings: Settings,
+        serving: Arc<ReloadingCert>,
+        drain_timeout: Duration,
+        nodes: Store<PartialObjectMeta<Node>>,
+        events: PodEvents,
+        metrics: OperatorMetrics,
+    ) -> Self {
+        OperatorContext {
+            applier: Applier::new(client.clone()),
+            authority: CertificateAuthority::new(client.clone(), settings.clone()),
+            client,
+            settings,
+            serving,
+            drain_timeout,
+            nodes,
+            events,
+            metrics,
+            log_verbosity: tokio::sync::watch::channel(LogVerbosity::default()).0,
+            drains: Mutex::default(),
+        }
+    }
+
+    fn drains(&self) -> std::sync::MutexGuard<'_, BTreeMap<Drain, Instant>> {
+        self.drains
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts `drain`'s clock (if not running) and says whether its timeout has passed.
+    /// The clock lives in memory: a new leader starts it again.
+    pub fn drain_expired(&self, drain: Drain) -> bool {
+        let started = *self.drains().entry(drain).or_insert_with(Instant::now);
+        started.elapsed() >= self.drain_timeout
+    }
+
+    /// How long `drain` has left, for messages.
+    pub fn drain_left(&self, drain: Drain) -> Duration {
+        self.drains()
+            .get(&drain)
+            .map(|started| self.drain_timeout.saturating_sub(started.elapsed()))
+            .unwrap_or(self.drain_timeout)
+    }
+
+    /// Nothing drains: the clock stops.
+    pub fn drain_done(&self, drain: Drain) {
+        self.drains().remove(&drain);
+    }
+
+    /// The nodes' architectures, sorted.
+    pub fn architectures(&self) -> Vec<String> {
+        let mut archs: Vec<String> = self
+            .nodes
+            .state()
+            .iter()
+            .filter_map(|n| n.metadata.labels.as_ref()?.get(NODE_ARCH_LABEL).cloned())
+            .collect();
+        archs.sort();
+        archs.dedup();
+        archs
+    }
+}

@@ -1,0 +1,98 @@
+//! The image inspector: the only operand that reads Secrets (the pods' pull secrets).
+
+use serde_json::{Value, json};
+
+use super::{
+    INSPECTOR, Settings, rbac_pair, service_account,
+    workload::{Workload, deployment, disruption_budget, network_policy, open_port, service},
+};
+
+/// The gRPC port the scheduler, the webhook, the gate controller and the handler call.
+pub const INSPECTOR_PORT: u16 = 9443;
+const METRICS_PORT: u16 = 8080;
+
+/// What the inspector calls: pull secrets and service accounts, read per request; list
+/// and watch (metadata only) drop a cached keyring when one of them changes.
+pub fn inspector_rules() -> Value {
+    json!([
+        {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get", "list", "watch"]},
+    ])
+}
+
+/// Its ServiceAccount and cluster-wide read access.
+pub fn inspector_access(settings: &Settings) -> Vec<Value> {
+    let mut objects = vec![service_account(settings, INSPECTOR)];
+    objects.extend(rbac_pair(
+        settings,
+        INSPECTOR,
+        "ClusterRole",
+        INSPECTOR,
+        inspector_rules(),
+    ));
+    objects
+}
+
+/// Its Deployment, Service, disruption budget and network policy: only multiarch's own
+/// pods reach the gRPC port.
+pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
+    let component = "inspector";
+    let workload = Workload {
+        name: INSPECTOR,
+        component,
+        args: json!([
+            "inspector",
+            format!("--listen=0.0.0.0:{INSPECTOR_PORT}"),
+            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
+            "--log-format=json"
+        ]),
+        ports: json!([{"name": "grpc", "containerPort": INSPECTOR_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}]),
+        probe_port: "metrics",
+        env: json!([]),
+    };
+    let own_pods = json!({"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "multiarch"}}}],
+                          "ports": [{"protocol": "TCP", "port": INSPECTOR_PORT}]});
+    vec![
+        deployment(settings, &workload),
+        service(
+            settings,
+            INSPECTOR,
+            component,
+            json!([{"name": "grpc", "port": INSPECTOR_PORT, "targetPort": "grpc", "appProtocol": "grpc"}, {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+        ),
+        disruption_budget(settings, INSPECTOR, component),
+        network_policy(
+            settings,
+            INSPECTOR,
+            component,
+            json!([own_pods, open_port(METRICS_PORT)]),
+        ),
+    ]
+}
+
+/// Where the inspector's clients reach it.
+pub fn inspector_endpoint(settings: &Settings) -> String {
+    settings.service_url(INSPECTOR, INSPECTOR_PORT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::install::labels;
+
+    #[test]
+    fn only_multiarch_pods_reach_the_grpc_port() {
+        let objects = inspector_workload(&Settings::default());
+        let policy = objects
+            .iter()
+            .find(|o| o["kind"] == "NetworkPolicy")
+            .unwrap_or_else(|| panic!("no policy"));
+        assert_eq!(
+            policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"],
+            json!({"app.kubernetes.io/name": "multiarch"})
+        );
+        assert_eq!(
+            policy["spec"]["podSelector"]["matchLabels"],
+            labels("inspector")
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! What the reconciler reads from the cluster: the operands' rollouts, where the webhook
+//! configuration routes pods, the pods that would be stranded, the exec-format-error
+//! reports left, the PodPlacementConfigs. Reads only.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment},
+    core::v1::Pod,
+};
+use kube::{
+    Api, ResourceExt,
+    api::{ListParams, ObjectList},
+};
+use multiarch_crd::{
+    ENoExecEvent, PlacementMode, PodPlacementConfig,
+    names::{LABEL_SCHEDULING_GATE, SCHEDULING_GATE},
+};
+use serde_json::Value;
+
+use crate::{
+    apply::{Applier, ApplyError},
+    desired::webhook_configuration_key,
+    install::{
+        ENOEXEC_DAEMON, ENOEXEC_HANDLER, GATE_CONTROLLER, INSPECTOR, SCHEDULER, Settings, WEBHOOK,
+        review_path,
+    },
+    plan::{Component, Rollout},
+};
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {what}: {source}")]
+pub struct ObserveError {
+    pub what: String,
+    pub source: kube::Error,
+}
+
+fn read_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ObserveError {
+    let what = what.into();
+    move |source| ObserveError { what, source }
+}
+
+/// A Deployment's rollout, as MTO judges it: available with one replica, rolled out
+/// when every replica is updated, ready and available for the current generation.
+pub fn deployment_rollout(deployment: &Deployment) -> Rollout {
+    let want = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let status = deployment.status.clone().unwrap_or_default();
+    let available = status.available_replicas.unwrap_or(0);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let ready = status.ready_replicas.unwrap_or(0);
+    let current_generation =
+        status.observed_generation.unwrap_or(0) >= deployment.metadata.generation.unwrap_or(0);
+    let rolled_out = updated == want
+        && ready == want
+        && available == want
+        && status.replicas.unwrap_or(0) == want
+        && status.unavailable_replicas.unwrap_or(0) == 0
+        && current_generation;
+    let mut detail = format!(
+        "Deployment {}/{} has {available} of {want} replicas available",
+        deployment.namespace().unwrap_or_default(),
+        deployment.name_any()
+    );
+    if updated != want {
+        detail.push_str(&format!(", {updated} updated"));
+    }
+    // The controller's own words on why, when it gives them.
+    if let Some(problem) = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.status == "False" && (c.type_ == "Available" || c.type_ == "Progressing"))
+    {
+        detail.push_str(&format!(
+            " ({}: {})",
+            problem.reason.as_deref().unwrap_or(&problem.type_),
+            problem.message.as_deref().unwrap_or("")
+        ));
+    }
+    Rollout {
+        exists: true,
+        available: available > 0,
+        rolled_out,
+        detail,
+    }
+}
+
+/// A DaemonSet's rollout: available when a pod is (or no node wants one), rolled out
+/// when every node's pod is updated and available.
+pub fn daemon_set_rollout(daemon_set: &DaemonSet) -> Rollout {
+    let status = daemon_set.status.clone().unwrap_or_default();
+    let desired = status.desired_number_scheduled;
+    let available = status.number_available.unwrap_or(0);
+    let updated = status.updated_number_scheduled.unwrap_or(0);
+    let current_generation =
+        status.observed_generation.unwrap_or(0) >= daemon_set.metadata.generation.unwrap_or(0);
+    Rollout {
+        exists: true,
+        available: available > 0 || desired == 0,
+        rolled_out: updated == desired && available == desired && current_generation,
+        detail: format!(
+            "DaemonSet {}/{} has {available} of {desired} pods available, {updated} updated",
+            daemon_set.namespace().unwrap_or_default(),
+            daemon_set.name_any()
+        ),
+    }
+}
+
+/// The rollout of every operand that exists.
+pub async fn rollouts(
+    client: &kube::Client,
+    settings: &Settings,
+) -> Result<BTreeMap<Component, Rollout>, ObserveError> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &settings.namespace);
+    let mut out = BTreeMap::new();
+    for (component, name) in [
+        (Component::Inspector, INSPECTOR),
+        (Component::Webhook, WEBHOOK),
+        (Component::GateController, GATE_CONTROLLER),
+        (Component::Scheduler, SCHEDULER),
+        (Component::EnoexecHandler, ENOEXEC_HANDLER),
+    ] {
+        if let Some(d) = deployments
+            .get_opt(name)
+            .await
+            .map_err(read_error(format!("Deployment {name}")))?
+        {
+            out.insert(component, deployment_rollout(&d));
+        }
+    }
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), &settings.namespace);
+    if let Some(ds) = daemon_sets
+        .get_opt(ENOEXEC_DAEMON)
+        .await
+        .map_err(read_error(format!("DaemonSet {ENOEXEC_DAEMON}")))?
+    {
+        out.insert(Component::EnoexecDaemon, daemon_set_rollout(&ds));
+    }
+    Ok(out)
+}
+
+/// The mode the mutating webhook configuration routes to (by its path), if it exists
+/// and is the operator's.
+pub async fn routing(applier: &Applier) -> Result<Option<PlacementMode>, ApplyError> {
+    let Some(stored) = applier.get(&webhook_configuration_key()).await? else {
+        return Ok(None);
+    };
+    Ok(routing_of(&stored))
+}
+
+pub fn routing_of(configuration: &Value) -> Option<PlacementMode> {
+    let path = configuration["webhooks"][0]["clientConfig"]["service"]["path"].as_str()?;
+    [PlacementMode::Scheduler, PlacementMode::SchedulingGate]
+        .into_iter()
+        .find(|m| review_path(Some(*m)) == path)
+}
+
+/// A pod that would be stranded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+fn refs(pods: ObjectList<Pod>, keep: impl Fn(&Pod) -> bool) -> Vec<PodRef> {
+    pods.items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && keep(p))
+        .map(|p| PodRef {
+            namespace: p.namespace().unwrap_or_default(),
+            name: p.name_any(),
+            uid: p.metadata.uid.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Unbound pending pods naming `scheduler_name`.
+pub async fn pods_waiting_for(
+    client: &kube::Client,
+    scheduler_name: &str,
+) -> Result<Vec<PodRef>, ObserveError> {
+    let selector =
+        format!("spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending");
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map_err(read_error("pods waiting for the scheduler"))?;
+    Ok(refs(pods, |_| true))
+}
+
+/// Pods carrying multiarch's scheduling gate (the webhook labels every pod it gates).
+pub async fn gated_pods(client: &kube::Client) -> Result<Vec<PodRef>, ObserveError> {
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("{LABEL_SCHEDULING_GATE}=gated")))
+        .await
+        .map_err(read_error("gated pods"))?;
+    Ok(refs(pods, has_gate))
+}
+
+pub fn has_gate(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|gates| gates.iter().any(|g| g.name == SCHEDULING_GATE))
+}
+
+/// ENoExecEvents left in multiarch's namespace.
+pub async fn enoexec_events(
+    client: &kube::Client,
+    settings: &Settings,
+) -> Result<Vec<String>, ObserveError> {
+    let events = Api::<ENoExecEvent>::namespaced(client.clone(), &settings.namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(read_error("ENoExecEvents"))?;
+    Ok(events.items.iter().map(ResourceExt::name_any).collect())
+}
+
+/// Every PodPlacementConfig, as `namespace/name`.
+pub async fn pod_placement_configs(client: &kube::Client) -> Result<Vec<String>, ObserveError> {
+    let configs = Api::<PodPlacementConfig>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(read_error("PodPlacementConfigs"))?;
+    Ok(configs
+        .items
+        .iter()
+        .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
+        .collect())
+}
+
+/// Whether prometheus-operator's ServiceMonitor CRD is installed.
+pub async fn service_monitors_installed(client: &kube::Client) -> Result<bool, ObserveError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    Ok(crds
+        .get_opt(crate::install::SERVICE_MONITOR_CRD)
+        .await
+        .map_err(read_error("the ServiceMonitor CRD"))?
+        .is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn rollouts_follow_mto_s_rules_and_say_why() {
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "multiarch-scheduler", "namespace": "multiarch", "generation": 2},
+            "spec": {"replicas": 2, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1, "unavailableReplicas": 1,
+                       "conditions": [{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability."}]},
+        }))
+        .unwrap();
+        let rollout = deployment_rollout(&deployment);
+        assert!(rollout.available && !rollout.rolled_out);
+        assert_eq!(
+            rollout.detail,
+            "Deployment multiarch/multiarch-scheduler has 1 of 2 replicas available (MinimumReplicasUnavailable: Deployment does not have minimum availability.)"
+        );
+        let none: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "d", "namespace": "multiarch"},
+            "status": {"desiredNumberScheduled": 0, "currentNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0},
+        }))
+        .unwrap();
+        assert!(daemon_set_rollout(&none).available);
+    }
+
+    #[test]
+    fn the_route_is_read_from_the_path() {
+        let configuration =
+            json!({"webhooks": [{"clientConfig": {"service": {"path": "/mutate-pods/gate"}}}]});
+        assert_eq!(
+            routing_of(&configuration),
+            Some(PlacementMode::SchedulingGate)
+        );
+        let manual = json!({"webhooks": [{"clientConfig": {"service": {"path": "/mutate-pods"}}}]});
+        assert_eq!(routing_of(&manual), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! Deleting the ClusterPodPlacementConfig uninstalls multiarch in an order that strands
+//! no pod: while PodPlacementConfigs exist nothing moves (MTO's rule); then the webhook
+//! configuration goes, so no new pod is routed or gated; the pods already gated or
+//! waiting for the scheduler are left to the gate controller and the scheduler until the
+//! drain timeout, then released by the operator; the exec-format-error reports likewise;
+//! then every operand goes, and last the finalizer.
+
+use std::time::Duration;
+
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use multiarch_crd::{ClusterPodPlacementConfig, ENoExecEvent, names::SINGLETON_NAME};
+use serde_json::json;
+use tracing::info;
+
+use crate::{
+    context::{Drain, OperatorContext},
+    desired::{every_key, webhook_configuration_key},
+    drain, observe,
+    plan::{Component, Observed, Plan},
+    reconcile::{
+        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, api_error, delete, now_time,
+        released, write_status,
+    },
+    status,
+};
+
+const WHY: &str = "multiarch is being uninstalled (the ClusterPodPlacementConfig was deleted)";
+
+pub async fn run(
+    cppc: &ClusterPodPlacementConfig,
+    ctx: &OperatorContext,
+) -> Result<Duration, ReconcileError> {
+    if !cppc.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(IDLE_REQUEUE);
+    }
+    let expired = ctx.drain_expired(Drain::Uninstall);
+    let configs = observe::pod_placement_configs(&ctx.client).await?;
+    if !configs.is_empty() {
+        let why = format!(
+            "waiting for the PodPlacementConfigs to be deleted first: {} (pods stay routed meanwhile)",
+            configs.join(", ")
+        );
+        return wait(ctx, cppc, Observed::default(), why).await;
+    }
+    delete(ctx, &webhook_configuration_key()).await?;
+    let observed = Observed {
+        rollouts: observe::rollouts(&ctx.client, &ctx.settings).await?,
+        ..Observed::default()
+    };
+    let left = format!(
+        "released by the operator in {} s",
+        ctx.drain_left(Drain::Uninstall).as_secs()
+    );
+    let mut waiting_on = Vec::new();
+
+    let gated = observe::gated_pods(&ctx.client).await?;
+    if !gated.is_empty() {
+        if observed.available(Component::GateController) && !expired {
+            waiting_on.push(format!(
+                "{} gated pods to be processed by the gate controller ({left})",
+                gated.len()
+            ));
+        } else {
+            for pod in &gated {
+                drain::ungate(&ctx.client, &ctx.events, pod, WHY).await?;
+                released(ctx, "ungated");
+            }
+        }
+    }
+
+    let scheduler_name = cppc.spec.placement_or_default().scheduler_name;
+    let pending = observe::pods_waiting_for(&ctx.client, &scheduler_name).await?;
+    if !pending.is_empty() {
+        if observed.available(Component::Scheduler) && !expired {
+            waiting_on.push(format!(
+                "{} pending pods to be placed by {scheduler_name} ({left})",
+                pending.len()
+            ));
+        } else {
+            for pod in &pending {
+                drain::reset(&ctx.client, &ctx.events, &ctx.settings.namespace, pod, WHY).await?;
+                released(ctx, "recreated");
+            }
+        }
+    }
+
+    // The daemon first: no new reports while the handler drains the old ones.
+    for key in every_key(&ctx.settings)
+        .into_iter()
+        .filter(|k| k.kind == "DaemonSet")
+    {
+        delete(ctx, &key).await?;
+    }
+    let reports = observe::enoexec_events(&ctx.client, &ctx.settings).await?;
+    if !reports.is_empty() {
+        if observed.available(Component::EnoexecHandler) && !expired {
+            waiting_on.push(format!(
+                "{} exec-format-error reports to be handled ({left})",
+                reports.len()
+            ));
+        } else {
+            delete_reports(ctx, &reports).await?;
+        }
+    }
+    if !waiting_on.is_empty() {
+        return wait(
+            ctx,
+            cppc,
+            observed,
+            format!("waiting for {}", waiting_on.join("; ")),
+        )
+        .await;
+    }
+
+    for key in every_key(&ctx.settings) {
+        delete(ctx, &key).await?;
+    }
+    let finalizers: Vec<String> = cppc
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    Api::<ClusterPodPlacementConfig>::all(ctx.client.clone())
+        .patch(
+            SINGLETON_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": cppc.resource_version()}})),
+        )
+        .await
+        .map_err(api_error("remove the finalizer"))?;
+    ctx.drain_done(Drain::Uninstall);
+    info!("uninstalled: every operand removed, finalizer released");
+    Ok(IDLE_REQUEUE)
+}
+
+async fn wait(
+    ctx: &OperatorContext,
+    cppc: &ClusterPodPlacementConfig,
+    observed: Observed,
+    why: String,
+) -> Result<Duration, ReconcileError> {
+    let nothing = Plan {
+        scheduler: false,
+        enoexec_daemon: false,
+        enoexec_handler: false,
+        routing: None,
+        draining_scheduler: false,
+        draining_enoexec: false,
+    };
+    let new_status = status::status(&status::Inputs {
+        spec: &cppc.spec,
+        generation: cppc.metadata.generation.unwrap_or(0),
+        plan: &nothing,
+        observed: &observed,
+        deprovisioning: Some(why),
+        architectures: ctx.architectures(),
+        previous: cppc.status.as_ref(),
+        now: now_time(),
+    });
+    write_status(ctx, cppc, new_status).await?;
+    Ok(BUSY_REQUEUE)
+}
+
+/// Deletes the exec-format-error reports nobody will handle any more.
+pub async fn delete_reports(ctx: &OperatorContext, names: &[String]) -> Result<(), ReconcileError> {
+    let api: Api<ENoExecEvent> = Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
+    for name in names {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(api_error("delete an exec-format-error report")(e)),
+        }
+    }
+    if !names.is_empty() {
+        info!(
+            reports = names.len(),
+            "unhandled exec-format-error reports deleted"
+        );
+    }
+    Ok(())
+}
