@@ -140,7 +140,7 @@ pub fn up_to_date(stored: &Value, desired: &Value) -> bool {
 
 /// What [`Applier::ensure`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Applied {
     Unchanged,
     Created,
     Updated,
@@ -190,11 +190,11 @@ impl Applier {
     }
 
     /// Applies `desired` (already hashed) unless the stored object is up to date.
-    pub async fn ensure(&self, desired: &Value) -> Result<Outcome, ApplyError> {
+    pub async fn ensure(&self, desired: &Value) -> Result<Applied, ApplyError> {
         let key = ObjectKey::of(desired);
         let stored = self.get(&key).await?;
         if stored.as_ref().is_some_and(|s| up_to_date(s, desired)) {
-            return Ok(Outcome::Unchanged);
+            return Ok(Applied::Unchanged);
         }
         let api = self.api(&key)?;
         api.patch(
@@ -205,9 +205,9 @@ impl Applier {
         .await
         .map_err(|e| Self::error(&key, e))?;
         Ok(if stored.is_some() {
-            Outcome::Updated
+            Applied::Updated
         } else {
-            Outcome::Created
+            Applied::Created
         })
     }
 
@@ -276,7 +276,7 @@ mod tests {
         all.extend(crate::install::webhook_access(&settings));
         all.push(crate::install::mutating_webhook_configuration(
             &settings,
-            &crate::install::Routing::default(),
+            &crate::install::WebhookRoute::default(),
         ));
         all.push(crate::install::service_monitor(&settings, "x", "y"));
         for object in all {

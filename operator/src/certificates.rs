@@ -155,7 +155,7 @@ impl Authority {
         ])
     }
 
-    fn from_secret_data(data: &SecretData) -> Option<Authority> {
+    pub fn from_secret_data(data: &SecretData) -> Option<Authority> {
         let text = |k: &str| data.get(k).and_then(|v| String::from_utf8(v.clone()).ok());
         Some(Authority {
             cert_pem: text(CERT_KEY)?,

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::{
     apply::{MANAGED_BY, ObjectKey, with_hash},
     certificates::SecretData,
-    install::{self, Routing, Settings, WEBHOOK, WEBHOOK_TLS_SECRET},
+    install::{self, Settings, WEBHOOK, WEBHOOK_TLS_SECRET, WebhookRoute},
     plan::Plan,
 };
 
@@ -69,21 +69,15 @@ pub struct Wanted<'a> {
     pub service_monitors: bool,
 }
 
-/// The objects, in the order they are applied: access first, then certificates and
-/// workloads, the webhook configuration last (its components are up by then).
+/// The objects, in the order they are applied: access first, then the workloads, the
+/// webhook configuration (its components are up by then) and the webhook's certificate.
 pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
     let s = wanted.settings;
     let scheduler_name = wanted.spec.placement_or_default().scheduler_name;
     let mut access = install::inspector_access(s);
     access.extend(install::webhook_access(s));
     access.extend(install::gate_controller_access(s));
-    let mut workloads = vec![secret(
-        s,
-        WEBHOOK_TLS_SECRET,
-        "kubernetes.io/tls",
-        wanted.webhook_tls,
-    )];
-    workloads.extend(install::inspector_workload(s));
+    let mut workloads = install::inspector_workload(s);
     workloads.extend(install::webhook_workload(s));
     workloads.extend(install::gate_controller_workload(s));
     let mut monitors = vec![
@@ -122,7 +116,7 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
     if let Some(mode) = wanted.plan.routing {
         all.push(install::mutating_webhook_configuration(
             s,
-            &Routing {
+            &WebhookRoute {
                 mode: Some(mode),
                 namespace_selector: wanted
                     .spec
@@ -133,6 +127,14 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
             },
         ));
     }
+    // The certificate last: a new CA reaches the API server's bundle (above) before
+    // anything it signed is served.
+    all.push(secret(
+        s,
+        WEBHOOK_TLS_SECRET,
+        "kubernetes.io/tls",
+        wanted.webhook_tls,
+    ));
     all.into_iter()
         .map(|o| owned(o, Some(wanted.owner)))
         .collect()
@@ -200,9 +202,13 @@ mod tests {
             webhook_tls: &SecretData::from([("tls.crt".into(), b"x".to_vec())]),
             service_monitors: false,
         });
+        let kinds: Vec<&str> = objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
         assert_eq!(
-            objects.last().unwrap()["kind"],
-            "MutatingWebhookConfiguration"
+            kinds[kinds.len() - 2..],
+            ["MutatingWebhookConfiguration", "Secret"]
         );
         for o in &objects {
             assert_eq!(o["metadata"]["ownerReferences"][0]["uid"], "u-1", "{o}");

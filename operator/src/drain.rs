@@ -193,7 +193,7 @@ pub async fn reset(
         Err(e) if gone(&e) => {}
         Err(e) => return Err(failed(pod)(e)),
     }
-    replay(client, events, &entry, why)
+    replay(client, events, own_namespace, &entry, why)
         .await
         .map_err(failed(pod))
 }
@@ -203,6 +203,7 @@ pub async fn reset(
 async fn replay(
     client: &kube::Client,
     events: &PodEvents,
+    own_namespace: &str,
     entry: &ConfigMap,
     why: &str,
 ) -> Result<(), kube::Error> {
@@ -237,8 +238,7 @@ async fn replay(
     } else {
         warn!(entry = %entry.name_any(), "unreadable pod journal entry dropped");
     }
-    let journal: Api<ConfigMap> =
-        Api::namespaced(client.clone(), &entry.namespace().unwrap_or_default());
+    let journal: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);
     match journal
         .delete(&entry.name_any(), &DeleteParams::default())
         .await
@@ -263,6 +263,7 @@ pub async fn replay_journal(
         replay(
             client,
             events,
+            own_namespace,
             entry,
             "the scheduler it waited for was removed",
         )

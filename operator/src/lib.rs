@@ -19,4 +19,5 @@ pub mod plan;
 pub mod reconcile;
 pub mod run;
 pub mod status;
+pub mod step;
 pub mod uninstall;

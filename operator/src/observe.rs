@@ -11,6 +11,7 @@ use k8s_openapi::api::{
 use kube::{
     Api, ResourceExt,
     api::{ListParams, ObjectList},
+    core::PartialObjectMeta,
 };
 use multiarch_crd::{
     ENoExecEvent, PlacementMode, PodPlacementConfig,
@@ -214,16 +215,18 @@ pub async fn enoexec_events(
     client: &kube::Client,
     settings: &Settings,
 ) -> Result<Vec<String>, ObserveError> {
-    let events = Api::<ENoExecEvent>::namespaced(client.clone(), &settings.namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(read_error("ENoExecEvents"))?;
+    // Names only: whatever their content, they are counted.
+    let events =
+        Api::<PartialObjectMeta<ENoExecEvent>>::namespaced(client.clone(), &settings.namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(read_error("ENoExecEvents"))?;
     Ok(events.items.iter().map(ResourceExt::name_any).collect())
 }
 
 /// Every PodPlacementConfig, as `namespace/name`.
 pub async fn pod_placement_configs(client: &kube::Client) -> Result<Vec<String>, ObserveError> {
-    let configs = Api::<PodPlacementConfig>::all(client.clone())
+    let configs = Api::<PartialObjectMeta<PodPlacementConfig>>::all(client.clone())
         .list(&ListParams::default())
         .await
         .map_err(read_error("PodPlacementConfigs"))?;

@@ -7,11 +7,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use k8s_openapi::{
-    api::core::v1::{ObjectReference, Secret},
-    apimachinery::pkg::apis::meta::v1::Time,
-    jiff::Timestamp,
-};
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
@@ -25,47 +21,23 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use crate::{
-    apply::{ApplyError, ObjectKey, Outcome},
-    authority::{AuthorityError, CertificateAuthority, secret_data},
-    certificates::{CertificateError, ensure_serving, expires_at},
+    apply::{Applied, ObjectKey},
+    authority::{CertificateAuthority, secret_data},
+    certificates::{ensure_serving, expires_at},
     context::{Drain, OperatorContext},
     desired::{self, Owner, Wanted, every_key, webhook_configuration_key},
-    drain::{self, DrainError},
+    drain,
     install::{WEBHOOK_TLS_SECRET, webhook_dns_names},
-    metrics::{ActionLabel, ResultLabel, SecretLabel},
-    observe::{self, ObserveError},
+    metrics::{ResultLabel, SecretLabel},
+    observe,
     plan::{Component, Expired, Observed, Plan, plan},
-    status, uninstall,
-};
-
-/// MTO's finalizer: the operands are removed in order before the object goes.
-pub const FINALIZER: &str = "finalizers.multiarch.openshift.io/pod-placement";
-/// Requeue while something is in progress, and otherwise (certificates are checked then).
-pub const BUSY_REQUEUE: Duration = Duration::from_secs(5);
-pub const IDLE_REQUEUE: Duration = Duration::from_secs(300);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error(transparent)]
-    Observe(#[from] ObserveError),
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
-    #[error(transparent)]
-    Authority(#[from] AuthorityError),
-    #[error(transparent)]
-    Certificate(#[from] CertificateError),
-    #[error(transparent)]
-    Drain(#[from] DrainError),
-    #[error("cannot {what}: {source}")]
-    Api {
-        what: &'static str,
-        source: kube::Error,
+    status,
+    step::{
+        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, api_error, delete, now_time,
+        released, write_status, wrote,
     },
-}
-
-pub(crate) fn api_error(what: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError {
-    move |source| ReconcileError::Api { what, source }
-}
+    uninstall,
+};
 
 /// Reconciles `cppc` once; `Ok` says when to look again (sooner on any change).
 pub async fn reconcile(
@@ -170,9 +142,9 @@ async fn reconcile_once(
     for object in &objects {
         wanted.insert(ObjectKey::of(object));
         match ctx.applier.ensure(object).await? {
-            Outcome::Unchanged => {}
-            Outcome::Created => wrote(ctx, "created"),
-            Outcome::Updated => wrote(ctx, "updated"),
+            Applied::Unchanged => {}
+            Applied::Created => wrote(ctx, "created"),
+            Applied::Updated => wrote(ctx, "updated"),
         }
     }
     for key in every_key(&ctx.settings) {
@@ -217,29 +189,6 @@ fn clock(ctx: &OperatorContext, drain: Drain, waiting: bool) -> bool {
         ctx.drain_done(drain);
         false
     }
-}
-
-fn wrote(ctx: &OperatorContext, action: &'static str) {
-    ctx.metrics
-        .writes
-        .get_or_create(&ActionLabel { action })
-        .inc();
-}
-
-pub(crate) fn released(ctx: &OperatorContext, action: &'static str) {
-    ctx.metrics
-        .pods_released
-        .get_or_create(&ActionLabel { action })
-        .inc();
-}
-
-pub(crate) async fn delete(ctx: &OperatorContext, key: &ObjectKey) -> Result<bool, ReconcileError> {
-    let deleted = ctx.applier.delete_ours(key).await?;
-    if deleted {
-        info!(object = %key, "deleted");
-        wrote(ctx, "deleted");
-    }
-    Ok(deleted)
 }
 
 /// The name the running scheduler places: its pods may name an older one than the spec.
@@ -317,49 +266,11 @@ async fn ensure_finalizer(
     Ok(())
 }
 
-/// Now, to the second (as the API server stores times).
-pub(crate) fn now_time() -> Time {
-    let now = Timestamp::now().as_second();
-    Time(Timestamp::from_second(now).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
 pub(crate) fn is_true(status: &ClusterPodPlacementConfigStatus, type_: &str) -> bool {
     status
         .conditions
         .iter()
         .any(|c| c.type_ == type_ && c.status == "True")
-}
-
-/// Writes the status when it changed (a merge patch of the whole status).
-pub(crate) async fn write_status(
-    ctx: &OperatorContext,
-    cppc: &ClusterPodPlacementConfig,
-    status: ClusterPodPlacementConfigStatus,
-) -> Result<(), ReconcileError> {
-    if cppc.status.as_ref() == Some(&status) {
-        return Ok(());
-    }
-    let mut value = serde_json::to_value(&status).unwrap_or(Value::Null);
-    // Absent fields are cleared, not left as they were.
-    for field in [
-        "conditions",
-        "observedGeneration",
-        "routing",
-        "architectures",
-    ] {
-        if value.get(field).is_none() {
-            value[field] = Value::Null;
-        }
-    }
-    Api::<ClusterPodPlacementConfig>::all(ctx.client.clone())
-        .patch_status(
-            SINGLETON_NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": value})),
-        )
-        .await
-        .map_err(api_error("write the status"))?;
-    Ok(())
 }
 
 pub(crate) fn reference(cppc: &ClusterPodPlacementConfig) -> ObjectReference {

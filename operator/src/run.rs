@@ -299,17 +299,16 @@ async fn lead(
 const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// One pass: the ClusterPodPlacementConfig as it is now, reconciled.
-async fn pass(context: &OperatorContext) -> Result<Duration, crate::reconcile::ReconcileError> {
+async fn pass(context: &OperatorContext) -> Result<Duration, crate::step::ReconcileError> {
     let configs = Api::<ClusterPodPlacementConfig>::all(context.client.clone());
     match configs
         .get_opt(SINGLETON_NAME)
         .await
-        .map_err(crate::reconcile::api_error(
-            "read the ClusterPodPlacementConfig",
-        ))? {
+        .map_err(crate::step::api_error("read the ClusterPodPlacementConfig"))?
+    {
         Some(cppc) => reconcile(&cppc, context).await,
         // Nothing to install; the certificates are kept by their own loop.
-        None => Ok(crate::reconcile::IDLE_REQUEUE),
+        None => Ok(crate::step::IDLE_REQUEUE),
     }
 }
 

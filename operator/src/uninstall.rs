@@ -20,11 +20,11 @@ use crate::{
     desired::{every_key, webhook_configuration_key},
     drain, observe,
     plan::{Component, Observed, Plan},
-    reconcile::{
+    status,
+    step::{
         BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, api_error, delete, now_time,
         released, write_status,
     },
-    status,
 };
 
 const WHY: &str = "multiarch is being uninstalled (the ClusterPodPlacementConfig was deleted)";
@@ -167,7 +167,9 @@ async fn wait(
 
 /// Deletes the exec-format-error reports nobody will handle any more.
 pub async fn delete_reports(ctx: &OperatorContext, names: &[String]) -> Result<(), ReconcileError> {
-    let api: Api<ENoExecEvent> = Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
+    // Metadata only: whatever their content, they go.
+    let api: Api<kube::core::PartialObjectMeta<ENoExecEvent>> =
+        Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
     for name in names {
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => {}

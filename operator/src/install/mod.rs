@@ -37,8 +37,8 @@ pub use self::{
     scheduler::{scheduler_access, scheduler_rules, scheduler_workload},
     settings::{IMAGE_ARCHITECTURES, Settings},
     webhook::{
-        Routing, WEBHOOK_NAME, WEBHOOK_TLS_SECRET, mutating_webhook_configuration, review_path,
-        webhook_access, webhook_rules, webhook_workload,
+        WEBHOOK_NAME, WEBHOOK_TLS_SECRET, WebhookRoute, mutating_webhook_configuration,
+        review_path, webhook_access, webhook_rules, webhook_workload,
     },
 };
 
@@ -162,7 +162,7 @@ fn scheduler_folder(settings: &Settings) -> Files {
 fn webhook_folder(settings: &Settings) -> Files {
     // Without the operator the webhook follows the ClusterPodPlacementConfig's mode and
     // sees the namespaces its default selector selects; the installer fills the CA bundle.
-    let routing = Routing {
+    let routing = WebhookRoute {
         mode: None,
         namespace_selector: Some(json!({"matchExpressions": [
             {"key": "multiarch.openshift.io/exclude-pod-placement", "operator": "DoesNotExist"},

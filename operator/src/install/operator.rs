@@ -94,7 +94,7 @@ pub fn operator_namespace_rules() -> Value {
         json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "resourceNames": operand_roles(), "verbs": ["patch", "update", "delete"]}),
         json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "resourceNames": operand_roles(), "verbs": ["escalate", "bind"]}),
         // The exec-format-error monitor's reports, cleared when it is turned off.
-        json!({"apiGroups": ["multiarch.openshift.io"], "resources": ["enoexecevents"], "verbs": ["list", "delete"]}),
+        json!({"apiGroups": ["multiarch.openshift.io"], "resources": ["enoexecevents"], "verbs": ["list", "watch", "delete"]}),
     ];
     rules.extend(lease_rules(OPERATOR));
     Value::Array(rules)

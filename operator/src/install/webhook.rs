@@ -100,7 +100,7 @@ pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
 
 /// Which pods the API server sends, and where.
 #[derive(Clone, Debug, Default)]
-pub struct Routing {
+pub struct WebhookRoute {
     /// Pinned by the path; `None` follows the ClusterPodPlacementConfig.
     pub mode: Option<PlacementMode>,
     /// The ClusterPodPlacementConfig's `namespaceSelector`.
@@ -113,7 +113,7 @@ pub struct Routing {
 /// system namespaces nor multiarch's own. Gate mode keeps MTO's scope (its webhook sees
 /// the pods there and labels them `not-set`, which its users' tooling reads; it gates
 /// none of them).
-fn namespace_selector(settings: &Settings, routing: &Routing) -> Value {
+fn namespace_selector(settings: &Settings, routing: &WebhookRoute) -> Value {
     let mut selector = routing
         .namespace_selector
         .clone()
@@ -132,7 +132,7 @@ fn namespace_selector(settings: &Settings, routing: &Routing) -> Value {
 
 /// The MutatingWebhookConfiguration: pod CREATE only, failing open (a pod is never
 /// blocked because the webhook is down), 5 s, and pods opted out never sent.
-pub fn mutating_webhook_configuration(settings: &Settings, routing: &Routing) -> Value {
+pub fn mutating_webhook_configuration(settings: &Settings, routing: &WebhookRoute) -> Value {
     let mut client = json!({"service": {"name": WEBHOOK, "namespace": settings.namespace, "path": review_path(routing.mode), "port": 443}});
     if let Some(bundle) = &routing.ca_bundle {
         client["caBundle"] = json!(bundle);
@@ -168,7 +168,7 @@ mod tests {
         let selector = json!({"matchLabels": {"team": "shop"}});
         let scheduler = mutating_webhook_configuration(
             &settings,
-            &Routing {
+            &WebhookRoute {
                 mode: Some(PlacementMode::Scheduler),
                 namespace_selector: Some(selector.clone()),
                 ca_bundle: Some("Q0E=".into()),
@@ -190,7 +190,7 @@ mod tests {
         );
         let gate = mutating_webhook_configuration(
             &settings,
-            &Routing {
+            &WebhookRoute {
                 mode: Some(PlacementMode::SchedulingGate),
                 namespace_selector: Some(selector.clone()),
                 ca_bundle: None,
@@ -199,7 +199,7 @@ mod tests {
         let hook = &gate["webhooks"][0];
         assert_eq!(hook["clientConfig"]["service"]["path"], "/mutate-pods/gate");
         assert_eq!(hook["namespaceSelector"], selector);
-        let unset = mutating_webhook_configuration(&settings, &Routing::default());
+        let unset = mutating_webhook_configuration(&settings, &WebhookRoute::default());
         assert_eq!(
             unset["webhooks"][0]["clientConfig"]["service"]["path"],
             "/mutate-pods"

@@ -19,6 +19,8 @@ use multiarch_operator::{
 use multiarch_runtime::supervisor::Supervisor;
 use serde_json::{Value, json};
 
+pub mod https;
+
 pub const NS: &str = "multiarch";
 
 pub fn client(server: &FakeApiServer) -> kube::Client {
@@ -168,6 +170,7 @@ pub fn settings() -> Settings {
 }
 
 pub async fn start_operator(server: &FakeApiServer, drain_timeout: Duration) -> Operator {
+    let _ = multiarch_runtime::logging::init(multiarch_runtime::logging::LogFormat::Text, "warn");
     let supervisor = Supervisor::new(tokio_util::sync::CancellationToken::new());
     let tasks = supervisor.tasks();
     let shutdown = tasks.shutdown().clone();
@@ -295,4 +298,20 @@ pub fn gated_pod(namespace: &str, name: &str) -> Value {
                  "schedulingGates": [{"name": "multiarch.openshift.io/scheduling-gate"}],
                  "containers": [{"name": "app", "image": "quay.io/shop/web:1"}]},
         "status": {"phase": "Pending"}})
+}
+
+/// An operator that has installed `spec` and routes pods.
+pub async fn installed(
+    server: &Arc<FakeApiServer>,
+    spec: Value,
+    drain: Duration,
+) -> (Rollouts, Operator) {
+    let rollouts = Rollouts::start(server);
+    let operator = start_operator(server, drain).await;
+    create_cppc(server, spec).await;
+    eventually("Available", || {
+        condition(server, "Available").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    (rollouts, operator)
 }

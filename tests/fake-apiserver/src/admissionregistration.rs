@@ -554,15 +554,21 @@ fn denied(
     if !group.is_empty() {
         details["group"] = json!(group);
     }
+    // A validation's reason sets the status reason and code and adds the message as a
+    // cause; without one it is a plain 403.
     let (code, reason) = match reason {
-        Some("Invalid") => (422, "Invalid"),
-        Some("Unauthorized") => (401, "Unauthorized"),
-        Some("RequestEntityTooLarge") => (413, "RequestEntityTooLarge"),
-        Some(_) | None => (403, "Forbidden"),
+        Some(reason) => {
+            details["causes"] = json!([{"message": text}]);
+            let code = match reason {
+                "Invalid" => 422,
+                "Unauthorized" => 401,
+                "RequestEntityTooLarge" => 413,
+                _ => 403,
+            };
+            (code, reason)
+        }
+        None => (403, "Forbidden"),
     };
-    if reason != "Forbidden" || code != 403 {
-        details["causes"] = json!([{"message": text}]);
-    }
     Denied {
         code,
         body: json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

@@ -1,0 +1,115 @@
+//! What every reconcile step shares: its error, when to look again, the finalizer, and
+//! the writes it makes and counts (deletes, released pods, the status).
+
+use std::time::Duration;
+
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use multiarch_crd::{
+    ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, names::SINGLETON_NAME,
+};
+use serde_json::{Value, json};
+use tracing::info;
+
+use crate::{
+    apply::{ApplyError, ObjectKey},
+    authority::AuthorityError,
+    certificates::CertificateError,
+    context::OperatorContext,
+    drain::DrainError,
+    metrics::ActionLabel,
+    observe::ObserveError,
+};
+
+/// MTO's finalizer: the operands are removed in order before the object goes.
+pub const FINALIZER: &str = "finalizers.multiarch.openshift.io/pod-placement";
+/// Requeue while something is in progress, and otherwise (certificates are checked then).
+pub const BUSY_REQUEUE: Duration = Duration::from_secs(5);
+pub const IDLE_REQUEUE: Duration = Duration::from_secs(300);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error(transparent)]
+    Authority(#[from] AuthorityError),
+    #[error(transparent)]
+    Certificate(#[from] CertificateError),
+    #[error(transparent)]
+    Drain(#[from] DrainError),
+    #[error("cannot {what}: {source}")]
+    Api {
+        what: &'static str,
+        source: kube::Error,
+    },
+}
+
+pub(crate) fn api_error(what: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError {
+    move |source| ReconcileError::Api { what, source }
+}
+
+pub(crate) fn wrote(ctx: &OperatorContext, action: &'static str) {
+    ctx.metrics
+        .writes
+        .get_or_create(&ActionLabel { action })
+        .inc();
+}
+
+pub(crate) fn released(ctx: &OperatorContext, action: &'static str) {
+    ctx.metrics
+        .pods_released
+        .get_or_create(&ActionLabel { action })
+        .inc();
+}
+
+pub(crate) async fn delete(ctx: &OperatorContext, key: &ObjectKey) -> Result<bool, ReconcileError> {
+    let deleted = ctx.applier.delete_ours(key).await?;
+    if deleted {
+        info!(object = %key, "deleted");
+        wrote(ctx, "deleted");
+    }
+    Ok(deleted)
+}
+
+/// Now, to the second (as the API server stores times).
+pub(crate) fn now_time() -> Time {
+    let now = Timestamp::now().as_second();
+    Time(Timestamp::from_second(now).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// Writes the status when it changed (a merge patch of the whole status).
+pub(crate) async fn write_status(
+    ctx: &OperatorContext,
+    cppc: &ClusterPodPlacementConfig,
+    status: ClusterPodPlacementConfigStatus,
+) -> Result<(), ReconcileError> {
+    if cppc.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let mut value = serde_json::to_value(&status).unwrap_or(Value::Null);
+    // Absent fields are cleared, not left as they were.
+    for field in [
+        "conditions",
+        "observedGeneration",
+        "routing",
+        "architectures",
+    ] {
+        if value.get(field).is_none() {
+            value[field] = Value::Null;
+        }
+    }
+    Api::<ClusterPodPlacementConfig>::all(ctx.client.clone())
+        .patch_status(
+            SINGLETON_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": value})),
+        )
+        .await
+        .map_err(api_error("write the status"))?;
+    Ok(())
+}

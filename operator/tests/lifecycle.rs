@@ -1,0 +1,422 @@
+//! Switching modes, turning the exec-format-error monitor on and off, and uninstalling:
+//! never a pod routed to a component that is not there, none left gated or waiting for a
+//! scheduler that is gone.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+#[path = "../../tests/support/rbac.rs"]
+mod rbac;
+
+use std::{sync::Arc, time::Duration};
+
+use common::*;
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use multiarch_crd::ClusterPodPlacementConfig;
+use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_operator::install;
+use serde_json::{Value, json};
+
+async fn patch_spec(server: &FakeApiServer, spec: Value) {
+    Api::<ClusterPodPlacementConfig>::all(client(server))
+        .patch(
+            "cluster",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
+}
+
+fn pods(server: &FakeApiServer) -> Vec<Value> {
+    server.list("pods")
+}
+
+fn waiting_for_scheduler(server: &FakeApiServer) -> Vec<String> {
+    pods(server)
+        .iter()
+        .filter(|p| {
+            p["spec"]["schedulerName"] == "multiarch-scheduler"
+                && p["spec"]["nodeName"].is_null()
+                && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn gated(server: &FakeApiServer) -> Vec<String> {
+    pods(server)
+        .iter()
+        .filter(|p| {
+            p["spec"]["schedulingGates"].as_array().is_some_and(|g| {
+                g.iter()
+                    .any(|g| g["name"] == "multiarch.openshift.io/scheduling-gate")
+            })
+        })
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The test's own requests the operator never makes (creating and deleting the
+/// ClusterPodPlacementConfig); its spec patches share the operator's finalizer patch.
+fn by_the_test(request: &str) -> bool {
+    request == "POST /apis/multiarch.openshift.io/v1beta1/clusterpodplacementconfigs"
+}
+
+fn assert_operator_requests_granted(server: &FakeApiServer, test_requests: &[&str]) {
+    let rules = rbac::rules(&[
+        install::operator_cluster_rules(),
+        install::operator_namespace_rules(),
+    ]);
+    let mut requests = server.requests();
+    for own in test_requests {
+        if let Some(i) = requests.iter().position(|r| r == own) {
+            requests.remove(i);
+        }
+    }
+    requests.retain(|r| !by_the_test(r));
+    rbac::assert_granted(&rules, &requests);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_switch_replaces_the_route_and_keeps_the_scheduler_while_pods_wait() {
+    let server = Arc::new(cluster().await);
+    let (rollouts, operator) = installed(&server, json!({}), Duration::from_secs(3)).await;
+    assert_eq!(route(&server).as_deref(), Some("/mutate-pods/scheduler"));
+    server.apply(
+        "pods",
+        pending_pod("shop", "web-1", "multiarch-scheduler", Some("web")),
+    );
+    server.apply(
+        "pods",
+        pending_pod("shop", "batch", "multiarch-scheduler", None),
+    );
+    server.apply(
+        "pods",
+        pending_pod("shop", "placed", "multiarch-scheduler", None),
+    );
+
+    patch_spec(&server, json!({"placement": {"mode": "SchedulingGate"}})).await;
+    eventually("the gate route", || {
+        route(&server).as_deref() == Some("/mutate-pods/gate")
+    })
+    .await;
+    // The scheduler stays while pods wait for it, and the status says so.
+    assert!(get(&server, "apps/deployments", "multiarch-scheduler").is_some());
+    eventually("the drain in Progressing", || {
+        condition(&server, "Progressing").is_some_and(|c| {
+            c["status"] == "True"
+                && c["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("3 pending pods still wait for the scheduler")
+        })
+    })
+    .await;
+    // One is placed meanwhile (the scheduler bound it).
+    let mut placed = server.get("pods", "shop", "placed").unwrap();
+    placed["spec"]["nodeName"] = json!("amd-1");
+    placed["status"]["phase"] = json!("Running");
+    server.apply("pods", placed);
+    // The others outlast the drain timeout: the operator releases them, then removes the
+    // scheduler; never the other way round.
+    loop {
+        if get(&server, "apps/deployments", "multiarch-scheduler").is_none() {
+            assert_eq!(
+                waiting_for_scheduler(&server),
+                [] as [String; 0],
+                "the scheduler went first"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        server.get("pods", "shop", "web-1").is_none(),
+        "deleted, for its ReplicaSet to recreate"
+    );
+    let batch = server.get("pods", "shop", "batch").unwrap();
+    assert_eq!(batch["spec"]["schedulerName"], "default-scheduler");
+    assert!(batch["metadata"]["annotations"]["multiarch.openshift.io/recreated-from"].is_string());
+    assert_eq!(server.list("configmaps").len(), 0, "the journal is cleared");
+    assert!(server.get("pods", "shop", "placed").is_some());
+    for name in [
+        "multiarch-gate-controller",
+        "multiarch-webhook",
+        "multiarch-inspector",
+    ] {
+        assert!(get(&server, "apps/deployments", name).is_some(), "{name}");
+    }
+    eventually("the scheduler's other objects gone", || {
+        [
+            "policy/poddisruptionbudgets",
+            "services",
+            "serviceaccounts",
+            "rbac.authorization.k8s.io/clusterroles",
+        ]
+        .iter()
+        .all(|kind| get(&server, kind, "multiarch-scheduler").is_none())
+    })
+    .await;
+
+    // Back to scheduler mode: the gate route stays until the scheduler is available.
+    rollouts.hold("multiarch-scheduler");
+    patch_spec(&server, json!({"placement": {"mode": "Scheduler"}})).await;
+    eventually("the scheduler again", || {
+        get(&server, "apps/deployments", "multiarch-scheduler").is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(route(&server).as_deref(), Some("/mutate-pods/gate"));
+    eventually("a Progressing message about the switch", || {
+        condition(&server, "Progressing").is_some_and(|c| {
+            c["message"]
+                .as_str()
+                .unwrap()
+                .contains("switching to scheduler mode")
+        })
+    })
+    .await;
+    rollouts.release("multiarch-scheduler");
+    eventually("the scheduler route", || {
+        route(&server).as_deref() == Some("/mutate-pods/scheduler")
+    })
+    .await;
+    assert_operator_requests_granted(&server, &[]);
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exec_format_error_monitor_comes_and_goes_with_its_plugin() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(
+        &server,
+        json!({"plugins": {"execFormatErrorMonitor": {"enabled": true}}}),
+        Duration::from_secs(600),
+    )
+    .await;
+    for (kind, name) in [
+        ("apps/daemonsets", "multiarch-enoexec-daemon"),
+        ("apps/deployments", "multiarch-enoexec-handler"),
+        (
+            "rbac.authorization.k8s.io/roles",
+            "multiarch-enoexec-daemon",
+        ),
+        (
+            "rbac.authorization.k8s.io/roles",
+            "multiarch-enoexec-handler-lease",
+        ),
+        ("serviceaccounts", "multiarch-enoexec-daemon"),
+    ] {
+        assert!(get(&server, kind, name).is_some(), "{kind} {name}");
+    }
+    assert!(
+        get(
+            &server,
+            "rbac.authorization.k8s.io/clusterroles",
+            "multiarch-enoexec-handler"
+        )
+        .is_some()
+    );
+    let daemon = get(&server, "apps/daemonsets", "multiarch-enoexec-daemon").unwrap();
+    assert_eq!(
+        daemon["spec"]["template"]["spec"]["tolerations"][0]["operator"],
+        "Exists"
+    );
+    eventually("the monitor in the status", || {
+        condition(&server, "ExecFormatErrorMonitorNotRolledOut")
+            .is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+
+    for name in ["e1", "e2"] {
+        server.apply(
+            "multiarch.openshift.io/enoexecevents",
+            json!({"metadata": {"name": name, "namespace": NS}, "status": {"nodeName": "amd-1"}}),
+        );
+    }
+    patch_spec(
+        &server,
+        json!({"plugins": {"execFormatErrorMonitor": {"enabled": false}}}),
+    )
+    .await;
+    // The daemon goes first; the handler stays while reports wait for it.
+    eventually("the daemon gone", || {
+        get(&server, "apps/daemonsets", "multiarch-enoexec-daemon").is_none()
+    })
+    .await;
+    assert!(get(&server, "apps/deployments", "multiarch-enoexec-handler").is_some());
+    eventually("Progressing names the reports", || {
+        condition(&server, "Progressing").is_some_and(|c| {
+            c["message"]
+                .as_str()
+                .unwrap()
+                .contains("2 exec-format-error reports")
+        })
+    })
+    .await;
+    // The handler handles them; then it goes too.
+    for name in ["e1", "e2"] {
+        server.delete("multiarch.openshift.io/enoexecevents", NS, name);
+    }
+    eventually("the handler and its access gone", || {
+        get(&server, "apps/deployments", "multiarch-enoexec-handler").is_none()
+            && get(
+                &server,
+                "rbac.authorization.k8s.io/clusterroles",
+                "multiarch-enoexec-handler",
+            )
+            .is_none()
+            && get(
+                &server,
+                "rbac.authorization.k8s.io/roles",
+                "multiarch-enoexec-daemon",
+            )
+            .is_none()
+    })
+    .await;
+    assert!(
+        get(&server, "apps/deployments", "multiarch-webhook").is_some(),
+        "the rest stays"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_strands_no_pod_and_removes_everything() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(
+        &server,
+        json!({"plugins": {"execFormatErrorMonitor": {"enabled": true}}}),
+        Duration::from_secs(2),
+    )
+    .await;
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        json!({"metadata": {"name": "prefs", "namespace": "shop"}, "spec": {"priority": 1, "plugins": {}}}),
+    );
+    server.apply("pods", gated_pod("shop", "gated-1"));
+    server.apply("pods", gated_pod("lab", "gated-2"));
+    server.apply(
+        "pods",
+        pending_pod("shop", "web-1", "multiarch-scheduler", Some("web")),
+    );
+    server.apply(
+        "pods",
+        pending_pod("shop", "batch", "multiarch-scheduler", None),
+    );
+    server.apply(
+        "multiarch.openshift.io/enoexecevents",
+        json!({"metadata": {"name": "left", "namespace": NS}}),
+    );
+
+    // (The validating webhook would refuse this; it fails open, and the finalizer holds.)
+    Api::<ClusterPodPlacementConfig>::all(client(&server))
+        .delete("cluster", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("Deprovisioning naming the PodPlacementConfig", || {
+        condition(&server, "Deprovisioning").is_some_and(|c| {
+            c["status"] == "True" && c["message"].as_str().unwrap().contains("shop/prefs")
+        })
+    })
+    .await;
+    assert!(
+        route(&server).is_some(),
+        "pods stay routed while PodPlacementConfigs exist"
+    );
+    server.delete(
+        "multiarch.openshift.io/podplacementconfigs",
+        "shop",
+        "prefs",
+    );
+
+    // Routing goes first; the pods are left to the gate controller and the scheduler for
+    // the drain timeout, then released by the operator.
+    eventually("the route gone", || route(&server).is_none()).await;
+    eventually("a waiting message", || {
+        condition(&server, "Deprovisioning").is_some_and(|c| {
+            c["message"]
+                .as_str()
+                .unwrap()
+                .contains("2 gated pods to be processed by the gate controller")
+        })
+    })
+    .await;
+    assert!(get(&server, "apps/deployments", "multiarch-scheduler").is_some());
+    eventually("the ClusterPodPlacementConfig gone", || {
+        get(
+            &server,
+            "multiarch.openshift.io/clusterpodplacementconfigs",
+            "cluster",
+        )
+        .is_none()
+    })
+    .await;
+    assert_eq!(gated(&server), [] as [String; 0]);
+    assert_eq!(waiting_for_scheduler(&server), [] as [String; 0]);
+    let ungated = server.get("pods", "lab", "gated-2").unwrap();
+    assert_eq!(
+        ungated["metadata"]["labels"]["multiarch.openshift.io/scheduling-gate"],
+        "removed"
+    );
+    assert_eq!(
+        server.get("pods", "shop", "batch").unwrap()["spec"]["schedulerName"],
+        "default-scheduler"
+    );
+    assert!(server.get("pods", "shop", "web-1").is_none());
+    assert!(
+        server
+            .list("multiarch.openshift.io/enoexecevents")
+            .is_empty()
+    );
+    // Every operand is gone; what the operator keeps for itself (the CA) stays.
+    for kind in [
+        "apps/deployments",
+        "apps/daemonsets",
+        "serviceaccounts",
+        "policy/poddisruptionbudgets",
+        "networking.k8s.io/networkpolicies",
+        "rbac.authorization.k8s.io/roles",
+        "rbac.authorization.k8s.io/rolebindings",
+        "services",
+    ] {
+        assert_eq!(server.list(kind), [] as [Value; 0], "{kind} left");
+    }
+    assert_eq!(
+        server.list("rbac.authorization.k8s.io/clusterroles"),
+        [] as [Value; 0]
+    );
+    assert!(server.get("secrets", NS, "multiarch-webhook-tls").is_none());
+    assert!(server.get("secrets", NS, "multiarch-ca").is_some());
+    // Each released pod was told why.
+    let reasons: Vec<String> = server
+        .list("events.k8s.io/events")
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["reason"].as_str().unwrap_or(""),
+                e["regarding"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    for expected in [
+        "ArchAwareSchedGateRemovedByOperator gated-1",
+        "RecreatedForDefaultScheduler web-1",
+        "RecreatedForDefaultScheduler batch",
+    ] {
+        assert!(
+            reasons.iter().any(|r| r == expected),
+            "{expected} in {reasons:?}"
+        );
+    }
+    assert_operator_requests_granted(
+        &server,
+        &["DELETE /apis/multiarch.openshift.io/v1beta1/clusterpodplacementconfigs/cluster"],
+    );
+    operator.stop().await;
+}

@@ -1,0 +1,234 @@
+//! The webhooks the operator serves, called over HTTPS as the API server calls them
+//! (verified against the CA bundle it writes), and the admission policy of
+//! `manifests/operator/` run by the fake API server.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use base64::Engine;
+use common::{https::request, *};
+use multiarch_crd::conversion::{V1ALPHA1, V1BETA1};
+use serde_json::{Value, json};
+
+async fn ready_operator(server: &multiarch_fake_apiserver::FakeApiServer) -> (Operator, Vec<u8>) {
+    let operator = start_operator(server, Duration::from_secs(600)).await;
+    eventually("a serving certificate", || {
+        operator.running.serving.is_set()
+    })
+    .await;
+    let ca = get(server, "secrets", "multiarch-ca").unwrap();
+    let bundle = base64::engine::general_purpose::STANDARD
+        .decode(ca["data"]["ca-bundle.crt"].as_str().unwrap())
+        .unwrap();
+    (operator, bundle)
+}
+
+async fn post(operator: &Operator, bundle: &[u8], path: &str, review: &Value) -> Value {
+    let (status, body, _) = request(
+        operator.addr,
+        bundle,
+        "multiarch-operator.multiarch.svc",
+        "POST",
+        path,
+        review.to_string().as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// Every v1beta1 ClusterPodPlacementConfig we ship or test with: the sample and the
+/// valid fixtures.
+fn samples() -> Vec<Value> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vec![root.join("manifests/samples/clusterpodplacementconfig.yaml")];
+    for entry in std::fs::read_dir(root.join("crd/tests/fixtures/valid")).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let value: Value = serde::Deserialize::deserialize(document).unwrap();
+            if value["kind"] == "ClusterPodPlacementConfig" && value["apiVersion"] == V1BETA1 {
+                out.push(value);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sample_converts_to_v1alpha1_and_back_unchanged() {
+    let server = cluster().await;
+    let (operator, bundle) = ready_operator(&server).await;
+    let samples = samples();
+    assert!(samples.len() >= 3, "{}", samples.len());
+    for sample in samples {
+        let down = post(
+            &operator,
+            &bundle,
+            "/convert",
+            &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                    "request": {"uid": "u-1", "desiredAPIVersion": V1ALPHA1, "objects": [sample]}}),
+        )
+        .await;
+        assert_eq!(down["response"]["result"]["status"], "Success", "{down}");
+        assert_eq!(down["response"]["uid"], "u-1");
+        let alpha = down["response"]["convertedObjects"][0].clone();
+        assert_eq!(alpha["apiVersion"], V1ALPHA1);
+        assert!(alpha["spec"].get("plugins").is_none() && alpha["spec"].get("placement").is_none());
+        let up = post(
+            &operator,
+            &bundle,
+            "/convert",
+            &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                    "request": {"uid": "u-2", "desiredAPIVersion": V1BETA1, "objects": [alpha]}}),
+        )
+        .await;
+        let mut expected = sample.clone();
+        // MTO's empty fallback means "none" and is not carried.
+        if expected["spec"]["fallbackArchitecture"] == "" {
+            expected["spec"]
+                .as_object_mut()
+                .unwrap()
+                .remove("fallbackArchitecture");
+        }
+        assert_eq!(up["response"]["convertedObjects"][0], expected);
+    }
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_and_priorities_are_validated_over_https() {
+    let server = cluster().await;
+    let (operator, bundle) = ready_operator(&server).await;
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        json!({"metadata": {"name": "prefs", "namespace": "shop"}, "spec": {"priority": 10, "plugins": {}}}),
+    );
+    let delete = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "d-1", "operation": "DELETE", "name": "cluster", "oldObject": cppc(json!({}))}});
+    let answer = post(
+        &operator,
+        &bundle,
+        "/validate/clusterpodplacementconfigs",
+        &delete,
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "cannot delete the ClusterPodPlacementConfig while PodPlacementConfigs exist: shop/prefs; delete them first"
+    );
+    let duplicate = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "p-1", "operation": "CREATE", "namespace": "shop",
+                    "object": {"metadata": {"name": "other", "namespace": "shop"}, "spec": {"priority": 10, "plugins": {}}}}});
+    let answer = post(
+        &operator,
+        &bundle,
+        "/validate/podplacementconfigs",
+        &duplicate,
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], false);
+    assert!(
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("priority 10 is already used by PodPlacementConfig \"prefs\"")
+    );
+    server.delete(
+        "multiarch.openshift.io/podplacementconfigs",
+        "shop",
+        "prefs",
+    );
+    assert_eq!(
+        post(
+            &operator,
+            &bundle,
+            "/validate/clusterpodplacementconfigs",
+            &delete
+        )
+        .await["response"]["allowed"],
+        true
+    );
+    assert_eq!(
+        post(
+            &operator,
+            &bundle,
+            "/validate/podplacementconfigs",
+            &duplicate
+        )
+        .await["response"]["allowed"],
+        true
+    );
+    // A certificate for another name is refused by the client, as the API server would.
+    assert!(
+        request(
+            operator.addr,
+            &bundle,
+            "elsewhere.example.com",
+            "GET",
+            "/healthz",
+            b""
+        )
+        .await
+        .is_err()
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_placement_config_needs_the_cluster_pod_placement_config() {
+    let server = Arc::new(cluster().await);
+    let client = client(&server);
+    let api: kube::Api<multiarch_crd::PodPlacementConfig> = kube::Api::namespaced(client, "shop");
+    let ppc: multiarch_crd::PodPlacementConfig = serde_json::from_value(json!({
+        "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
+        "metadata": {"name": "prefs"},
+        "spec": {"priority": 1, "plugins": {"nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": "arm64", "weight": 10}]}}},
+    }))
+    .unwrap();
+    let refused = api
+        .create(&kube::api::PostParams::default(), &ppc)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused}")
+    };
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "podplacementconfigs.multiarch.openshift.io \"prefs\" is forbidden: ValidatingAdmissionPolicy 'podplacementconfig-requires-clusterpodplacementconfig' with binding 'create-the-clusterpodplacementconfig-cluster-first' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+    );
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"metadata": {"name": "cluster", "deletionTimestamp": "2026-11-24T00:00:00Z", "finalizers": ["x"]}, "spec": {}}),
+    );
+    let refused = api
+        .create(&kube::api::PostParams::default(), &ppc)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused}")
+    };
+    assert!(
+        status
+            .message
+            .ends_with("denied request: the ClusterPodPlacementConfig 'cluster' is being deleted: create PodPlacementConfigs again once it is recreated"),
+        "{}",
+        status.message
+    );
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"metadata": {"name": "cluster"}, "spec": {}}),
+    );
+    api.create(&kube::api::PostParams::default(), &ppc)
+        .await
+        .unwrap();
+}
