@@ -4,6 +4,8 @@
 //! against the MutatingWebhookConfiguration's caBundle as it is at each call). Not one
 //! call may fail while the serving certificate, or the CA itself, is replaced.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::{
