@@ -260,6 +260,19 @@ pub trait PreFilterPlugin: Plugin {
         None
     }
 
+    /// After a successful PreFilter: the positions (sorted, in the cluster's node list)
+    /// of every node that can pass this plugin's Filter, when an index knows them without
+    /// a walk. Unlike [`eligible_nodes`](Self::eligible_nodes) it changes no outcome: the
+    /// nodes left out are nodes Filter would reject, the number of feasible nodes to find
+    /// still counts every node, and a pod that fits nowhere is diagnosed over every node.
+    fn candidate_nodes(
+        &self,
+        _ctx: &CycleContext<'_>,
+        _state: &CycleState,
+    ) -> Option<Arc<[usize]>> {
+        None
+    }
+
     /// Preemption: `pod` (on `node`) is considered gone, or (nominated) present; plugins
     /// whose PreFilter state counts pods elsewhere in the cluster update it.
     fn remove_pod(

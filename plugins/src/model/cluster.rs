@@ -11,8 +11,8 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 
 use super::{
-    disruption_budget::DisruptionBudget, node::NodeInfo, pod::PodInfo, selectors::Labels,
-    storage::StorageCatalog,
+    disruption_budget::DisruptionBudget, node::NodeInfo, platform_index::PlatformIndex,
+    pod::PodInfo, selectors::Labels, storage::StorageCatalog,
 };
 use crate::events::NodeChanges;
 
@@ -62,6 +62,7 @@ pub struct ClusterState {
     /// Pods per controller per zone, so the default zone spread constraint costs no walk
     /// over every node.
     controller_zones: FxHashMap<String, FxHashMap<String, u32>>,
+    platforms: PlatformIndex,
 }
 
 impl ClusterState {
@@ -78,6 +79,11 @@ impl ClusterState {
     }
 
     /// The node's position in [`nodes`](Self::nodes).
+    /// Node positions by platform bit (see [`PlatformIndex`]).
+    pub fn platform_index(&self) -> &PlatformIndex {
+        &self.platforms
+    }
+
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.index.get(name).copied()
     }
@@ -169,6 +175,10 @@ impl ClusterState {
     /// Adds a node or updates its own fields (its pods stay).
     pub fn upsert_node(&mut self, fresh: NodeInfo) -> NodeUpsert {
         if let Some(&i) = self.index.get(&fresh.name) {
+            if self.nodes[i].platform_bit != fresh.platform_bit {
+                self.platforms.remove(i, self.nodes[i].platform_bit);
+                self.platforms.insert(i, fresh.platform_bit);
+            }
             let changes = NodeChanges::between(&self.nodes[i], &fresh);
             if changes.is_empty() {
                 // Fields nothing filters on (readiness) still follow the API.
@@ -200,6 +210,7 @@ impl ClusterState {
             node.add_pod(pod);
         }
         self.index.insert(name, self.nodes.len());
+        self.platforms.insert(self.nodes.len(), node.platform_bit);
         self.nodes.push(node);
         NodeUpsert::Added
     }
@@ -208,7 +219,12 @@ impl ClusterState {
     /// node's own fields.
     pub fn remove_node(&mut self, name: &str) -> Option<NodeInfo> {
         let i = self.index.remove(name)?;
+        let last = self.nodes.len() - 1;
         let node = self.nodes.swap_remove(i);
+        self.platforms.remove(i, node.platform_bit);
+        if i < last {
+            self.platforms.moved(last, i, self.nodes[i].platform_bit);
+        }
         let zone = node.zone.clone();
         for pod in &node.pods {
             self.count_zone(pod, zone.as_deref(), -1);
@@ -359,6 +375,48 @@ mod tests {
             b = b.node(node);
         }
         Arc::new(b.info())
+    }
+
+    proptest::proptest! {
+        /// After any sequence of node adds, architecture changes and removals, the
+        /// platform index names exactly the nodes a walk over every node would find.
+        #[test]
+        fn the_platform_index_follows_every_node_change(
+            ops in proptest::collection::vec((0u8..3, 0usize..12, 0usize..5), 1..80)
+        ) {
+            const ARCHES: [&str; 5] = ["amd64", "arm64", "ppc64le", "s390x", "riscv64"];
+            let mut cluster = ClusterState::new();
+            for (op, node, arch) in ops {
+                let name = format!("n{node}");
+                match op {
+                    0 | 1 => {
+                        let mut b = NodeBuilder::new(&name, ARCHES[arch]);
+                        if arch == 4 {
+                            // An OS without a platform bit.
+                            b = b.label("kubernetes.io/os", "plan9");
+                        }
+                        cluster.upsert_node(b.info());
+                    }
+                    _ => {
+                        cluster.remove_node(&name);
+                    }
+                }
+                // Asked after every change, so a list cached before it must not be reused.
+                for mask in [0u64, 1, 2, 1 << 3, u64::MAX, 0b1010] {
+                    let walked: Vec<usize> = cluster
+                        .nodes()
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, n)| n.platform_bit.is_none_or(|b| mask & (1 << b) != 0))
+                        .map(|(i, _)| i)
+                        .collect();
+                    proptest::prop_assert_eq!(
+                        cluster.platform_index().candidates(mask).to_vec(),
+                        walked
+                    );
+                }
+            }
+        }
     }
 
     #[test]

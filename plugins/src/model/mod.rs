@@ -5,6 +5,7 @@ pub mod disruption_budget;
 pub mod node;
 pub mod nominated;
 pub mod platform;
+pub mod platform_index;
 pub mod pod;
 pub mod quantity;
 pub mod resources;

@@ -191,6 +191,18 @@ impl PreFilterPlugin for ImageArchitecture {
             Err(status) => status,
         }
     }
+
+    /// The nodes of the platforms the images have, from the cluster's platform index:
+    /// a pod with an s390x-only image visits the s390x nodes, not the cluster.
+    fn candidate_nodes(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &CycleState,
+    ) -> Option<std::sync::Arc<[usize]>> {
+        let bits = state.read::<CompatiblePlatforms>()?.bits?;
+        let index = ctx.cluster.platform_index();
+        (index.count(bits) < ctx.cluster.nodes().len()).then(|| index.candidates(bits))
+    }
 }
 
 impl FilterPlugin for ImageArchitecture {

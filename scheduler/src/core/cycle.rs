@@ -67,6 +67,9 @@ pub struct Cycle<'a> {
     extensions: Vec<&'a Arc<dyn PreFilterPlugin>>,
     /// Node indexes PreFilter narrowed the candidates to, and the plugins that did.
     eligible: Option<(Vec<usize>, Vec<&'static str>)>,
+    /// Every node that can pass the filters whose index knows it (a shortcut that changes
+    /// no outcome; see `PreFilterPlugin::candidate_nodes`).
+    shortcut: Option<Arc<[usize]>>,
 }
 
 impl<'a> Cycle<'a> {
@@ -86,11 +89,18 @@ impl<'a> Cycle<'a> {
         let mut extensions = Vec::new();
         let mut eligible: Option<Vec<String>> = None;
         let mut narrowing: Vec<&'static str> = Vec::new();
+        let mut shortcut: Option<Arc<[usize]>> = None;
         for plugin in &profile.pre_filters {
             let status = plugin.pre_filter(ctx, &mut state);
             match status.code {
                 Code::Success => {
                     extensions.push(plugin);
+                    if let Some(list) = plugin.candidate_nodes(ctx, &state) {
+                        shortcut = Some(match shortcut {
+                            None => list,
+                            Some(have) => intersect(&have, &list).into(),
+                        });
+                    }
                     if let Some(names) = plugin.eligible_nodes(ctx, &state) {
                         narrowing.push(plugin.name());
                         eligible = Some(match eligible {
@@ -145,6 +155,7 @@ impl<'a> Cycle<'a> {
             filters,
             extensions,
             eligible,
+            shortcut,
         })
     }
 
@@ -234,9 +245,17 @@ impl<'a> Cycle<'a> {
             return Ok(self.choice(i, 1, 1));
         }
 
-        let candidates = match &self.eligible {
-            Some((indexes, _)) => Candidates::Some(indexes),
-            None => Candidates::All(nodes.len()),
+        // With `eligible`, kube-scheduler's rules: the narrowed list is all there is. With
+        // only a shortcut, the cycle must find what a walk over every node would: the
+        // same number of feasible nodes, from the same place, and the same diagnosis.
+        let shortcut = match (&self.eligible, &self.shortcut) {
+            (None, Some(list)) => Some(list.clone()),
+            _ => None,
+        };
+        let candidates = match (&self.eligible, &shortcut) {
+            (Some((indexes, _)), _) => Candidates::Some(indexes),
+            (None, Some(list)) => Candidates::Some(list),
+            (None, None) => Candidates::All(nodes.len()),
         };
         let mut diagnosis = Diagnosis {
             num_nodes: nodes.len(),
@@ -253,18 +272,46 @@ impl<'a> Cycle<'a> {
             }
         }
         let n = candidates.len();
-        if n == 0 {
+        let check = |i: usize| self.filter_with_nominated(&self.state, &nodes[i]);
+        let (mut feasible, mut failures) = (Vec::new(), Vec::new());
+        let mut evaluated = 0;
+        if n > 0 {
+            let (target, start) = match &shortcut {
+                Some(list) => (
+                    num_feasible_nodes_to_find(
+                        nodes.len(),
+                        self.profile.percentage_of_nodes_to_score,
+                    ),
+                    list.partition_point(|&i| i < rotation.0 % nodes.len()) % n,
+                ),
+                None => (
+                    num_feasible_nodes_to_find(n, self.profile.percentage_of_nodes_to_score),
+                    rotation.0 % n,
+                ),
+            };
+            (feasible, failures, evaluated) = if target < PARALLEL_FILTER_MIN_FEASIBLE {
+                filter_sequential(candidates, start, target, &check)
+            } else {
+                filter_parallel(candidates, start, target, &check)
+            };
+            rotation.0 = match &shortcut {
+                // A full walk would have stopped at the same node (the ones skipped fail).
+                Some(list) if evaluated < n => list[(start + evaluated - 1) % n] + 1,
+                Some(_) => rotation.0,
+                None => (start + evaluated) % n,
+            };
+        }
+        if feasible.is_empty() && shortcut.is_some() {
+            // Fits nowhere: every node's own reason, as the walk would have found them.
+            let all = Candidates::All(nodes.len());
+            (_, failures, _) = if nodes.len() < PARALLEL_FILTER_MIN_FEASIBLE {
+                filter_sequential(all, 0, nodes.len(), &check)
+            } else {
+                filter_parallel(all, 0, nodes.len(), &check)
+            };
+        } else if n == 0 {
             return Err(Box::new(diagnosis));
         }
-        let target = num_feasible_nodes_to_find(n, self.profile.percentage_of_nodes_to_score);
-        let start = rotation.0 % n;
-        let check = |i: usize| self.filter_with_nominated(&self.state, &nodes[i]);
-        let (feasible, failures, evaluated) = if target < PARALLEL_FILTER_MIN_FEASIBLE {
-            filter_sequential(candidates, start, target, &check)
-        } else {
-            filter_parallel(candidates, start, target, &check)
-        };
-        rotation.0 = (start + evaluated) % n;
 
         if feasible.is_empty() {
             for (node, status) in failures {
@@ -324,6 +371,14 @@ pub fn run(
 }
 
 type Check<'a> = dyn Fn(usize) -> Option<Status> + Sync + 'a;
+
+/// The positions in both sorted lists.
+fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
+    a.iter()
+        .copied()
+        .filter(|i| b.binary_search(i).is_ok())
+        .collect()
+}
 
 /// The nodes a cycle filters: all of them, or those PreFilter narrowed it to.
 #[derive(Clone, Copy)]

@@ -118,18 +118,56 @@ fn large_clusters_stop_after_enough_feasible_nodes() {
     let mut rng = SmallRng::seed_from_u64(3);
     let mut rotation = Rotation::default();
     let placed = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap();
-    // 2,000 nodes: adaptive 34% = 680 feasible nodes wanted.
+    // 2,000 nodes: adaptive 34% = 680 feasible nodes wanted, counted over every node
+    // although only the arm64 ones (the platform index) are visited.
     assert_eq!(placed.feasible, 680);
-    assert!(
-        placed.evaluated >= 1360 && placed.evaluated < 2000,
-        "{}",
-        placed.evaluated
-    );
+    assert_eq!(placed.evaluated, 680);
     assert_eq!(
         f.cluster.nodes()[placed.node].platform.architecture,
         "arm64"
     );
-    assert!(rotation.0 > 0);
+    // Where a walk over every node would have stopped: after the 680th arm64 node (n1359).
+    assert_eq!(rotation.0, 1360);
+    let next = run(&profile, &f.ctx(), &mut rotation, &mut rng).unwrap();
+    assert_eq!(next.feasible, 680);
+    // From n1361 on, wrapping around after n1999 (320 arm64 nodes) to n719.
+    assert_eq!(rotation.0, 720);
+}
+
+#[test]
+fn a_pod_that_fits_nowhere_is_diagnosed_over_every_node() {
+    let mut cluster = ClusterState::new();
+    for i in 0..1000 {
+        let arch = if i % 4 == 0 { "arm64" } else { "amd64" };
+        let mut node = NodeBuilder::new(&format!("n{i}"), arch).capacity("8", "32Gi", 110);
+        if i % 10 == 1 {
+            node = node.unschedulable();
+        }
+        cluster.upsert_node(node.info());
+    }
+    // Too big for any arm64 node.
+    let f = fixture(cluster, &["arm64"], "64");
+    let mut rotation = Rotation::default();
+    let why = run(
+        &Profile::default(),
+        &f.ctx(),
+        &mut rotation,
+        &mut SmallRng::seed_from_u64(1),
+    )
+    .unwrap_err();
+    let count = |text: &str| {
+        why.reasons
+            .iter()
+            .filter(|(reason, _)| reason.contains(text))
+            .map(|(_, n)| *n)
+            .sum::<usize>()
+    };
+    // Each node's first failing filter, as without the index: the unschedulable amd64
+    // nodes say so before their architecture is looked at.
+    assert_eq!(count("unschedulable"), 100, "{:?}", why.reasons);
+    assert_eq!(count("image architectures"), 650, "{:?}", why.reasons);
+    assert_eq!(count("Insufficient cpu"), 250, "{:?}", why.reasons);
+    assert_eq!(why.num_nodes, 1000);
 }
 
 #[test]
