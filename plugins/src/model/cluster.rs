@@ -11,8 +11,8 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 
 use super::{
-    disruption_budget::DisruptionBudget, node::NodeInfo, platform_index::PlatformIndex,
-    pod::PodInfo, selectors::Labels, storage::StorageCatalog,
+    disruption_budget::DisruptionBudget, hostname_index::HostnameIndex, node::NodeInfo,
+    platform_index::PlatformIndex, pod::PodInfo, selectors::Labels, storage::StorageCatalog,
 };
 use crate::events::NodeChanges;
 
@@ -63,6 +63,7 @@ pub struct ClusterState {
     /// over every node.
     controller_zones: FxHashMap<String, FxHashMap<String, u32>>,
     platforms: PlatformIndex,
+    hostnames: HostnameIndex,
 }
 
 impl ClusterState {
@@ -82,6 +83,11 @@ impl ClusterState {
     /// Node positions by platform bit (see [`PlatformIndex`]).
     pub fn platform_index(&self) -> &PlatformIndex {
         &self.platforms
+    }
+
+    /// Node positions by hostname label (see [`HostnameIndex`]).
+    pub fn hostname_index(&self) -> &HostnameIndex {
+        &self.hostnames
     }
 
     pub fn node_index(&self, name: &str) -> Option<usize> {
@@ -179,6 +185,10 @@ impl ClusterState {
                 self.platforms.remove(i, self.nodes[i].platform_bit);
                 self.platforms.insert(i, fresh.platform_bit);
             }
+            if self.nodes[i].hostname != fresh.hostname {
+                self.hostnames.remove(i, self.nodes[i].hostname.as_deref());
+                self.hostnames.insert(i, fresh.hostname.as_deref());
+            }
             let changes = NodeChanges::between(&self.nodes[i], &fresh);
             if changes.is_empty() {
                 // Fields nothing filters on (readiness) still follow the API.
@@ -211,6 +221,8 @@ impl ClusterState {
         }
         self.index.insert(name, self.nodes.len());
         self.platforms.insert(self.nodes.len(), node.platform_bit);
+        self.hostnames
+            .insert(self.nodes.len(), node.hostname.as_deref());
         self.nodes.push(node);
         NodeUpsert::Added
     }
@@ -222,8 +234,11 @@ impl ClusterState {
         let last = self.nodes.len() - 1;
         let node = self.nodes.swap_remove(i);
         self.platforms.remove(i, node.platform_bit);
+        self.hostnames.remove(i, node.hostname.as_deref());
         if i < last {
             self.platforms.moved(last, i, self.nodes[i].platform_bit);
+            self.hostnames
+                .moved(last, i, self.nodes[i].hostname.as_deref());
         }
         let zone = node.zone.clone();
         for pod in &node.pods {
@@ -362,235 +377,4 @@ impl ClusterState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{
-        node::{NodeBuilder, ZONE_LABEL},
-        pod::PodBuilder,
-    };
-
-    fn pod(name: &str, node: Option<&str>) -> Arc<PodInfo> {
-        let mut b = PodBuilder::new("ns", name).container("c", "i", "1", "1Gi");
-        if let Some(node) = node {
-            b = b.node(node);
-        }
-        Arc::new(b.info())
-    }
-
-    proptest::proptest! {
-        /// After any sequence of node adds, architecture changes and removals, the
-        /// platform index names exactly the nodes a walk over every node would find.
-        #[test]
-        fn the_platform_index_follows_every_node_change(
-            ops in proptest::collection::vec((0u8..3, 0usize..12, 0usize..5), 1..80)
-        ) {
-            const ARCHES: [&str; 5] = ["amd64", "arm64", "ppc64le", "s390x", "riscv64"];
-            let mut cluster = ClusterState::new();
-            for (op, node, arch) in ops {
-                let name = format!("n{node}");
-                match op {
-                    0 | 1 => {
-                        let mut b = NodeBuilder::new(&name, ARCHES[arch]);
-                        if arch == 4 {
-                            // An OS without a platform bit.
-                            b = b.label("kubernetes.io/os", "plan9");
-                        }
-                        cluster.upsert_node(b.info());
-                    }
-                    _ => {
-                        cluster.remove_node(&name);
-                    }
-                }
-                // Asked after every change, so a list cached before it must not be reused.
-                for mask in [0u64, 1, 2, 1 << 3, u64::MAX, 0b1010] {
-                    let walked: Vec<usize> = cluster
-                        .nodes()
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, n)| n.platform_bit.is_none_or(|b| mask & (1 << b) != 0))
-                        .map(|(i, _)| i)
-                        .collect();
-                    proptest::prop_assert_eq!(
-                        cluster.platform_index().candidates(mask).to_vec(),
-                        walked
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn assume_then_confirm_counts_once() {
-        let mut cluster = ClusterState::new();
-        cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
-        let p = pod("p", None);
-        cluster.assume(&p, "n1");
-        assert!(cluster.is_assumed(&p.uid));
-        assert_eq!(cluster.node("n1").unwrap().requested.milli_cpu, 1000);
-        cluster.add_assigned_pod(pod("p", Some("n1")));
-        assert!(!cluster.is_assumed(&p.uid));
-        assert_eq!(cluster.node("n1").unwrap().requested.milli_cpu, 1000);
-        assert_eq!(cluster.node("n1").unwrap().pods.len(), 1);
-    }
-
-    #[test]
-    fn forget_frees_an_assumed_pod_only() {
-        let mut cluster = ClusterState::new();
-        cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
-        let p = pod("p", None);
-        cluster.assume(&p, "n1");
-        assert!(cluster.forget(&p.uid).is_some());
-        assert!(cluster.node("n1").unwrap().requested.is_zero());
-        cluster.add_assigned_pod(pod("q", Some("n1")));
-        assert!(cluster.forget("uid-ns-q").is_none());
-        assert_eq!(cluster.node("n1").unwrap().pods.len(), 1);
-    }
-
-    #[test]
-    fn a_pod_bound_elsewhere_than_assumed_moves() {
-        let mut cluster = ClusterState::new();
-        cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
-        cluster.upsert_node(NodeBuilder::new("n2", "amd64").info());
-        let p = pod("p", None);
-        cluster.assume(&p, "n1");
-        cluster.add_assigned_pod(pod("p", Some("n2")));
-        assert!(cluster.node("n1").unwrap().pods.is_empty());
-        assert_eq!(cluster.node("n2").unwrap().pods.len(), 1);
-    }
-
-    #[test]
-    fn pods_of_unknown_nodes_count_when_the_node_appears() {
-        let mut cluster = ClusterState::new();
-        cluster.add_assigned_pod(pod("p", Some("late")));
-        assert!(matches!(
-            cluster.upsert_node(NodeBuilder::new("late", "arm64").info()),
-            NodeUpsert::Added
-        ));
-        assert_eq!(cluster.node("late").unwrap().pods.len(), 1);
-        assert!(cluster.remove_node("late").is_some());
-        assert!(cluster.node("late").is_none());
-        assert_eq!(cluster.remove_pod("uid-ns-p").unwrap().name, "p");
-        assert_eq!(cluster.pod_count(), 0);
-    }
-
-    #[test]
-    fn zone_counts_follow_pods_and_node_labels() {
-        let mut cluster = ClusterState::new();
-        cluster.upsert_node(
-            NodeBuilder::new("n1", "amd64")
-                .label(ZONE_LABEL, "a")
-                .info(),
-        );
-        let owned = |name: &str| {
-            Arc::new(
-                PodBuilder::new("ns", name)
-                    .owner("ReplicaSet", "rs")
-                    .node("n1")
-                    .info(),
-            )
-        };
-        cluster.add_assigned_pod(owned("p1"));
-        cluster.add_assigned_pod(owned("p2"));
-        assert_eq!(
-            cluster.controller_zone_counts("rs").unwrap().get("a"),
-            Some(&2)
-        );
-        cluster.upsert_node(
-            NodeBuilder::new("n1", "amd64")
-                .label(ZONE_LABEL, "b")
-                .info(),
-        );
-        let zones = cluster.controller_zone_counts("rs").unwrap();
-        assert_eq!((zones.get("a"), zones.get("b")), (None, Some(&2)));
-        cluster.remove_pod("uid-ns-p1");
-        cluster.remove_node("n1");
-        assert!(cluster.controller_zone_counts("rs").is_none());
-        cluster.upsert_node(
-            NodeBuilder::new("n1", "amd64")
-                .label(ZONE_LABEL, "c")
-                .info(),
-        );
-        assert_eq!(
-            cluster.controller_zone_counts("rs").unwrap().get("c"),
-            Some(&1)
-        );
-    }
-
-    #[test]
-    fn assigned_pod_updates_say_what_changed() {
-        let mut cluster = ClusterState::new();
-        cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
-        let p = pod("p", None);
-        cluster.assume(&p, "n1");
-        assert!(matches!(
-            cluster.add_assigned_pod(pod("p", Some("n1"))),
-            AssignedPodUpsert::Added
-        ));
-        let mut status_only = (*pod("p", Some("n1"))).clone();
-        status_only.resource_version = "7".into();
-        assert!(matches!(
-            cluster.add_assigned_pod(Arc::new(status_only)),
-            AssignedPodUpsert::Unchanged
-        ));
-        let relabelled = Arc::new(
-            PodBuilder::new("ns", "p")
-                .label("app", "x")
-                .container("c", "i", "1", "1Gi")
-                .node("n1")
-                .info(),
-        );
-        match cluster.add_assigned_pod(relabelled) {
-            AssignedPodUpsert::Updated { old } => assert!(old.labels.is_empty()),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(cluster.pod("uid-ns-p").unwrap().labels["app"], "x");
-    }
-
-    #[test]
-    fn claims_of_placed_pods_are_counted() {
-        let mut cluster = ClusterState::new();
-        cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
-        let p = PodBuilder::new("ns", "p").pvc("data", "claim").info();
-        cluster.assume(&p, "n1");
-        assert_eq!(cluster.storage().claim_users("ns/claim"), 1);
-        cluster.forget(&p.uid);
-        assert_eq!(cluster.storage().claim_users("ns/claim"), 0);
-    }
-
-    #[test]
-    fn namespace_labels_report_changes() {
-        let mut cluster = ClusterState::new();
-        let labels: Labels = [("team".to_owned(), "x".to_owned())].into();
-        assert!(cluster.set_namespace_labels("a", labels.clone()));
-        assert!(!cluster.set_namespace_labels("a", labels));
-        assert!(cluster.remove_namespace("a"));
-        assert!(cluster.namespace_labels("a").is_none());
-    }
-
-    #[test]
-    fn node_updates_keep_pods_and_indexes_survive_removal() {
-        let mut cluster = ClusterState::new();
-        for n in ["a", "b", "c"] {
-            cluster.upsert_node(NodeBuilder::new(n, "amd64").info());
-        }
-        cluster.add_assigned_pod(pod("p", Some("c")));
-        cluster.remove_node("a");
-        let updated = NodeBuilder::new("c", "amd64").label("zone", "z1").info();
-        match cluster.upsert_node(updated) {
-            NodeUpsert::Updated { old, changes } => {
-                assert!(changes.contains(NodeChanges::LABELS));
-                assert!(!changes.contains(NodeChanges::TAINTS));
-                assert!(!old.labels.contains_key("zone"));
-                assert!(old.pods.is_empty());
-            }
-            other => panic!("{other:?}"),
-        }
-        // The same node again (a heartbeat): no change anyone could act on.
-        let same = NodeBuilder::new("c", "amd64").label("zone", "z1").info();
-        assert!(matches!(cluster.upsert_node(same), NodeUpsert::Unchanged));
-        let c = cluster.node("c").unwrap();
-        assert_eq!(c.pods.len(), 1);
-        assert_eq!(c.labels.get("zone").map(String::as_str), Some("z1"));
-        assert!(cluster.node("b").is_some());
-    }
-}
+mod tests;

@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod disruption_budget;
+pub mod hostname_index;
 pub mod node;
 pub mod nominated;
 pub mod platform;

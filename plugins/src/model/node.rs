@@ -17,6 +17,8 @@ use super::{
 
 /// The well-known label of a node's zone (topology spreading, cluster summaries).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The label local PersistentVolumes name their node by.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// Label a node may carry to state its architecture variant (e.g. `v7` on 32-bit arm);
 /// Kubernetes has no standard one. Without it, a node accepts builds of any variant.
@@ -52,6 +54,8 @@ pub struct NodeInfo {
     pub controller_counts: FxHashMap<String, u32>,
     /// The `topology.kubernetes.io/zone` label, read once.
     pub zone: Option<String>,
+    /// The `kubernetes.io/hostname` label (what local volumes are pinned to), read once.
+    pub hostname: Option<String>,
     pub pods_with_affinity: u32,
     pub pods_with_required_anti_affinity: u32,
 }
@@ -93,6 +97,7 @@ impl NodeInfo {
         Ok(NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
             zone: labels.get(ZONE_LABEL).cloned(),
+            hostname: labels.get(HOSTNAME_LABEL).cloned(),
             taints: spec
                 .taints
                 .iter()
@@ -118,6 +123,7 @@ impl NodeInfo {
     pub fn update_from(&mut self, fresh: NodeInfo) {
         self.labels = fresh.labels;
         self.zone = fresh.zone;
+        self.hostname = fresh.hostname;
         self.taints = fresh.taints;
         self.unschedulable = fresh.unschedulable;
         self.ready = fresh.ready;
@@ -140,6 +146,7 @@ impl NodeInfo {
             allocatable: self.allocatable.clone(),
             allowed_pods: self.allowed_pods,
             zone: self.zone.clone(),
+            hostname: self.hostname.clone(),
             ..NodeInfo::default()
         }
     }

@@ -83,22 +83,30 @@ impl DelayedClaim {
         }
     }
 
-    /// The volumes a node with these labels may offer the claim.
+    /// The volumes a node with this hostname may offer the claim.
     fn usable_on<'a>(
         &'a self,
         storage: &'a StorageCatalog,
-        node_labels: &'a crate::model::selectors::Labels,
+        hostname: Option<&'a str>,
     ) -> impl Iterator<Item = &'a PersistentVolumeInfo> + 'a {
-        let pinned = node_labels
-            .get(HOSTNAME_LABEL)
+        let pinned = hostname
             .into_iter()
             .flat_map(move |host| storage.unclaimed_on_host(&self.claim.storage_class, host))
             .filter(|v| self.claim.may_use(v));
         self.anywhere.iter().chain(pinned).map(Arc::as_ref)
     }
-}
 
-const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+    /// Only volumes pinned to hostnames can serve it: none elsewhere, no provisioner, no
+    /// node chosen yet.
+    fn pinned_only(&self) -> bool {
+        self.anywhere.is_empty()
+            && self.claim.selected_node.is_none()
+            && self
+                .class
+                .as_ref()
+                .is_some_and(|c| c.provisioner.is_empty() || c.provisioner == NO_PROVISIONER)
+    }
+}
 
 /// The claim of a pod volume, or why the pod cannot be scheduled with it
 /// (`podHasPVCs` and `isVolumeBound`).
@@ -262,6 +270,24 @@ impl PreFilterPlugin for VolumeBinding {
         Status::success()
     }
 
+    /// A claim only local volumes can serve: the nodes its class has an unclaimed volume
+    /// pinned to (any other node would find none and could not provision). A shortcut
+    /// only: the filter still checks each of them.
+    fn candidate_nodes(&self, ctx: &CycleContext<'_>, state: &CycleState) -> Option<Arc<[usize]>> {
+        let claims = state.read::<ClaimsState>()?;
+        let delayed = claims.delayed.iter().find(|c| c.pinned_only())?;
+        let hostnames = ctx.cluster.hostname_index();
+        let mut nodes: Vec<usize> = ctx
+            .cluster
+            .storage()
+            .hosts_with_unclaimed(&delayed.claim.storage_class)
+            .flat_map(|host| hostnames.nodes(host).iter().copied())
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        Some(nodes.into())
+    }
+
     /// `GetEligibleNodes`: the nodes the local volumes of bound claims are pinned to.
     fn eligible_nodes(&self, _: &CycleContext<'_>, state: &CycleState) -> Option<Vec<String>> {
         let claims = state.read::<ClaimsState>()?;
@@ -366,7 +392,7 @@ fn find_pod_volumes(
             continue;
         }
         match claim.matching_volume(
-            delayed.usable_on(storage, &node.labels),
+            delayed.usable_on(storage, node.hostname.as_deref()),
             &node.labels,
             &chosen,
         ) {

@@ -219,6 +219,14 @@ impl StorageCatalog {
             .filter_map(|name| self.volumes.get(name))
     }
 
+    /// The hostnames with an unclaimed volume of the class pinned to them.
+    pub fn hosts_with_unclaimed<'a>(&'a self, class: &str) -> impl Iterator<Item = &'a str> + 'a {
+        self.unclaimed_pinned
+            .get(class)
+            .into_iter()
+            .flat_map(|by_host| by_host.keys().map(String::as_str))
+    }
+
     /// Volumes of one class (`ListPVs`), in name order.
     pub fn volumes_of_class<'a>(
         &'a self,

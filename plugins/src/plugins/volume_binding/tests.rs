@@ -417,3 +417,84 @@ fn queueing_hints_look_at_the_pods_own_claims() {
         QueueingHint::QueueSkip
     );
 }
+
+/// The candidate nodes of a claim only local volumes can serve hold every node the
+/// filter accepts (hostnames, not node names, are what volumes are pinned to); a class
+/// that can provision offers no shortcut.
+#[test]
+fn candidate_nodes_of_a_local_claim_cover_every_node_that_fits() {
+    let mut c = ClusterState::new();
+    for i in 1..=6 {
+        let name = format!("n{i}");
+        let host = if i == 3 {
+            "host-n3".to_owned()
+        } else {
+            name.clone()
+        };
+        c.upsert_node(
+            NodeBuilder::new(&name, "amd64")
+                .label("kubernetes.io/hostname", &host)
+                .info(),
+        );
+    }
+    c.storage_mut()
+        .upsert_class(ClassBuilder::new("local", NO_PROVISIONER, true).info());
+    c.storage_mut()
+        .upsert_class(ClassBuilder::new("dynamic", "csi.example.com", true).info());
+    for (pv, host, size) in [
+        ("pv-2", "n2", "10Gi"),
+        ("pv-3", "host-n3", "10Gi"),
+        ("pv-5", "n5", "1Gi"),
+    ] {
+        c.storage_mut()
+            .upsert_volume(VolumeBuilder::new(pv, "local", size).local_on(host).info());
+    }
+    // Claimed by another claim: not a candidate for this one.
+    c.storage_mut().upsert_volume(
+        VolumeBuilder::new("pv-4", "local", "10Gi")
+            .local_on("n4")
+            .claim_ref("ns", "other", "uid-other")
+            .info(),
+    );
+    c.storage_mut()
+        .upsert_claim(ClaimBuilder::new("ns", "data", "local", "5Gi").info());
+    c.storage_mut()
+        .upsert_claim(ClaimBuilder::new("ns", "scratch", "dynamic", "5Gi").info());
+
+    let f = Fixture::new(pod_with_claim("data")).with_cluster(c.clone());
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    assert_eq!(
+        VolumeBinding.pre_filter(&ctx, &mut state).code,
+        Code::Success
+    );
+    let candidates = VolumeBinding.candidate_nodes(&ctx, &state).unwrap();
+    let names: Vec<&str> = candidates
+        .iter()
+        .map(|&i| f.cluster.nodes()[i].name.as_str())
+        .collect();
+    assert_eq!(names, ["n2", "n3", "n5"]);
+    for (i, node) in f.cluster.nodes().iter().enumerate() {
+        let fits = VolumeBinding.filter(&ctx, &state, node).is_success();
+        assert_eq!(
+            fits,
+            ["n2", "n3"].contains(&node.name.as_str()),
+            "{}",
+            node.name
+        );
+        assert!(
+            !fits || candidates.contains(&i),
+            "{} fits but is no candidate",
+            node.name
+        );
+    }
+
+    let f = Fixture::new(pod_with_claim("scratch")).with_cluster(c);
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    assert_eq!(
+        VolumeBinding.pre_filter(&ctx, &mut state).code,
+        Code::Success
+    );
+    assert!(VolumeBinding.candidate_nodes(&ctx, &state).is_none());
+}
