@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rustc_hash::FxHashMap;
 
+/// Platform masks whose lists are kept (each up to one position per node).
+const MAX_CACHED_LISTS: usize = 32;
+
 /// Sorted node positions per platform bit; nodes without a bit (a CPU variant, an
 /// unknown OS) are in `unbitted` and are candidates for every pod.
 #[derive(Debug, Default)]
@@ -82,6 +85,10 @@ impl PlatformIndex {
     /// The positions of those nodes, in list order.
     pub fn candidates(&self, bits: u64) -> Arc<[usize]> {
         let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        if lists.len() >= MAX_CACHED_LISTS && !lists.contains_key(&bits) {
+            // Bounded: a cluster whose pods name unusually many platform sets starts over.
+            lists.clear();
+        }
         lists
             .entry(bits)
             .or_insert_with(|| {
@@ -119,6 +126,19 @@ mod tests {
         assert_eq!(*index.candidates((1 << 1) | (1 << 5)), [0, 2, 3, 4]);
         assert_eq!(*index.candidates(1 << 9), [2]);
         assert_eq!(index.count((1 << 1) | (1 << 2)), 4);
+    }
+
+    #[test]
+    fn the_cached_lists_are_bounded() {
+        let mut index = PlatformIndex::default();
+        index.insert(0, Some(1));
+        for mask in 0..(MAX_CACHED_LISTS as u64 * 3) {
+            let _ = index.candidates(mask << 2);
+            let cached = index.lists.lock().unwrap().len();
+            assert!(cached <= MAX_CACHED_LISTS, "{cached}");
+        }
+        // Still right after the lists were dropped.
+        assert_eq!(*index.candidates(1 << 1), [0]);
     }
 
     #[test]
