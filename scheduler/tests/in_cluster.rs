@@ -340,9 +340,9 @@ async fn a_broken_watch_relists_after_410_gone() {
     server.compact();
     let lists = |server: &FakeApiServer| {
         server
-            .requests()
+            .requests_with_query()
             .iter()
-            .filter(|r| r.starts_with("GET /api/v1/nodes") && !r.contains("watch="))
+            .filter(|r| r.starts_with("GET /api/v1/nodes") && !r.contains("watch=true"))
             .count()
     };
     let before = lists(&server);
@@ -369,6 +369,13 @@ async fn a_broken_watch_relists_after_410_gone() {
     })
     .await;
     assert!(node_of(&server, "pinned-old").is_none());
+    // One relist for the one 410, not a relist per reconnect.
+    assert_eq!(
+        lists(&server),
+        before + 1,
+        "{:?}",
+        server.requests_with_query()
+    );
     runtime.shutdown().await.unwrap();
 }
 

@@ -81,6 +81,8 @@ struct Store {
     update_failures: VecDeque<u16>,
     patch_failures: VecDeque<u16>,
     requests: Vec<String>,
+    /// The same, with the query (`?watch=true&resourceVersion=...`).
+    requests_with_query: Vec<String>,
     /// `apiserver_request_total` by its labels (verb, group, version, resource,
     /// subresource, scope, code).
     request_totals: BTreeMap<[String; 7], u64>,
@@ -503,9 +505,15 @@ impl FakeApiServer {
             .collect()
     }
 
-    /// Every request so far, as `METHOD path?query`.
+    /// Every request so far, as `METHOD path`.
     pub fn requests(&self) -> Vec<String> {
         self.store().requests.clone()
+    }
+
+    /// Every request so far, as `METHOD path?query` (a list and a watch of the same
+    /// resource differ only there).
+    pub fn requests_with_query(&self) -> Vec<String> {
+        self.store().requests_with_query.clone()
     }
 
     /// Forgets the change history: watches resuming from before now get `410 Gone`.
@@ -665,12 +673,11 @@ async fn handle(
     Query(query): Query<BTreeMap<String, String>>,
     body: Bytes,
 ) -> Response {
-    shared
-        .store
-        .lock()
-        .unwrap()
-        .requests
-        .push(format!("{method} {}", uri.path()));
+    {
+        let mut store = shared.store.lock().unwrap();
+        store.requests.push(format!("{method} {}", uri.path()));
+        store.requests_with_query.push(format!("{method} {uri}"));
+    }
     if let Some(code) = shared.faults.apply(&method, uri.path()).await {
         return status(
             code,
