@@ -295,8 +295,9 @@ impl<'a> Cycle<'a> {
                 filter_parallel(candidates, start, target, &check)
             };
             rotation.0 = match &shortcut {
-                // A full walk would have stopped at the same node (the ones skipped fail).
-                Some(list) if evaluated < n => list[(start + evaluated - 1) % n] + 1,
+                // A full walk would have stopped at the same node (the ones skipped fail),
+                // or, finding too few, gone round to where it started.
+                Some(list) if feasible.len() >= target => list[(start + evaluated - 1) % n] + 1,
                 Some(_) => rotation.0,
                 None => (start + evaluated) % n,
             };

@@ -135,6 +135,28 @@ fn large_clusters_stop_after_enough_feasible_nodes() {
 }
 
 #[test]
+fn the_rotation_moves_past_the_last_candidate_that_completed_the_search() {
+    let mut cluster = ClusterState::new();
+    for i in 0..200 {
+        let arch = if i % 2 == 0 { "arm64" } else { "amd64" };
+        cluster.upsert_node(NodeBuilder::new(&format!("n{i}"), arch).info());
+    }
+    // 200 nodes: 100 feasible wanted; the 100th arm64 node is n198, the last candidate.
+    let f = fixture(cluster, &["arm64"], "100m");
+    let mut rotation = Rotation::default();
+    let placed = run(
+        &Profile::default(),
+        &f.ctx(),
+        &mut rotation,
+        &mut SmallRng::seed_from_u64(5),
+    )
+    .unwrap();
+    assert_eq!(placed.feasible, 100);
+    // As a walk over every node: it stopped at n198, so the next one starts at n199.
+    assert_eq!(rotation.0, 199);
+}
+
+#[test]
 fn a_pod_that_fits_nowhere_is_diagnosed_over_every_node() {
     let mut cluster = ClusterState::new();
     for i in 0..1000 {
