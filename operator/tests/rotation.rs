@@ -243,12 +243,18 @@ async fn until_served(server: &Arc<FakeApiServer>, addr: std::net::SocketAddr, c
     let want = der_of(cert_pem);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        if call(server, addr).await.is_ok_and(|leaf| leaf == want) {
+        let last = call(server, addr).await;
+        if last.as_ref().is_ok_and(|leaf| *leaf == want) {
             return;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "certificate never served"
+            "certificate never served; last call: {:?}",
+            last.map(|leaf| if leaf == want {
+                "the wanted leaf"
+            } else {
+                "another leaf"
+            })
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -78,8 +78,12 @@ fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
     Ok(Arc::new(CertifiedKey::new(chain, signer)))
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// What tells a new file from the one loaded: its inode (the kubelet's atomic writer and
+/// most tools write a new file), size and modification time.
+fn stamp(path: &Path) -> Option<(u64, u64, SystemTime)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.ino(), meta.len(), meta.modified().ok()?))
 }
 
 /// Serves the current certificate (none yet: handshakes fail until one is set).
@@ -123,20 +127,22 @@ pub fn server_config(
     interval: Duration,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let resolver = Arc::new(ReloadingCert::default());
+    // Read before the files are: a change in between is then seen as a change (a stamp
+    // read after, once the task runs, could describe a newer pair than the one loaded).
+    let mut loaded = (stamp(&cert), stamp(&key));
     resolver.set(load(&cert, &key)?);
     let watcher = resolver.clone();
     tokio::spawn(async move {
-        let mut stamp = (modified(&cert), modified(&key));
         loop {
             tokio::time::sleep(interval).await;
-            let now = (modified(&cert), modified(&key));
-            if now == stamp {
+            let now = (stamp(&cert), stamp(&key));
+            if now == loaded {
                 continue;
             }
             match load(&cert, &key) {
                 Ok(fresh) => {
                     watcher.set(fresh);
-                    stamp = now;
+                    loaded = now;
                     info!(cert = %cert.display(), "serving certificate reloaded");
                 }
                 Err(e) => {

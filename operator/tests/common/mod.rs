@@ -16,7 +16,7 @@ use multiarch_operator::{
     metrics::OperatorMetrics,
     run::{OperatorOptions, Running, start},
 };
-use multiarch_runtime::supervisor::Supervisor;
+use multiarch_runtime::supervisor::{Supervisor, SupervisorError};
 use serde_json::{Value, json};
 
 pub mod https;
@@ -159,7 +159,7 @@ pub struct Operator {
     pub metrics: OperatorMetrics,
     pub addr: std::net::SocketAddr,
     shutdown: tokio_util::sync::CancellationToken,
-    done: tokio::task::JoinHandle<()>,
+    done: tokio::task::JoinHandle<Result<(), SupervisorError>>,
 }
 
 pub fn settings() -> Settings {
@@ -191,9 +191,7 @@ pub async fn start_operator(server: &FakeApiServer, drain_timeout: Duration) -> 
         metrics.clone(),
         &tasks,
     );
-    let done = tokio::spawn(async move {
-        let _ = supervisor.wait(Duration::from_secs(5)).await;
-    });
+    let done = tokio::spawn(async move { supervisor.wait(Duration::from_secs(30)).await });
     Operator {
         running,
         metrics,
@@ -204,9 +202,20 @@ pub async fn start_operator(server: &FakeApiServer, drain_timeout: Duration) -> 
 }
 
 impl Operator {
+    /// Stops it as SIGTERM would and waits until every task has ended, so nothing it
+    /// started can still write after this returns (a test may then change what it left).
     pub async fn stop(self) {
         self.shutdown.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.done).await;
+        let stopped = tokio::time::timeout(Duration::from_secs(40), self.done)
+            .await
+            .expect("the operator did not stop within 40 s")
+            .unwrap();
+        // A task that failed during the run is reported here too; only a drain that
+        // left tasks running would make the tests race.
+        assert!(
+            !matches!(stopped, Err(SupervisorError::DrainTimeout { .. })),
+            "{stopped:?}"
+        );
     }
 
     /// Successful reconciles so far.
