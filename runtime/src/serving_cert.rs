@@ -101,6 +101,14 @@ impl ReloadingCert {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(key);
     }
 
+    /// The certificate being served.
+    pub fn current(&self) -> Option<Arc<CertifiedKey>> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// Whether a certificate is being served.
     pub fn is_set(&self) -> bool {
         self.current
@@ -126,6 +134,16 @@ pub fn server_config(
     key: PathBuf,
     interval: Duration,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    Ok(with_resolver(follow_files(cert, key, interval)?))
+}
+
+/// The certificate of the files, loaded now and again whenever they change (checked every
+/// `interval`, by a task on the current runtime).
+pub fn follow_files(
+    cert: PathBuf,
+    key: PathBuf,
+    interval: Duration,
+) -> Result<Arc<ReloadingCert>, TlsError> {
     let resolver = Arc::new(ReloadingCert::default());
     // Read before the files are: a change in between is then seen as a change (a stamp
     // read after, once the task runs, could describe a newer pair than the one loaded).
@@ -151,7 +169,7 @@ pub fn server_config(
             }
         }
     });
-    Ok(with_resolver(resolver))
+    Ok(resolver)
 }
 
 /// A TLS 1.2+ server configuration serving whatever `resolver` holds.
