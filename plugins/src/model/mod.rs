@@ -8,6 +8,7 @@ pub mod nominated;
 pub mod platform;
 pub mod platform_index;
 pub mod pod;
+pub mod positions;
 pub mod quantity;
 pub mod resources;
 pub mod selectors;

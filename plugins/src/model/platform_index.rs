@@ -7,15 +7,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rustc_hash::FxHashMap;
 
+use super::positions::Positions;
+
 /// Platform masks whose lists are kept (each up to one position per node).
 const MAX_CACHED_LISTS: usize = 32;
 
-/// Sorted node positions per platform bit; nodes without a bit (a CPU variant, an
-/// unknown OS) are in `unbitted` and are candidates for every pod.
+/// Node positions per platform bit; nodes without a bit (a CPU variant, an unknown OS)
+/// are under `None` and are candidates for every pod.
 #[derive(Debug, Default)]
 pub struct PlatformIndex {
-    by_bit: FxHashMap<u8, Vec<usize>>,
-    unbitted: Vec<usize>,
+    by_bit: Positions<Option<u8>>,
     /// The lists cycles asked for, by platform mask (pods share a few masks), until the
     /// next node change. Cycles read the cluster through `&`, hence the lock; a cycle
     /// takes it once.
@@ -26,60 +27,46 @@ impl Clone for PlatformIndex {
     fn clone(&self) -> Self {
         PlatformIndex {
             by_bit: self.by_bit.clone(),
-            unbitted: self.unbitted.clone(),
             lists: Mutex::default(),
         }
     }
 }
 
-fn bucket_insert(bucket: &mut Vec<usize>, position: usize) {
-    if let Err(at) = bucket.binary_search(&position) {
-        bucket.insert(at, position);
-    }
-}
-
-fn bucket_remove(bucket: &mut Vec<usize>, position: usize) {
-    if let Ok(at) = bucket.binary_search(&position) {
-        bucket.remove(at);
-    }
+/// Whether nodes of `bit` can run some platform of `bits`.
+fn wanted(bit: Option<u8>, bits: u64) -> bool {
+    bit.is_none_or(|bit| bits & (1 << bit) != 0)
 }
 
 impl PlatformIndex {
-    fn bucket(&mut self, bit: Option<u8>) -> &mut Vec<usize> {
+    /// The lists cached so far describe the nodes before this change.
+    fn changed(&mut self) -> &mut Positions<Option<u8>> {
         self.lists
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        match bit {
-            Some(bit) => self.by_bit.entry(bit).or_default(),
-            None => &mut self.unbitted,
-        }
+        &mut self.by_bit
     }
 
     pub fn insert(&mut self, position: usize, bit: Option<u8>) {
-        bucket_insert(self.bucket(bit), position);
+        self.changed().insert(bit, position);
     }
 
     pub fn remove(&mut self, position: usize, bit: Option<u8>) {
-        bucket_remove(self.bucket(bit), position);
+        self.changed().remove(&bit, position);
     }
 
     /// The node at `from` now sits at `to` (the list's `swap_remove`).
     pub fn moved(&mut self, from: usize, to: usize, bit: Option<u8>) {
-        let bucket = self.bucket(bit);
-        bucket_remove(bucket, from);
-        bucket_insert(bucket, to);
+        self.changed().moved(bit, from, to);
     }
 
     /// How many nodes can run some platform of `bits` (nodes without a bit included).
     pub fn count(&self, bits: u64) -> usize {
-        self.unbitted.len()
-            + self
-                .by_bit
-                .iter()
-                .filter(|(bit, _)| bits & (1 << **bit) != 0)
-                .map(|(_, nodes)| nodes.len())
-                .sum::<usize>()
+        self.by_bit
+            .iter()
+            .filter(|(bit, _)| wanted(**bit, bits))
+            .map(|(_, nodes)| nodes.len())
+            .sum()
     }
 
     /// The positions of those nodes, in list order.
@@ -93,9 +80,8 @@ impl PlatformIndex {
             .entry(bits)
             .or_insert_with(|| {
                 let mut out = Vec::with_capacity(self.count(bits));
-                out.extend_from_slice(&self.unbitted);
-                for (bit, nodes) in &self.by_bit {
-                    if bits & (1 << *bit) != 0 {
+                for (bit, nodes) in self.by_bit.iter() {
+                    if wanted(*bit, bits) {
                         out.extend_from_slice(nodes);
                     }
                 }
