@@ -56,6 +56,7 @@ fn text_output_names_every_section() {
         "Throughput:",
         "Cycle time: p50",
         "Peak memory:",
+        "Placement digest:",
         "Architecture-blind scheduler",
     ] {
         assert!(text.contains(section), "missing {section:?} in\n{text}");
@@ -87,4 +88,25 @@ fn a_bad_scenario_is_a_clear_error() {
             .starts_with("error: cannot read scenario /nonexistent/scenario.yaml")
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_placement_digest_identifies_the_placements_of_a_seed() {
+    let digest = |seed: &str| {
+        let out = multiarch(&[
+            "simulate", "--nodes", "120", "--pods", "300", "--seed", seed, "-o", "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["placementDigest"].as_str().unwrap().to_owned()
+    };
+    let first = digest("7");
+    assert_eq!(first.len(), 16, "{first}");
+    assert!(first.bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+    assert_eq!(digest("7"), first, "the same seed places every pod alike");
+    assert_ne!(digest("8"), first, "another seed generates another cluster");
 }

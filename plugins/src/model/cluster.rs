@@ -11,8 +11,9 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 
 use super::{
-    disruption_budget::DisruptionBudget, hostname_index::HostnameIndex, node::NodeInfo,
-    platform_index::PlatformIndex, pod::PodInfo, selectors::Labels, storage::StorageCatalog,
+    disruption_budget::DisruptionBudget, hostname_index::HostnameIndex,
+    local_volume_nodes::LocalVolumeNodes, node::NodeInfo, platform_index::PlatformIndex,
+    pod::PodInfo, selectors::Labels, storage::StorageCatalog, zone_names::ZoneNames,
 };
 use crate::events::NodeChanges;
 
@@ -64,6 +65,8 @@ pub struct ClusterState {
     controller_zones: FxHashMap<String, FxHashMap<String, u32>>,
     platforms: PlatformIndex,
     hostnames: HostnameIndex,
+    local_volume_nodes: LocalVolumeNodes,
+    zones: ZoneNames,
 }
 
 impl ClusterState {
@@ -88,6 +91,13 @@ impl ClusterState {
     /// Node positions by hostname label (see [`HostnameIndex`]).
     pub fn hostname_index(&self) -> &HostnameIndex {
         &self.hostnames
+    }
+
+    /// Positions of the nodes with an unclaimed local volume of `class` (see
+    /// [`LocalVolumeNodes`]).
+    pub fn nodes_with_local_volumes(&self, class: &str) -> Arc<[usize]> {
+        self.local_volume_nodes
+            .of_class(class, &self.storage, &self.hostnames)
     }
 
     pub fn node_index(&self, name: &str) -> Option<usize> {
@@ -179,7 +189,8 @@ impl ClusterState {
     }
 
     /// Adds a node or updates its own fields (its pods stay).
-    pub fn upsert_node(&mut self, fresh: NodeInfo) -> NodeUpsert {
+    pub fn upsert_node(&mut self, mut fresh: NodeInfo) -> NodeUpsert {
+        self.zones.intern(&mut fresh.zone);
         if let Some(&i) = self.index.get(&fresh.name) {
             if self.nodes[i].platform_bit != fresh.platform_bit {
                 self.platforms.remove(i, self.nodes[i].platform_bit);
@@ -207,6 +218,9 @@ impl ClusterState {
             }
             let old = self.nodes[i].own_fields();
             self.nodes[i].update_from(fresh);
+            if zone_moved {
+                self.zones.prune();
+            }
             return NodeUpsert::Updated {
                 old: Box::new(old),
                 changes,
@@ -251,6 +265,9 @@ impl ClusterState {
         if !node.pods.is_empty() {
             self.orphans.insert(node.name, node.pods);
         }
+        // The name this node held goes once `own` is dropped too: pruned on the next
+        // removal or zone change (bounded by the zones in use plus one).
+        self.zones.prune();
         Some(own)
     }
 

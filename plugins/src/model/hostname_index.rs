@@ -9,18 +9,22 @@ use super::positions::Positions;
 #[derive(Clone, Debug, Default)]
 pub struct HostnameIndex {
     by_host: Positions<String>,
+    /// Counts the changes, so lists built from the index know when they are stale.
+    generation: u64,
 }
 
 impl HostnameIndex {
     pub fn insert(&mut self, position: usize, hostname: Option<&str>) {
         if let Some(host) = hostname {
             self.by_host.insert(host.to_owned(), position);
+            self.generation += 1;
         }
     }
 
     pub fn remove(&mut self, position: usize, hostname: Option<&str>) {
         if let Some(host) = hostname {
             self.by_host.remove(host, position);
+            self.generation += 1;
         }
     }
 
@@ -28,7 +32,12 @@ impl HostnameIndex {
     pub fn moved(&mut self, from: usize, to: usize, hostname: Option<&str>) {
         if let Some(host) = hostname {
             self.by_host.moved(host.to_owned(), from, to);
+            self.generation += 1;
         }
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The positions of the nodes with this hostname.

@@ -1,8 +1,10 @@
 //! The cluster model the plugins read: pods, nodes, resources, selectors, platforms.
 
 pub mod cluster;
+pub mod controller_counts;
 pub mod disruption_budget;
 pub mod hostname_index;
+pub mod local_volume_nodes;
 pub mod node;
 pub mod nominated;
 pub mod platform;
@@ -13,3 +15,4 @@ pub mod quantity;
 pub mod resources;
 pub mod selectors;
 pub mod storage;
+pub mod zone_names;

@@ -2,12 +2,11 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
-
 use k8s_openapi::api::core::v1 as core;
 use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL};
 
 use super::{
+    controller_counts::ControllerCounts,
     platform::{Platform, platform_bit},
     pod::{HostPort, PodInfo},
     quantity::{InvalidQuantity, parse_scaled},
@@ -49,11 +48,12 @@ pub struct NodeInfo {
     pub non_zero_requested: NonZero,
     pub pods: Vec<Arc<PodInfo>>,
     pub used_ports: Vec<HostPort>,
-    /// Pods per controller UID, for the default spread constraints (looked up once per
-    /// node per cycle, hence the fast hasher).
-    pub controller_counts: FxHashMap<String, u32>,
-    /// The `topology.kubernetes.io/zone` label, read once.
-    pub zone: Option<String>,
+    /// Pods per controller UID, for the default spread constraints.
+    pub controller_counts: ControllerCounts,
+    /// The `topology.kubernetes.io/zone` label, read once. The cluster model gives the
+    /// nodes of one zone the same allocation (see `ClusterState::upsert_node`), so a
+    /// cycle reads each zone's name once, not once per node.
+    pub zone: Option<Arc<str>>,
     /// The `kubernetes.io/hostname` label (what local volumes are pinned to), read once.
     pub hostname: Option<String>,
     pub pods_with_affinity: u32,
@@ -96,7 +96,7 @@ impl NodeInfo {
             .any(|c| c.type_ == "Ready" && c.status == "True");
         Ok(NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
-            zone: labels.get(ZONE_LABEL).cloned(),
+            zone: labels.get(ZONE_LABEL).map(|z| Arc::from(z.as_str())),
             hostname: labels.get(HOSTNAME_LABEL).cloned(),
             taints: spec
                 .taints
@@ -156,7 +156,7 @@ impl NodeInfo {
         self.non_zero_requested.add(pod.non_zero);
         self.used_ports.extend(pod.host_ports.iter().cloned());
         if let Some(owner) = &pod.controller_uid {
-            *self.controller_counts.entry(owner.clone()).or_default() += 1;
+            self.controller_counts.add(owner);
         }
         if pod.has_pod_affinity() {
             self.pods_with_affinity += 1;
@@ -178,13 +178,8 @@ impl NodeInfo {
                 self.used_ports.swap_remove(i);
             }
         }
-        if let Some(owner) = &pod.controller_uid
-            && let Some(count) = self.controller_counts.get_mut(owner)
-        {
-            *count -= 1;
-            if *count == 0 {
-                self.controller_counts.remove(owner);
-            }
+        if let Some(owner) = &pod.controller_uid {
+            self.controller_counts.remove(owner);
         }
         if pod.has_pod_affinity() {
             self.pods_with_affinity -= 1;
@@ -345,7 +340,7 @@ mod tests {
         node.add_pod(pod.clone());
         assert_eq!(node.requested.milli_cpu, 500);
         assert_eq!(node.used_ports.len(), 1);
-        assert_eq!(node.controller_counts.get("rs1"), Some(&1));
+        assert_eq!(node.controller_counts.get("rs1"), 1);
         assert!(node.remove_pod(&pod.uid).is_some());
         assert!(node.requested.is_zero());
         assert!(node.used_ports.is_empty());

@@ -3,9 +3,8 @@
 
 use std::collections::HashMap;
 
-use rustc_hash::FxHashMap;
-
 use super::{node_affinity::required_matches, taint_toleration::tolerates};
+use crate::model::controller_counts::controller_hash;
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
     framework::{
@@ -27,6 +26,9 @@ pub const MISSING_LABEL: &str =
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
 pub struct PodTopologySpread;
+
+mod domains;
+use domains::{DomainCounts, KeyKind};
 
 impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
@@ -121,7 +123,7 @@ fn node_counts(pod: &PodInfo, constraint: &SpreadConstraint, node: &NodeInfo) ->
 fn matching_pods(pod: &PodInfo, constraint: &SpreadConstraint, node: &NodeInfo) -> i64 {
     if constraint.same_controller {
         let owner = pod.controller_uid.as_deref().unwrap_or_default();
-        return i64::from(node.controller_counts.get(owner).copied().unwrap_or(0));
+        return i64::from(node.controller_counts.get(owner));
     }
     let count = node
         .pods
@@ -274,39 +276,28 @@ impl FilterPlugin for PodTopologySpread {
 #[derive(Clone)]
 struct ScoreState {
     constraints: Vec<SpreadConstraint>,
-    /// Per constraint (non-hostname keys): pods per domain.
-    counts: Vec<FxHashMap<String, i64>>,
+    /// Per constraint: how its key is read, and pods per domain (zone and label keys).
+    kinds: Vec<KeyKind>,
+    counts: Vec<DomainCounts>,
     /// Per constraint: `ln(domains + 2)`, so constraints over many domains weigh more.
     weights: Vec<f64>,
-    /// Per constraint: how its key is read.
-    kinds: Vec<KeyKind>,
     require_all_keys: bool,
+    /// [`controller_hash`] of the pod's controller (default constraints count its pods).
+    owner_hash: u64,
 }
 
-/// How a constraint's key is read from a node, decided once per cycle rather than by
-/// comparing the key per node.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum KeyKind {
-    /// Every node is its own domain.
-    Hostname,
-    /// Read from the node's cached zone.
-    Zone,
-    Label,
-}
-
-fn key_kind(constraint: &SpreadConstraint) -> KeyKind {
-    match constraint.topology_key.as_str() {
-        HOSTNAME => KeyKind::Hostname,
-        ZONE_LABEL => KeyKind::Zone,
-        _ => KeyKind::Label,
+/// Pods on the node that a scoring constraint counts.
+fn scored_pods(
+    pod: &PodInfo,
+    owner_hash: u64,
+    constraint: &SpreadConstraint,
+    node: &NodeInfo,
+) -> i64 {
+    if constraint.same_controller {
+        let owner = pod.controller_uid.as_deref().unwrap_or_default();
+        return i64::from(node.controller_counts.get_hashed(owner_hash, owner));
     }
-}
-
-fn value_of<'n>(kind: KeyKind, key: &str, node: &'n NodeInfo) -> Option<&'n str> {
-    match kind {
-        KeyKind::Zone => node.zone.as_deref(),
-        KeyKind::Hostname | KeyKind::Label => node.labels.get(key).map(String::as_str),
-    }
+    matching_pods(pod, constraint, node)
 }
 
 impl ScorePlugin for PodTopologySpread {
@@ -332,38 +323,36 @@ impl ScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
-        let mut counts: Vec<FxHashMap<String, i64>> = vec![FxHashMap::default(); constraints.len()];
+        let kinds: Vec<KeyKind> = constraints
+            .iter()
+            .map(|c| KeyKind::of(&c.topology_key))
+            .collect();
+        let mut counts: Vec<DomainCounts> = kinds.iter().map(|k| DomainCounts::new(*k)).collect();
         let mut domains: Vec<usize> = vec![0; constraints.len()];
-        let kinds: Vec<KeyKind> = constraints.iter().map(key_kind).collect();
         for node in nodes {
             if require_all_keys
                 && !constraints
                     .iter()
                     .zip(&kinds)
-                    .all(|(c, kind)| value_of(*kind, &c.topology_key, node).is_some())
+                    .all(|(c, kind)| kind.value(&c.topology_key, node).is_some())
             {
                 continue;
             }
             for (i, c) in constraints.iter().enumerate() {
-                if kinds[i] == KeyKind::Hostname {
-                    domains[i] += 1;
-                } else if let Some(value) = value_of(kinds[i], &c.topology_key, node)
-                    && !counts[i].contains_key(value)
-                {
-                    counts[i].insert(value.to_owned(), 0);
+                if counts[i].note(&c.topology_key, node) {
                     domains[i] += 1;
                 }
             }
         }
         for (i, c) in constraints.iter().enumerate() {
-            if c.topology_key == HOSTNAME || counts[i].is_empty() {
+            if counts[i].is_empty() {
                 continue;
             }
-            if c.same_controller && c.topology_key == ZONE_LABEL {
+            if c.same_controller && kinds[i] == KeyKind::Zone {
                 // Maintained by the cluster model: no walk over every node.
                 let owner = pod.controller_uid.as_deref().unwrap_or_default();
                 if let Some(zones) = ctx.cluster.controller_zone_counts(owner) {
-                    for (zone, count) in counts[i].iter_mut() {
+                    for (zone, count) in counts[i].named_mut() {
                         *count = i64::from(zones.get(zone).copied().unwrap_or(0));
                     }
                 }
@@ -373,9 +362,7 @@ impl ScorePlugin for PodTopologySpread {
                 if !node_counts(pod, c, node) {
                     continue;
                 }
-                if let Some(value) = value_of(kinds[i], &c.topology_key, node)
-                    && let Some(count) = counts[i].get_mut(value)
-                {
+                if let Some(count) = counts[i].count_mut(&c.topology_key, node) {
                     *count += matching_pods(pod, c, node);
                 }
             }
@@ -384,10 +371,11 @@ impl ScorePlugin for PodTopologySpread {
         let weights = domains.iter().map(|d| ((*d + 2) as f64).ln()).collect();
         state.write(ScoreState {
             constraints,
+            kinds,
             counts,
             weights,
-            kinds,
             require_all_keys,
+            owner_hash: controller_hash(pod.controller_uid.as_deref().unwrap_or_default()),
         });
         Status::success()
     }
@@ -402,18 +390,17 @@ impl ScorePlugin for PodTopologySpread {
                 .constraints
                 .iter()
                 .zip(&state.kinds)
-                .all(|(c, kind)| value_of(*kind, &c.topology_key, node).is_some())
+                .all(|(c, kind)| kind.value(&c.topology_key, node).is_some())
         {
             return -1;
         }
         let mut score = 0.0;
         for (i, c) in state.constraints.iter().enumerate() {
-            let kind = state.kinds[i];
-            let count = if kind == KeyKind::Hostname {
-                matching_pods(ctx.pod, c, node)
+            let count = if state.kinds[i] == KeyKind::Hostname {
+                scored_pods(ctx.pod, state.owner_hash, c, node)
             } else {
-                match value_of(kind, &c.topology_key, node) {
-                    Some(value) => state.counts[i].get(value).copied().unwrap_or(0),
+                match state.counts[i].count(&c.topology_key, node) {
+                    Some(count) => count,
                     None => continue,
                 }
             };

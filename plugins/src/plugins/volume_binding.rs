@@ -83,17 +83,23 @@ impl DelayedClaim {
         }
     }
 
-    /// The volumes a node with this hostname may offer the claim.
+    /// The volumes a node with this hostname may offer the claim, each with whether its
+    /// node affinity is known to fit the node: the index found it under the node's
+    /// hostname, and the affinity asks for nothing else.
     fn usable_on<'a>(
         &'a self,
         storage: &'a StorageCatalog,
         hostname: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a PersistentVolumeInfo> + 'a {
+    ) -> impl Iterator<Item = (&'a PersistentVolumeInfo, bool)> + 'a {
         let pinned = hostname
             .into_iter()
             .flat_map(move |host| storage.unclaimed_on_host(&self.claim.storage_class, host))
-            .filter(|v| self.claim.may_use(v));
-        self.anywhere.iter().chain(pinned).map(Arc::as_ref)
+            .filter(|v| self.claim.may_use(v))
+            .map(|v| (v.as_ref(), v.hostname_only_affinity));
+        self.anywhere
+            .iter()
+            .map(|v| (v.as_ref(), false))
+            .chain(pinned)
     }
 
     /// Only volumes pinned to hostnames can serve it: none elsewhere, no provisioner, no
@@ -276,16 +282,10 @@ impl PreFilterPlugin for VolumeBinding {
     fn candidate_nodes(&self, ctx: &CycleContext<'_>, state: &CycleState) -> Option<Arc<[usize]>> {
         let claims = state.read::<ClaimsState>()?;
         let delayed = claims.delayed.iter().find(|c| c.pinned_only())?;
-        let hostnames = ctx.cluster.hostname_index();
-        let mut nodes: Vec<usize> = ctx
-            .cluster
-            .storage()
-            .hosts_with_unclaimed(&delayed.claim.storage_class)
-            .flat_map(|host| hostnames.nodes(host).iter().copied())
-            .collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        Some(nodes.into())
+        Some(
+            ctx.cluster
+                .nodes_with_local_volumes(&delayed.claim.storage_class),
+        )
     }
 
     /// `GetEligibleNodes`: the nodes the local volumes of bound claims are pinned to.

@@ -67,6 +67,7 @@ pub fn simulate_with(
         requeued: result.requeued,
         left_waiting: result.left_waiting,
         queueing_hints: !options.no_queueing_hints,
+        placement_digest: result.placement_digest(),
         architecture_blind: Counterfactual {
             bound: blind.bound(),
             incompatible: incompatible_placements(&prepared, &blind),

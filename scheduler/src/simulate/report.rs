@@ -35,6 +35,8 @@ pub struct SimulationReport {
     pub requeued: u64,
     pub left_waiting: u64,
     pub queueing_hints: bool,
+    /// Digest of every pod→node placement: equal digests, equal placements.
+    pub placement_digest: String,
     pub architecture_blind: Counterfactual,
 }
 
@@ -130,6 +132,11 @@ impl SimulationReport {
                 let _ = writeln!(out, "Peak memory: not reported by this platform");
             }
         }
+        let _ = writeln!(
+            out,
+            "Placement digest: {} (equal for runs that put every pod on the same node)",
+            self.placement_digest
+        );
         #[allow(clippy::cast_precision_loss)]
         let share = if self.architecture_blind.bound > 0 {
             100.0 * self.architecture_blind.incompatible as f64

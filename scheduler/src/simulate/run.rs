@@ -128,6 +128,27 @@ impl RunResult {
         sorted[index]
     }
 
+    /// SHA-256 of every `pod=node` placement in pod order (first 16 hex digits): two runs
+    /// with the same digest placed every pod on the same node, whatever the timings.
+    pub fn placement_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut placements: Vec<(&String, &String)> = self.placements.iter().collect();
+        placements.sort_unstable();
+        let mut hasher = Sha256::new();
+        for (pod, node) in placements {
+            hasher.update(pod.as_bytes());
+            hasher.update(b"=");
+            hasher.update(node.as_bytes());
+            hasher.update(b"\n");
+        }
+        hasher
+            .finalize()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     pub fn pods_per_second(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
         #[allow(clippy::cast_precision_loss)]

@@ -68,6 +68,63 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    /// After any sequence of node changes and local volumes appearing, being claimed and
+    /// going, the nodes with an unclaimed local volume of a class are those a walk finds.
+    #[test]
+    fn the_local_volume_nodes_follow_every_node_and_volume_change(
+        ops in proptest::collection::vec((0u8..5, 0usize..6, 0usize..4, 0usize..2), 1..80)
+    ) {
+        use crate::model::storage::builders::VolumeBuilder;
+        const CLASSES: [&str; 2] = ["local-a", "local-b"];
+        let mut cluster = ClusterState::new();
+        for (op, item, host, class) in ops {
+            let hostname = format!("h{host}");
+            let volume = format!("pv{item}");
+            match op {
+                0 => {
+                    let node = NodeBuilder::new(&format!("n{item}"), "amd64")
+                        .label("kubernetes.io/hostname", &hostname)
+                        .info();
+                    cluster.upsert_node(node);
+                }
+                1 => {
+                    cluster.remove_node(&format!("n{item}"));
+                }
+                2 => cluster.storage_mut().upsert_volume(
+                    VolumeBuilder::new(&volume, CLASSES[class], "1Gi")
+                        .local_on(&hostname)
+                        .info(),
+                ),
+                3 => cluster.storage_mut().upsert_volume(
+                    VolumeBuilder::new(&volume, CLASSES[class], "1Gi")
+                        .local_on(&hostname)
+                        .claim_ref("ns", "data", "")
+                        .info(),
+                ),
+                _ => cluster.storage_mut().delete_volume(&volume),
+            }
+            for class in CLASSES {
+                let walked: Vec<usize> = cluster
+                    .nodes()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| {
+                        n.hostname.as_deref().is_some_and(|h| {
+                            cluster.storage().unclaimed_on_host(class, h).next().is_some()
+                        })
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                proptest::prop_assert_eq!(
+                    cluster.nodes_with_local_volumes(class).to_vec(),
+                    walked
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn assume_then_confirm_counts_once() {
     let mut cluster = ClusterState::new();

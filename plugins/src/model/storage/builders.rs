@@ -70,6 +70,26 @@ impl VolumeBuilder {
         self
     }
 
+    /// One more expression in every term of the node affinity: `key` in `values`.
+    pub fn also_requiring(mut self, key: &str, values: &[&str]) -> Self {
+        let terms = self
+            .spec()
+            .node_affinity
+            .get_or_insert_with(Default::default)
+            .required
+            .get_or_insert_with(Default::default);
+        for term in &mut terms.node_selector_terms {
+            term.match_expressions.get_or_insert_with(Vec::new).push(
+                core::NodeSelectorRequirement {
+                    key: key.into(),
+                    operator: "In".into(),
+                    values: Some(values.iter().map(|v| (*v).to_owned()).collect()),
+                },
+            );
+        }
+        self
+    }
+
     /// Node affinity requiring `key` in `values`.
     pub fn affinity(mut self, key: &str, values: &[&str]) -> Self {
         self.spec().node_affinity = Some(core::VolumeNodeAffinity {

@@ -2,7 +2,10 @@
 //! but has not written yet: a claim it chose a volume for (or a node to provision on) is
 //! seen as such by the next cycles, so two pods never get the same volume.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::{
+    collections::{BTreeSet, VecDeque},
+    sync::Arc,
+};
 
 use rustc_hash::FxHashMap;
 
@@ -44,6 +47,9 @@ impl VolumeBindingPlan {
     }
 }
 
+/// Changes of [`StorageCatalog::pinned_changes_since`] kept.
+const MAX_PINNED_LOG: usize = 4096;
+
 #[derive(Clone, Debug, Default)]
 pub struct StorageCatalog {
     volumes: FxHashMap<String, Arc<PersistentVolumeInfo>>,
@@ -53,8 +59,16 @@ pub struct StorageCatalog {
     /// volumes) by hostname, so a cycle looks at one node's few instead of the cluster's
     /// thousands, and the others apart. With the volumes that name a claim
     /// (`namespace/name`), the only ones an unbound claim may use.
-    unclaimed_pinned: FxHashMap<String, FxHashMap<String, BTreeSet<String>>>,
+    /// The pinned ones are kept themselves (in name order), not their names: a cycle
+    /// reads them for every candidate node.
+    unclaimed_pinned: FxHashMap<String, FxHashMap<String, Vec<Arc<PersistentVolumeInfo>>>>,
     unclaimed_unpinned: FxHashMap<String, BTreeSet<String>>,
+    /// The (class, hostname) pairs that gained their first or lost their last unclaimed
+    /// pinned volume, numbered (`pinned_seq` is the last one's number), so a list of the
+    /// nodes with such volumes follows at the cost of the changes. Bounded: a reader
+    /// that fell further behind starts over.
+    pinned_log: VecDeque<(String, String)>,
+    pinned_seq: u64,
     claimed_for: FxHashMap<String, BTreeSet<String>>,
     /// Claims by namespace, then name (looked up per node by the volume limits: no key
     /// is built for a lookup).
@@ -122,7 +136,7 @@ impl StorageCatalog {
         self.capacities.values().map(Arc::as_ref)
     }
 
-    fn index(&mut self, volume: &PersistentVolumeInfo) {
+    fn index(&mut self, volume: &Arc<PersistentVolumeInfo>) {
         self.by_class
             .entry(volume.storage_class.clone())
             .or_default()
@@ -134,10 +148,19 @@ impl StorageCatalog {
                     .entry(volume.storage_class.clone())
                     .or_default();
                 for host in hosts {
-                    by_host
-                        .entry(host.clone())
-                        .or_default()
-                        .insert(volume.name.clone());
+                    let pinned = by_host.entry(host.clone()).or_default();
+                    if pinned.is_empty() {
+                        Self::log_pinned(
+                            &mut self.pinned_log,
+                            &mut self.pinned_seq,
+                            &volume.storage_class,
+                            host,
+                        );
+                    }
+                    match pinned.binary_search_by(|v| v.name.cmp(&volume.name)) {
+                        Ok(at) => pinned[at] = volume.clone(),
+                        Err(at) => pinned.insert(at, volume.clone()),
+                    }
                 }
             }
             (None, None) => {
@@ -169,7 +192,18 @@ impl StorageCatalog {
             (None, Some(hosts)) => {
                 if let Some(by_host) = self.unclaimed_pinned.get_mut(&volume.storage_class) {
                     for host in hosts {
-                        unlink(by_host, host, &volume.name);
+                        if let Some(pinned) = by_host.get_mut(host) {
+                            pinned.retain(|v| v.name != volume.name);
+                            if pinned.is_empty() {
+                                by_host.remove(host);
+                                Self::log_pinned(
+                                    &mut self.pinned_log,
+                                    &mut self.pinned_seq,
+                                    &volume.storage_class,
+                                    host,
+                                );
+                            }
+                        }
                     }
                     if by_host.is_empty() {
                         self.unclaimed_pinned.remove(&volume.storage_class);
@@ -216,7 +250,40 @@ impl StorageCatalog {
             .and_then(|by_host| by_host.get(host))
             .into_iter()
             .flatten()
-            .filter_map(|name| self.volumes.get(name))
+    }
+
+    fn log_pinned(log: &mut VecDeque<(String, String)>, seq: &mut u64, class: &str, host: &str) {
+        if log.len() >= MAX_PINNED_LOG {
+            log.pop_front();
+        }
+        log.push_back((class.to_owned(), host.to_owned()));
+        *seq += 1;
+    }
+
+    /// The number of the last change of which hostnames have an unclaimed pinned volume
+    /// of a class.
+    pub fn pinned_seq(&self) -> u64 {
+        self.pinned_seq
+    }
+
+    /// The (class, hostname) pairs changed after change number `seq`, oldest first;
+    /// `None` when some are no longer kept.
+    pub fn pinned_changes_since(&self, seq: u64) -> Option<impl Iterator<Item = (&str, &str)>> {
+        let behind = usize::try_from(self.pinned_seq.checked_sub(seq)?).ok()?;
+        let skip = self.pinned_log.len().checked_sub(behind)?;
+        Some(
+            self.pinned_log
+                .iter()
+                .skip(skip)
+                .map(|(class, host)| (class.as_str(), host.as_str())),
+        )
+    }
+
+    /// Whether an unclaimed volume of the class is pinned to the hostname.
+    pub fn has_unclaimed_on_host(&self, class: &str, host: &str) -> bool {
+        self.unclaimed_pinned
+            .get(class)
+            .is_some_and(|by_host| by_host.contains_key(host))
     }
 
     /// The hostnames with an unclaimed volume of the class pinned to them.
@@ -290,8 +357,9 @@ impl StorageCatalog {
             self.assumed_volumes.remove(&name);
         }
         self.remove_from_class(&name);
+        let fresh = Arc::new(fresh);
         self.index(&fresh);
-        self.volumes.insert(name, Arc::new(fresh));
+        self.volumes.insert(name, fresh);
     }
 
     pub fn delete_volume(&mut self, name: &str) {
@@ -386,12 +454,13 @@ impl StorageCatalog {
             };
             let mut bound = (*current).clone();
             bound.claim_ref = Some(binding.claim.clone());
+            let bound = Arc::new(bound);
             self.assumed_volumes
                 .entry(binding.volume.clone())
                 .or_insert(Some(current.clone()));
             self.unindex(&current);
             self.index(&bound);
-            self.volumes.insert(binding.volume.clone(), Arc::new(bound));
+            self.volumes.insert(binding.volume.clone(), bound);
         }
         for provision in &plan.provisions {
             let key = claim_key(&provision.claim.namespace, &provision.claim.name);

@@ -43,6 +43,7 @@ impl PersistentVolumeInfo {
             .and(node_affinity)
             .and_then(local_node_names);
         let pinned_hostnames = node_affinity.and_then(pinned_hostnames);
+        let hostname_only_affinity = node_affinity.is_some_and(hostname_only);
         let migrated = migration::of_persistent_volume(&spec);
         let csi = match &spec.csi {
             Some(csi) => Some(CsiVolume {
@@ -83,6 +84,7 @@ impl PersistentVolumeInfo {
             csi,
             local_node_names,
             pinned_hostnames,
+            hostname_only_affinity,
         })
     }
 }
@@ -138,6 +140,20 @@ fn pinned_hostnames(selector: &core::NodeSelector) -> Option<Vec<String>> {
     all.sort();
     all.dedup();
     Some(all)
+}
+
+/// Every term is nothing but `kubernetes.io/hostname In [...]` expressions (so a node
+/// matches exactly when its hostname is among `pinned_hostnames`).
+fn hostname_only(selector: &core::NodeSelector) -> bool {
+    selector.node_selector_terms.iter().all(|term| {
+        term.match_fields.as_ref().is_none_or(Vec::is_empty)
+            && term.match_expressions.as_ref().is_some_and(|expressions| {
+                !expressions.is_empty()
+                    && expressions
+                        .iter()
+                        .all(|e| e.key == HOSTNAME_LABEL && e.operator == "In")
+            })
+    })
 }
 
 impl ClaimInfo {

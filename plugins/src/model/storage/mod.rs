@@ -102,6 +102,10 @@ pub struct PersistentVolumeInfo {
     /// (every term requires one of them): an index, so matching a claim on a node looks
     /// at that node's volumes only.
     pub pinned_hostnames: Option<Vec<String>>,
+    /// The node affinity requires nothing but a `kubernetes.io/hostname` among
+    /// `pinned_hostnames`: a node found under one of them in the catalog's index fits it
+    /// without its labels being read.
+    pub hostname_only_affinity: bool,
 }
 
 impl PersistentVolumeInfo {
@@ -182,22 +186,23 @@ impl ClaimInfo {
 
     /// `FindMatchingVolume` on one node, among volumes that passed [`may_use`]: a volume
     /// pre-bound to the claim wins (or none, if its node affinity excludes the node);
-    /// otherwise the smallest one the node's labels allow. `excluded` are volumes already
-    /// chosen for other claims of the pod.
+    /// otherwise the smallest one the node's labels allow. Each volume comes with whether
+    /// its node affinity is already known to fit the node (else it is checked).
+    /// `excluded` are volumes already chosen for other claims of the pod.
     ///
     /// [`may_use`]: ClaimInfo::may_use
     pub fn matching_volume<'a>(
         &self,
-        usable: impl Iterator<Item = &'a PersistentVolumeInfo>,
+        usable: impl Iterator<Item = (&'a PersistentVolumeInfo, bool)>,
         node_labels: &Labels,
         excluded: &[&str],
     ) -> Option<&'a PersistentVolumeInfo> {
         let mut smallest: Option<&PersistentVolumeInfo> = None;
-        for volume in usable {
-            if excluded.contains(&volume.name.as_str()) {
+        for (volume, known_to_fit) in usable {
+            if !excluded.is_empty() && excluded.contains(&volume.name.as_str()) {
                 continue;
             }
-            let affinity_fits = volume.fits_node(node_labels);
+            let affinity_fits = known_to_fit || volume.fits_node(node_labels);
             if volume.is_bound_to(self) {
                 return affinity_fits.then_some(volume);
             }

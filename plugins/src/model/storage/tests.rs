@@ -101,7 +101,14 @@ fn matching_volume_table() {
     ];
     let find = |volumes: &[PersistentVolumeInfo], excluded: &[&str]| {
         claim
-            .matching_volume(volumes.iter().filter(|v| claim.may_use(v)), &node, excluded)
+            .matching_volume(
+                volumes
+                    .iter()
+                    .filter(|v| claim.may_use(v))
+                    .map(|v| (v, false)),
+                &node,
+                excluded,
+            )
             .map(|v| v.name.clone())
     };
     for (name, volumes, want) in cases {
@@ -226,7 +233,8 @@ fn assumed_bindings_hide_volumes_until_confirmed_or_reverted() {
                 catalog
                     .volumes_of_class("fast")
                     .map(AsRef::as_ref)
-                    .filter(|v| other.may_use(v)),
+                    .filter(|v| other.may_use(v))
+                    .map(|v| (v, false)),
                 &node,
                 &[]
             )

@@ -333,6 +333,50 @@ fn storage_capacity_is_checked_for_drivers_that_publish_it() {
 }
 
 #[test]
+fn a_local_volume_that_also_requires_a_label_is_checked_against_it() {
+    // The hostname index finds both volumes on n1; only the hostname-only one is taken
+    // as fitting without reading the node's labels.
+    let plain = VolumeBuilder::new("pv-plain", "local", "5Gi")
+        .local_on("n1")
+        .info();
+    let ssd = VolumeBuilder::new("pv-ssd", "local", "5Gi")
+        .local_on("n1")
+        .also_requiring("disk", &["ssd"])
+        .info();
+    assert!(plain.hostname_only_affinity);
+    assert!(!ssd.hostname_only_affinity);
+    assert_eq!(
+        ssd.pinned_hostnames.as_deref(),
+        Some(&["n1".to_owned()][..])
+    );
+    for (volumes, labelled, want) in [
+        (vec![ssd.clone()], false, BIND_CONFLICT),
+        (vec![ssd.clone()], true, ""),
+        (vec![plain.clone()], false, ""),
+    ] {
+        let mut c = ClusterState::new();
+        let mut node = NodeBuilder::new("n1", "amd64");
+        if labelled {
+            node = node.label("disk", "ssd");
+        }
+        c.upsert_node(node.info());
+        c.storage_mut()
+            .upsert_class(ClassBuilder::new("local", NO_PROVISIONER, true).info());
+        for volume in volumes {
+            c.storage_mut().upsert_volume(volume);
+        }
+        c.storage_mut()
+            .upsert_claim(ClaimBuilder::new("ns", "data", "local", "1Gi").info());
+        let result = run(pod_with_claim("data"), c).unwrap();
+        assert_eq!(
+            result,
+            [("n1".to_owned(), want.to_owned())],
+            "labelled: {labelled}"
+        );
+    }
+}
+
+#[test]
 fn two_claims_get_two_volumes_smallest_first() {
     let mut c = cluster();
     c.storage_mut()
