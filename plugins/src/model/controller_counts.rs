@@ -1,9 +1,9 @@
 //! Pods per controller on one node, for the default spread constraints. Scoring reads
-//! it once per candidate node: a short list whose entries carry the hash of the
-//! controller UID, so a node without the pod's controller is ruled out by comparing
-//! integers in one contiguous block, and a UID is compared (read) only on a hash match.
-//! A hash map costs several dependent memory reads per node (control bytes, bucket, key
-//! string), and a cycle visits hundreds of nodes that are not in the CPU cache.
+//! it once per candidate node, and a cycle visits hundreds of nodes that are not in the
+//! CPU cache: a hash map costs several dependent memory reads per node (control bytes,
+//! bucket, key string). Here one bit per controller hash, kept in the node itself, rules
+//! out most nodes without the pod's controller with no read at all; otherwise a short
+//! list of (hash, count, UID) is scanned, and a UID is read only on a hash match.
 
 use std::hash::BuildHasher;
 
@@ -23,7 +23,13 @@ struct Entry {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControllerCounts {
+    /// Bit `hash % 64` of every controller listed.
+    present: u64,
     entries: Vec<Entry>,
+}
+
+fn bit(hash: u64) -> u64 {
+    1 << (hash % 64)
 }
 
 impl ControllerCounts {
@@ -31,11 +37,14 @@ impl ControllerCounts {
         let hash = controller_hash(uid);
         match self.position(hash, uid) {
             Some(i) => self.entries[i].count += 1,
-            None => self.entries.push(Entry {
-                hash,
-                count: 1,
-                uid: uid.into(),
-            }),
+            None => {
+                self.present |= bit(hash);
+                self.entries.push(Entry {
+                    hash,
+                    count: 1,
+                    uid: uid.into(),
+                });
+            }
         }
     }
 
@@ -45,12 +54,16 @@ impl ControllerCounts {
             self.entries[i].count -= 1;
             if self.entries[i].count == 0 {
                 self.entries.swap_remove(i);
+                self.present = self.entries.iter().fold(0, |bits, e| bits | bit(e.hash));
             }
         }
     }
 
     /// Pods of the controller whose UID is `uid` and [`controller_hash`] is `hash`.
     pub fn get_hashed(&self, hash: u64, uid: &str) -> u32 {
+        if self.present & bit(hash) == 0 {
+            return 0;
+        }
         self.position(hash, uid)
             .map_or(0, |i| self.entries[i].count)
     }
@@ -90,6 +103,23 @@ mod tests {
         assert_eq!(counts.get("rs-b"), 0);
         counts.remove("rs-a");
         assert!(counts.is_empty());
+        assert_eq!(counts.present, 0, "no bit left for a controller that left");
+    }
+
+    #[test]
+    fn a_shared_presence_bit_stays_while_a_controller_holds_it() {
+        // Find two UIDs with the same bit and different hashes.
+        let first = "rs-0".to_owned();
+        let second = (1..)
+            .map(|i| format!("rs-{i}"))
+            .find(|uid| bit(controller_hash(uid)) == bit(controller_hash(&first)))
+            .unwrap();
+        let mut counts = ControllerCounts::default();
+        counts.add(&first);
+        counts.add(&second);
+        counts.remove(&first);
+        assert_eq!(counts.get(&second), 1);
+        assert_eq!(counts.get(&first), 0);
     }
 
     #[test]

@@ -31,33 +31,39 @@ pub struct Taint {
 }
 
 /// A node plus everything assigned to it. Pods are counted whoever scheduled them.
+///
+/// Laid out in declaration order, starting on a cache line: the fields the filters and
+/// scores read for every candidate node come first, so a node costs a few adjacent
+/// memory reads rather than one per field (a cycle visits hundreds of nodes that are
+/// not in the CPU cache; profiles showed each scattered field as a cache miss).
 #[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
 pub struct NodeInfo {
-    pub name: String,
-    pub labels: Labels,
-    pub taints: Vec<Taint>,
-    pub unschedulable: bool,
-    pub ready: bool,
-    pub platform: Platform,
-    /// [`platform_bit`] of `platform`, computed once.
-    pub platform_bit: Option<u8>,
     pub allocatable: Resources,
-    pub allowed_pods: i64,
-
     pub requested: Resources,
     pub non_zero_requested: NonZero,
+    pub allowed_pods: i64,
     pub pods: Vec<Arc<PodInfo>>,
-    pub used_ports: Vec<HostPort>,
+    pub taints: Vec<Taint>,
     /// Pods per controller UID, for the default spread constraints.
     pub controller_counts: ControllerCounts,
     /// The `topology.kubernetes.io/zone` label, read once. The cluster model gives the
     /// nodes of one zone the same allocation (see `ClusterState::upsert_node`), so a
     /// cycle reads each zone's name once, not once per node.
     pub zone: Option<Arc<str>>,
-    /// The `kubernetes.io/hostname` label (what local volumes are pinned to), read once.
-    pub hostname: Option<String>,
+    /// [`platform_bit`] of `platform`, computed once.
+    pub platform_bit: Option<u8>,
+    pub unschedulable: bool,
+    pub ready: bool,
     pub pods_with_affinity: u32,
     pub pods_with_required_anti_affinity: u32,
+
+    pub used_ports: Vec<HostPort>,
+    pub labels: Labels,
+    /// The `kubernetes.io/hostname` label (what local volumes are pinned to), read once.
+    pub hostname: Option<String>,
+    pub name: String,
+    pub platform: Platform,
 }
 
 impl NodeInfo {

@@ -94,7 +94,7 @@ impl DelayedClaim {
         let pinned = hostname
             .into_iter()
             .flat_map(move |host| storage.unclaimed_on_host(&self.claim.storage_class, host))
-            .filter(|v| self.claim.may_use(v))
+            .filter(|v| self.claim.may_use_unclaimed(v))
             .map(|v| (v.as_ref(), v.hostname_only_affinity));
         self.anywhere
             .iter()

@@ -184,6 +184,23 @@ impl ClaimInfo {
                 && volume.access_modes.contains(self.access_modes))
     }
 
+    /// [`may_use`](Self::may_use) for a volume without a claim reference, of the claim's
+    /// class (as the catalog's per-host index holds them): the same answer without
+    /// reading the class name, once per candidate node.
+    pub fn may_use_unclaimed(&self, volume: &PersistentVolumeInfo) -> bool {
+        debug_assert!(volume.claim_ref.is_none() && volume.storage_class == self.storage_class);
+        volume.capacity >= self.request.unwrap_or(0)
+            && volume.block == self.block
+            && volume.attributes_class == self.attributes_class
+            && !volume.deleting
+            && volume.available
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&volume.labels))
+            && volume.access_modes.contains(self.access_modes)
+    }
+
     /// `FindMatchingVolume` on one node, among volumes that passed [`may_use`]: a volume
     /// pre-bound to the claim wins (or none, if its node affinity excludes the node);
     /// otherwise the smallest one the node's labels allow. Each volume comes with whether

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
 
 use super::{builders::*, *};
 use crate::model::selectors::Labels;
@@ -380,4 +380,53 @@ fn classes_allow_topologies_and_capacities_fit() {
         ..capacity
     };
     assert!(!nowhere.reachable_from(&Labels::new()));
+}
+
+proptest::proptest! {
+    /// For the volumes the per-host index holds (no claim reference, the claim's class),
+    /// the shortcut answers as `may_use`.
+    #[test]
+    fn may_use_unclaimed_answers_as_may_use(
+        capacity in 0u8..4,
+        request in 0u8..4,
+        block in proptest::bool::ANY,
+        claim_block in proptest::bool::ANY,
+        attributes in 0u8..2,
+        claim_attributes in 0u8..2,
+        deleting in proptest::bool::ANY,
+        phase in 0u8..3,
+        labelled in proptest::bool::ANY,
+        selects in proptest::bool::ANY,
+        modes in 0u8..3,
+        claim_modes in 0u8..3,
+    ) {
+        const MODES: [&[&str]; 3] = [
+            &["ReadWriteOnce"],
+            &["ReadWriteMany"],
+            &["ReadWriteOnce", "ReadOnlyMany"],
+        ];
+        let mut volume = VolumeBuilder::new("v", "local", &format!("{capacity}Gi"))
+            .local_on("n1")
+            .phase(["Available", "Bound", "Released"][usize::from(phase)])
+            .access_modes(MODES[usize::from(modes)]);
+        if labelled {
+            volume = volume.label("tier", "gold");
+        }
+        let mut volume = volume.info();
+        volume.block = block;
+        volume.deleting = deleting;
+        volume.attributes_class = ["", "fast"][usize::from(attributes)].to_owned();
+        let mut claim = ClaimBuilder::new("ns", "c", "local", &format!("{request}Gi"))
+            .access_modes(MODES[usize::from(claim_modes)])
+            .info();
+        claim.block = claim_block;
+        claim.attributes_class = ["", "fast"][usize::from(claim_attributes)].to_owned();
+        if selects {
+            claim.selector = Some(LabelSelector::from(&meta::LabelSelector {
+                match_labels: Some([("tier".to_owned(), "gold".to_owned())].into()),
+                ..Default::default()
+            }));
+        }
+        proptest::prop_assert_eq!(claim.may_use_unclaimed(&volume), claim.may_use(&volume));
+    }
 }

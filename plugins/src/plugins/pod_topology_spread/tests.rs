@@ -288,3 +288,38 @@ fn hints_follow_selected_pods_and_topology_keys() {
     };
     assert_eq!(hint(update), QueueingHint::QueueSkip);
 }
+
+proptest::proptest! {
+    /// The per-node rounding is `f64::round`, for any value.
+    #[test]
+    fn rounding_matches_the_standard_library(x in proptest::num::f64::ANY) {
+        #[allow(clippy::cast_possible_truncation)]
+        let want = x.round() as i64;
+        proptest::prop_assert_eq!(round(x), want);
+    }
+}
+
+#[test]
+fn rounding_matches_the_standard_library_at_the_edges() {
+    for x in [
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        2.5,
+        -2.5,
+        0.499_999_999_999_999_94,
+        4_503_599_627_370_495.5,
+        9.3e18,
+        -9.3e18,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::MIN_POSITIVE,
+    ] {
+        #[allow(clippy::cast_possible_truncation)]
+        let want = x.round() as i64;
+        assert_eq!(round(x), want, "{x}");
+    }
+}
