@@ -125,6 +125,16 @@ impl NodeInfo {
         })
     }
 
+    /// The value of a label; the zone and hostname from the fields read once (no walk of
+    /// the label map, whose keys are separate allocations).
+    pub fn label(&self, key: &str) -> Option<&str> {
+        match key {
+            ZONE_LABEL => self.zone.as_deref(),
+            HOSTNAME_LABEL => self.hostname.as_deref(),
+            _ => self.labels.get(key).map(String::as_str),
+        }
+    }
+
     /// Replaces the node's own fields, keeping the pods and their aggregate.
     pub fn update_from(&mut self, fresh: NodeInfo) {
         self.labels = fresh.labels;
@@ -331,6 +341,29 @@ mod tests {
             NodeInfo::from_node(&node).unwrap().platform,
             Platform::linux("s390x")
         );
+    }
+
+    #[test]
+    fn labels_read_once_answer_as_the_label_map() {
+        let node = NodeBuilder::new("n1", "arm64")
+            .label(ZONE_LABEL, "zone-a")
+            .label("rack", "r7")
+            .info();
+        for key in [
+            ZONE_LABEL,
+            HOSTNAME_LABEL,
+            "rack",
+            "missing",
+            NODE_ARCH_LABEL,
+        ] {
+            assert_eq!(
+                node.label(key),
+                node.labels.get(key).map(String::as_str),
+                "{key}"
+            );
+        }
+        let bare = NodeBuilder::new("n2", "amd64").info();
+        assert_eq!(bare.label(ZONE_LABEL), None);
     }
 
     #[test]

@@ -470,7 +470,7 @@ fn check_provisioning(
         if class.provisioner.is_empty() || class.provisioner == NO_PROVISIONER {
             return Ok((false, true));
         }
-        if !class.allows(&node.labels) {
+        if !class.allows_with(|key| node.label(key)) {
             return Ok((false, true));
         }
         if delayed.capacity_tracked && !enough_capacity(storage, claim, node) {

@@ -250,11 +250,16 @@ pub struct StorageClassInfo {
 impl StorageClassInfo {
     /// `MatchTopologySelectorTerms`: no term allows every node.
     pub fn allows(&self, node_labels: &Labels) -> bool {
+        self.allows_with(|key| node_labels.get(key).map(String::as_str))
+    }
+
+    /// [`allows`](Self::allows), with the node's labels read through `label`.
+    pub fn allows_with<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.allowed_topologies.is_empty()
             || self.allowed_topologies.iter().any(|term| {
                 term.expressions
                     .iter()
-                    .all(|(key, values)| node_labels.get(key).is_some_and(|v| values.contains(v)))
+                    .all(|(key, values)| label(key).is_some_and(|v| values.iter().any(|w| w == v)))
             })
     }
 }
