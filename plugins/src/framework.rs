@@ -313,6 +313,21 @@ pub trait ScorePlugin: Plugin {
     /// A raw score for one node.
     fn score(&self, ctx: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> i64;
 
+    /// The raw scores of `nodes`, into `out` (as long). The cycle calls this once per
+    /// plugin, so the per-node call is static (and inlined) rather than dynamic; a plugin
+    /// may also do its per-cycle lookups once here.
+    fn score_all(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [i64],
+    ) {
+        for (score, node) in out.iter_mut().zip(nodes) {
+            *score = self.score(ctx, state, node);
+        }
+    }
+
     /// Brings the raw scores of all feasible nodes to 0..=100. The default assumes they
     /// already are.
     fn normalize(&self, _ctx: &CycleContext<'_>, _state: &CycleState, _scores: &mut [i64]) {}

@@ -227,6 +227,17 @@ impl FilterPlugin for ImageArchitecture {
 #[derive(Clone)]
 struct WeightsByBit([i64; 16]);
 
+/// The configured weight of the node's architecture, by its platform bit when it has one.
+fn weight_of(ctx: &CycleContext<'_>, weights: Option<&WeightsByBit>, node: &NodeInfo) -> i64 {
+    if let (Some(bit), Some(weights)) = (node.platform_bit, weights) {
+        return weights.0[usize::from(bit)];
+    }
+    ctx.arch_preferences
+        .iter()
+        .find(|(arch, _)| *arch == node.platform.architecture)
+        .map_or(0, |(_, weight)| i64::from(*weight))
+}
+
 impl ScorePlugin for ImageArchitecture {
     fn pre_score(&self, ctx: &CycleContext<'_>, state: &mut CycleState, _: &[&NodeInfo]) -> Status {
         if ctx.arch_preferences.is_empty() {
@@ -251,13 +262,20 @@ impl ScorePlugin for ImageArchitecture {
 
     /// The configured weight of the node's architecture (0 when not preferred).
     fn score(&self, ctx: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> i64 {
-        if let (Some(bit), Some(weights)) = (node.platform_bit, state.read::<WeightsByBit>()) {
-            return weights.0[usize::from(bit)];
+        weight_of(ctx, state.read::<WeightsByBit>(), node)
+    }
+
+    fn score_all(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [i64],
+    ) {
+        let weights = state.read::<WeightsByBit>();
+        for (score, node) in out.iter_mut().zip(nodes) {
+            *score = weight_of(ctx, weights, node);
         }
-        ctx.arch_preferences
-            .iter()
-            .find(|(arch, _)| *arch == node.platform.architecture)
-            .map_or(0, |(_, weight)| i64::from(*weight))
     }
 
     /// Scaled by the largest configured weight, so weight 100 is a full score whatever the
@@ -423,6 +441,15 @@ mod tests {
             .map(|n| ImageArchitecture.score(&ctx, &scored, n))
             .collect();
         assert_eq!(by_table, scores);
+        let refs: Vec<&NodeInfo> = nodes.iter().collect();
+        for state in [&state, &scored] {
+            let mut all = vec![-7; nodes.len()];
+            ImageArchitecture.score_all(&ctx, state, &refs, &mut all);
+            assert_eq!(
+                all, scores,
+                "every node at once, with and without the table"
+            );
+        }
         ImageArchitecture.normalize(&ctx, &state, &mut scores);
         assert_eq!(scores, [100, 50, 0]);
 

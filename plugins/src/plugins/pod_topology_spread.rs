@@ -302,6 +302,35 @@ struct ScoreState {
     owner_hash: u64,
 }
 
+impl ScoreState {
+    fn score(&self, pod: &PodInfo, node: &NodeInfo) -> i64 {
+        if self.require_all_keys
+            && !self
+                .constraints
+                .iter()
+                .zip(&self.kinds)
+                .all(|(c, kind)| kind.value(&c.topology_key, node).is_some())
+        {
+            return -1;
+        }
+        let mut score = 0.0;
+        for (i, c) in self.constraints.iter().enumerate() {
+            let count = if self.kinds[i] == KeyKind::Hostname {
+                scored_pods(pod, self.owner_hash, c, node)
+            } else {
+                match self.counts[i].count(&c.topology_key, node) {
+                    Some(count) => count,
+                    None => continue,
+                }
+            };
+            #[allow(clippy::cast_precision_loss)]
+            let weighted = count as f64 * self.weights[i] + f64::from(c.max_skew - 1);
+            score += weighted;
+        }
+        round(score)
+    }
+}
+
 /// Pods on the node that a scoring constraint counts.
 fn scored_pods(
     pod: &PodInfo,
@@ -398,33 +427,22 @@ impl ScorePlugin for PodTopologySpread {
 
     /// Fewer matching pods in the node's domains is better; `-1` marks an ignored node.
     fn score(&self, ctx: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> i64 {
-        let Some(state) = state.read::<ScoreState>() else {
-            return 0;
-        };
-        if state.require_all_keys
-            && !state
-                .constraints
-                .iter()
-                .zip(&state.kinds)
-                .all(|(c, kind)| kind.value(&c.topology_key, node).is_some())
-        {
-            return -1;
+        state
+            .read::<ScoreState>()
+            .map_or(0, |state| state.score(ctx.pod, node))
+    }
+
+    fn score_all(
+        &self,
+        ctx: &CycleContext<'_>,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [i64],
+    ) {
+        let state = state.read::<ScoreState>();
+        for (score, node) in out.iter_mut().zip(nodes) {
+            *score = state.map_or(0, |state| state.score(ctx.pod, node));
         }
-        let mut score = 0.0;
-        for (i, c) in state.constraints.iter().enumerate() {
-            let count = if state.kinds[i] == KeyKind::Hostname {
-                scored_pods(ctx.pod, state.owner_hash, c, node)
-            } else {
-                match state.counts[i].count(&c.topology_key, node) {
-                    Some(count) => count,
-                    None => continue,
-                }
-            };
-            #[allow(clippy::cast_precision_loss)]
-            let weighted = count as f64 * state.weights[i] + f64::from(c.max_skew - 1);
-            score += weighted;
-        }
-        round(score)
     }
 
     fn normalize(&self, _: &CycleContext<'_>, _: &CycleState, scores: &mut [i64]) {

@@ -24,6 +24,7 @@ use super::diagnosis::Diagnosis;
 const PARALLEL_FILTER_MIN_FEASIBLE: usize = 1000;
 const FILTER_CHUNK: usize = 128;
 const PARALLEL_SCORE_MIN_NODES: usize = 1000;
+const SCORE_CHUNK: usize = 256;
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 
 /// kube-scheduler's `numFeasibleNodesToFind`.
@@ -489,30 +490,17 @@ fn score(
         .filter(|s| s.plugin.pre_score(ctx, state, &feasible_nodes).code != Code::Skip)
         .collect();
     let mut totals = vec![0i64; feasible.len()];
-    if scorers.is_empty() {
-        return totals;
-    }
-    let width = scorers.len();
-    let mut raw = vec![0i64; feasible.len() * width];
-    let state = &*state;
-    let fill = |(row, node): (&mut [i64], &&NodeInfo)| {
-        for (j, s) in scorers.iter().enumerate() {
-            row[j] = s.plugin.score(ctx, state, node);
-        }
-    };
-    if feasible.len() >= PARALLEL_SCORE_MIN_NODES {
-        raw.par_chunks_mut(width)
-            .zip(feasible_nodes.par_iter())
-            .for_each(fill);
-    } else {
-        raw.chunks_mut(width)
-            .zip(feasible_nodes.iter())
-            .for_each(fill);
-    }
     let mut column = vec![0i64; feasible.len()];
-    for (j, s) in scorers.iter().enumerate() {
-        for (k, value) in column.iter_mut().enumerate() {
-            *value = raw[k * width + j];
+    let state = &*state;
+    // One plugin over every node at a time: one dynamic call per plugin, not per node.
+    for s in &scorers {
+        if feasible.len() >= PARALLEL_SCORE_MIN_NODES {
+            column
+                .par_chunks_mut(SCORE_CHUNK)
+                .zip(feasible_nodes.par_chunks(SCORE_CHUNK))
+                .for_each(|(out, nodes)| s.plugin.score_all(ctx, state, nodes, out));
+        } else {
+            s.plugin.score_all(ctx, state, &feasible_nodes, &mut column);
         }
         s.plugin.normalize(ctx, state, &mut column);
         for (total, value) in totals.iter_mut().zip(&column) {

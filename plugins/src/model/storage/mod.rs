@@ -74,22 +74,31 @@ pub struct CsiVolume {
     pub handle: String,
 }
 
+/// Laid out in declaration order: what matching a claim reads on every candidate node
+/// comes first, in one cache line (a cycle for a pod with a local-volume claim reads the
+/// volumes of hundreds of nodes, most not in the CPU cache).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct PersistentVolumeInfo {
+    pub capacity: i64,
+    pub attributes_class: String,
+    pub access_modes: AccessModes,
+    pub block: bool,
+    /// `status.phase == Available`: only such volumes are bound by the scheduler.
+    pub available: bool,
+    pub deleting: bool,
+    /// The node affinity requires nothing but a `kubernetes.io/hostname` among
+    /// `pinned_hostnames`: a node found under one of them in the catalog's index fits it
+    /// without its labels being read.
+    pub hostname_only_affinity: bool,
+    pub claim_ref: Option<ClaimRef>,
+
     pub name: String,
     pub resource_version: String,
     pub labels: Labels,
     /// `spec.storageClassName` (or the beta annotation); empty: no class.
     pub storage_class: String,
-    pub capacity: i64,
-    pub access_modes: AccessModes,
-    pub block: bool,
-    pub attributes_class: String,
-    pub claim_ref: Option<ClaimRef>,
     pub node_affinity: Option<NodeSelector>,
-    /// `status.phase == Available`: only such volumes are bound by the scheduler.
-    pub available: bool,
-    pub deleting: bool,
     /// A CSI volume, or an in-tree one with the CSI driver it migrates to.
     pub csi: Option<CsiVolume>,
     /// The in-tree plugin of a migratable in-tree volume (counted only on nodes that
@@ -102,10 +111,6 @@ pub struct PersistentVolumeInfo {
     /// (every term requires one of them): an index, so matching a claim on a node looks
     /// at that node's volumes only.
     pub pinned_hostnames: Option<Vec<String>>,
-    /// The node affinity requires nothing but a `kubernetes.io/hostname` among
-    /// `pinned_hostnames`: a node found under one of them in the catalog's index fits it
-    /// without its labels being read.
-    pub hostname_only_affinity: bool,
 }
 
 impl PersistentVolumeInfo {

@@ -159,6 +159,13 @@ fn soft_constraints_score_emptier_domains_higher() {
         .iter()
         .map(|n| PodTopologySpread.score(&ctx, &state, n))
         .collect();
+    let mut all = vec![0; nodes.len()];
+    PodTopologySpread.score_all(&ctx, &state, &nodes, &mut all);
+    assert_eq!(all, scores, "scoring every node at once scores each alike");
+    assert!(
+        scores.contains(&-1),
+        "the node without the key is marked ignored"
+    );
     PodTopologySpread.normalize(&ctx, &state, &mut scores);
     let by_node: HashMap<&str, i64> = nodes.iter().map(|n| n.name.as_str()).zip(scores).collect();
     assert!(by_node["c1"] > by_node["b1"]);
