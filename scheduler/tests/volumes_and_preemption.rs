@@ -261,6 +261,17 @@ async fn a_high_priority_pod_preempts_as_kube_scheduler_does() {
         "the protected pod stays"
     );
 
+    // Events are written by their own task: the binding may be seen first.
+    let has_event = |pod: &str, reason: &str| {
+        events_for(&server, pod)
+            .iter()
+            .any(|e| e["reason"] == reason)
+    };
+    eventually("high's FailedScheduling event", || {
+        has_event("high", "FailedScheduling")
+    })
+    .await;
+    eventually("low1's Preempted event", || has_event("low1", "Preempted")).await;
     let failed: Vec<Value> = events_for(&server, "high")
         .into_iter()
         .filter(|e| e["reason"] == "FailedScheduling")
