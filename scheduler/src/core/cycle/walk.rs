@@ -8,15 +8,15 @@ use rayon::prelude::*;
 
 const FILTER_CHUNK: usize = 128;
 
-pub type Check<'a> = dyn Fn(usize) -> Option<Status> + Sync + 'a;
+pub(super) type Check<'a> = dyn Fn(usize) -> Option<Status> + Sync + 'a;
 
 /// What a walk found: the feasible nodes, the failures with their status, and how many
 /// nodes it evaluated.
-pub type Found = (Vec<usize>, Vec<(usize, Status)>, usize);
+pub(super) type Walked = (Vec<usize>, Vec<(usize, Status)>, usize);
 
 /// The nodes a cycle filters: all of them, or those PreFilter narrowed it to.
 #[derive(Clone, Copy)]
-pub enum Candidates<'a> {
+pub(super) enum Candidates<'a> {
     All(usize),
     Some(&'a [usize]),
 }
@@ -37,12 +37,12 @@ impl Candidates<'_> {
     }
 }
 
-pub fn filter_sequential(
+pub(super) fn filter_sequential(
     candidates: Candidates<'_>,
     start: usize,
     target: usize,
     check: &Check<'_>,
-) -> Found {
+) -> Walked {
     let n = candidates.len();
     let mut feasible = Vec::new();
     let mut failures = Vec::new();
@@ -63,12 +63,12 @@ pub fn filter_sequential(
     (feasible, failures, evaluated)
 }
 
-pub fn filter_parallel(
+pub(super) fn filter_parallel(
     candidates: Candidates<'_>,
     start: usize,
     target: usize,
     check: &Check<'_>,
-) -> Found {
+) -> Walked {
     let n = candidates.len();
     let found = AtomicUsize::new(0);
     #[allow(clippy::type_complexity)]
