@@ -145,15 +145,16 @@ fn pinned_hostnames(selector: &core::NodeSelector) -> Option<Vec<String>> {
 /// Every term is nothing but `kubernetes.io/hostname In [...]` expressions (so a node
 /// matches exactly when its hostname is among `pinned_hostnames`).
 fn hostname_only(selector: &core::NodeSelector) -> bool {
-    selector.node_selector_terms.iter().all(|term| {
-        term.match_fields.as_ref().is_none_or(Vec::is_empty)
-            && term.match_expressions.as_ref().is_some_and(|expressions| {
-                !expressions.is_empty()
-                    && expressions
-                        .iter()
-                        .all(|e| e.key == HOSTNAME_LABEL && e.operator == "In")
-            })
-    })
+    !selector.node_selector_terms.is_empty()
+        && selector.node_selector_terms.iter().all(|term| {
+            term.match_fields.as_ref().is_none_or(Vec::is_empty)
+                && term.match_expressions.as_ref().is_some_and(|expressions| {
+                    !expressions.is_empty()
+                        && expressions
+                            .iter()
+                            .all(|e| e.key == HOSTNAME_LABEL && e.operator == "In")
+                })
+        })
 }
 
 impl ClaimInfo {
