@@ -311,12 +311,14 @@ async fn reconciling_an_unchanged_configuration_writes_nothing() {
     operator.stop().await;
     let before = writes(&server).len();
 
-    // A fresh operator (a new leader) reconciles everything from scratch, twice, and
-    // checks the certificates: nothing differs, so nothing is written.
+    // A fresh operator (a new leader) reconciles everything from scratch and checks the
+    // certificates (at start and every 2 s): nothing differs, so nothing is written. Its
+    // watches' first events may all come before the loop's first pass and wake it once,
+    // so one pass is what is certain; a second follows only when they straggle.
     let operator = start_operator(&server, DRAIN).await;
-    eventually("two passes", || operator.passes() >= 2).await;
+    eventually("a pass", || operator.passes() >= 1).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(operator.passes() >= 2);
+    assert!(operator.passes() >= 1);
     let after = writes(&server);
     assert_eq!(
         after[before..],
