@@ -83,9 +83,15 @@ proptest::proptest! {
             let volume = format!("pv{item}");
             match op {
                 0 => {
-                    let node = NodeBuilder::new(&format!("n{item}"), "amd64")
+                    let mut node = NodeBuilder::new(&format!("n{item}"), "amd64")
                         .label("kubernetes.io/hostname", &hostname)
                         .info();
+                    if host == 3 {
+                        // A node without the label: never a candidate, and moving it
+                        // in the node list changes no hostname bucket.
+                        node.labels.remove("kubernetes.io/hostname");
+                        node.hostname = None;
+                    }
                     cluster.upsert_node(node);
                 }
                 1 => {
