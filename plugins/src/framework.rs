@@ -323,14 +323,20 @@ pub trait ScorePlugin: Plugin {
         nodes: &[&NodeInfo],
         out: &mut [i64],
     ) {
-        for (score, node) in out.iter_mut().zip(nodes) {
-            *score = self.score(ctx, state, node);
-        }
+        score_each(nodes, out, |node| self.score(ctx, state, node));
     }
 
     /// Brings the raw scores of all feasible nodes to 0..=100. The default assumes they
     /// already are.
     fn normalize(&self, _ctx: &CycleContext<'_>, _state: &CycleState, _scores: &mut [i64]) {}
+}
+
+/// Fills `out` with `score` of each of `nodes`, in order: the loop of
+/// [`ScorePlugin::score_all`], for plugins that read their cycle state first.
+pub fn score_each(nodes: &[&NodeInfo], out: &mut [i64], mut score: impl FnMut(&NodeInfo) -> i64) {
+    for (value, node) in out.iter_mut().zip(nodes) {
+        *value = score(node);
+    }
 }
 
 /// kube-scheduler's `DefaultNormalizeScore`: scale to 0..=100 by the maximum, optionally

@@ -7,7 +7,7 @@ use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
     framework::{
         CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin, Reason,
-        ScorePlugin, Status,
+        ScorePlugin, Status, score_each,
     },
     image_platforms::ImagePlatforms,
     model::{
@@ -273,9 +273,7 @@ impl ScorePlugin for ImageArchitecture {
         out: &mut [i64],
     ) {
         let weights = state.read::<WeightsByBit>();
-        for (score, node) in out.iter_mut().zip(nodes) {
-            *score = weight_of(ctx, weights, node);
-        }
+        score_each(nodes, out, |node| weight_of(ctx, weights, node));
     }
 
     /// Scaled by the largest configured weight, so weight 100 is a full score whatever the

@@ -9,7 +9,7 @@ use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
     framework::{
         CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin,
-        ScorePlugin, Status,
+        ScorePlugin, Status, score_each,
     },
     model::{
         cluster::ClusterState,
@@ -119,11 +119,21 @@ fn node_counts(pod: &PodInfo, constraint: &SpreadConstraint, node: &NodeInfo) ->
             }))
 }
 
-/// Pods on the node that the constraint counts.
-fn matching_pods(pod: &PodInfo, constraint: &SpreadConstraint, node: &NodeInfo) -> i64 {
+/// [`controller_hash`] of the pod's controller, looked up once per cycle.
+fn owner_hash(pod: &PodInfo) -> u64 {
+    controller_hash(pod.controller_uid.as_deref().unwrap_or_default())
+}
+
+/// Pods on the node that the constraint counts (`owner_hash`: [`owner_hash`] of `pod`).
+fn matching_pods(
+    pod: &PodInfo,
+    owner_hash: u64,
+    constraint: &SpreadConstraint,
+    node: &NodeInfo,
+) -> i64 {
     if constraint.same_controller {
         let owner = pod.controller_uid.as_deref().unwrap_or_default();
-        return i64::from(node.controller_counts.get(owner));
+        return i64::from(node.controller_counts.get_hashed(owner_hash, owner));
     }
     let count = node
         .pods
@@ -203,6 +213,7 @@ impl PreFilterPlugin for PodTopologySpread {
                 self_match: i64::from(c.selector.matches(&pod.labels)),
             })
             .collect();
+        let owner = owner_hash(pod);
         for node in ctx.cluster.nodes() {
             // Only nodes with every topology key of the pod are domains.
             if !hard
@@ -219,7 +230,7 @@ impl PreFilterPlugin for PodTopologySpread {
                     continue;
                 };
                 *hc.counts.entry(value.clone()).or_default() +=
-                    matching_pods(pod, &hc.constraint, node);
+                    matching_pods(pod, owner, &hc.constraint, node);
             }
         }
         for hc in &mut constraints {
@@ -293,7 +304,6 @@ fn round(x: f64) -> i64 {
 struct ScoreState {
     constraints: Vec<SpreadConstraint>,
     /// Per constraint: how its key is read, and pods per domain (zone and label keys).
-    kinds: Vec<KeyKind>,
     counts: Vec<DomainCounts>,
     /// Per constraint: `ln(domains + 2)`, so constraints over many domains weigh more.
     weights: Vec<f64>,
@@ -302,21 +312,27 @@ struct ScoreState {
     owner_hash: u64,
 }
 
+/// Whether the node has a value for every constraint's key.
+fn has_every_key(
+    constraints: &[SpreadConstraint],
+    counts: &[DomainCounts],
+    node: &NodeInfo,
+) -> bool {
+    constraints
+        .iter()
+        .zip(counts)
+        .all(|(c, domains)| domains.kind().value(&c.topology_key, node).is_some())
+}
+
 impl ScoreState {
     fn score(&self, pod: &PodInfo, node: &NodeInfo) -> i64 {
-        if self.require_all_keys
-            && !self
-                .constraints
-                .iter()
-                .zip(&self.kinds)
-                .all(|(c, kind)| kind.value(&c.topology_key, node).is_some())
-        {
+        if self.require_all_keys && !has_every_key(&self.constraints, &self.counts, node) {
             return -1;
         }
         let mut score = 0.0;
         for (i, c) in self.constraints.iter().enumerate() {
-            let count = if self.kinds[i] == KeyKind::Hostname {
-                scored_pods(pod, self.owner_hash, c, node)
+            let count = if self.counts[i].kind() == KeyKind::Hostname {
+                matching_pods(pod, self.owner_hash, c, node)
             } else {
                 match self.counts[i].count(&c.topology_key, node) {
                     Some(count) => count,
@@ -329,20 +345,6 @@ impl ScoreState {
         }
         round(score)
     }
-}
-
-/// Pods on the node that a scoring constraint counts.
-fn scored_pods(
-    pod: &PodInfo,
-    owner_hash: u64,
-    constraint: &SpreadConstraint,
-    node: &NodeInfo,
-) -> i64 {
-    if constraint.same_controller {
-        let owner = pod.controller_uid.as_deref().unwrap_or_default();
-        return i64::from(node.controller_counts.get_hashed(owner_hash, owner));
-    }
-    matching_pods(pod, constraint, node)
 }
 
 impl ScorePlugin for PodTopologySpread {
@@ -368,19 +370,14 @@ impl ScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
-        let kinds: Vec<KeyKind> = constraints
+        let owner = owner_hash(pod);
+        let mut counts: Vec<DomainCounts> = constraints
             .iter()
-            .map(|c| KeyKind::of(&c.topology_key))
+            .map(|c| DomainCounts::new(KeyKind::of(&c.topology_key)))
             .collect();
-        let mut counts: Vec<DomainCounts> = kinds.iter().map(|k| DomainCounts::new(*k)).collect();
         let mut domains: Vec<usize> = vec![0; constraints.len()];
         for node in nodes {
-            if require_all_keys
-                && !constraints
-                    .iter()
-                    .zip(&kinds)
-                    .all(|(c, kind)| kind.value(&c.topology_key, node).is_some())
-            {
+            if require_all_keys && !has_every_key(&constraints, &counts, node) {
                 continue;
             }
             for (i, c) in constraints.iter().enumerate() {
@@ -393,10 +390,10 @@ impl ScorePlugin for PodTopologySpread {
             if counts[i].is_empty() {
                 continue;
             }
-            if c.same_controller && kinds[i] == KeyKind::Zone {
+            if c.same_controller && counts[i].kind() == KeyKind::Zone {
                 // Maintained by the cluster model: no walk over every node.
-                let owner = pod.controller_uid.as_deref().unwrap_or_default();
-                if let Some(zones) = ctx.cluster.controller_zone_counts(owner) {
+                let uid = pod.controller_uid.as_deref().unwrap_or_default();
+                if let Some(zones) = ctx.cluster.controller_zone_counts(uid) {
                     for (zone, count) in counts[i].named_mut() {
                         *count = i64::from(zones.get(zone).copied().unwrap_or(0));
                     }
@@ -408,7 +405,7 @@ impl ScorePlugin for PodTopologySpread {
                     continue;
                 }
                 if let Some(count) = counts[i].count_mut(&c.topology_key, node) {
-                    *count += matching_pods(pod, c, node);
+                    *count += matching_pods(pod, owner, c, node);
                 }
             }
         }
@@ -416,11 +413,10 @@ impl ScorePlugin for PodTopologySpread {
         let weights = domains.iter().map(|d| ((*d + 2) as f64).ln()).collect();
         state.write(ScoreState {
             constraints,
-            kinds,
             counts,
             weights,
             require_all_keys,
-            owner_hash: controller_hash(pod.controller_uid.as_deref().unwrap_or_default()),
+            owner_hash: owner,
         });
         Status::success()
     }
@@ -440,9 +436,9 @@ impl ScorePlugin for PodTopologySpread {
         out: &mut [i64],
     ) {
         let state = state.read::<ScoreState>();
-        for (score, node) in out.iter_mut().zip(nodes) {
-            *score = state.map_or(0, |state| state.score(ctx.pod, node));
-        }
+        score_each(nodes, out, |node| {
+            state.map_or(0, |state| state.score(ctx.pod, node))
+        });
     }
 
     fn normalize(&self, _: &CycleContext<'_>, _: &CycleState, scores: &mut [i64]) {

@@ -103,6 +103,14 @@ impl DomainCounts {
         }
     }
 
+    pub fn kind(&self) -> KeyKind {
+        match self {
+            DomainCounts::Hostname => KeyKind::Hostname,
+            DomainCounts::Zone(_) => KeyKind::Zone,
+            DomainCounts::Label(_) => KeyKind::Label,
+        }
+    }
+
     /// Adds the node's domain (of `key`); `true` when it is a new one. Every node is a new
     /// hostname domain.
     pub fn note(&mut self, key: &str, node: &NodeInfo) -> bool {

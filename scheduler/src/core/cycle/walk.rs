@@ -71,8 +71,7 @@ pub(super) fn filter_parallel(
 ) -> Walked {
     let n = candidates.len();
     let found = AtomicUsize::new(0);
-    #[allow(clippy::type_complexity)]
-    let chunks: Vec<(Vec<usize>, Vec<(usize, Status)>, usize)> = (0..n.div_ceil(FILTER_CHUNK))
+    let chunks: Vec<Walked> = (0..n.div_ceil(FILTER_CHUNK))
         .into_par_iter()
         .map(|chunk| {
             let mut feasible = Vec::new();
