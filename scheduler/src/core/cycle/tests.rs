@@ -219,3 +219,37 @@ fn scoring_prefers_the_configured_architecture() {
         assert_eq!(f.cluster.nodes()[placed.node].name, "arm");
     }
 }
+
+/// The parallel walk finds what the sequential one finds: the same feasible nodes, the
+/// same failures and the same count of nodes evaluated, whatever the threads do.
+#[test]
+fn parallel_walk_matches_the_sequential_walk() {
+    let mut rng = SmallRng::seed_from_u64(7);
+    for case in 0..400 {
+        let n = rng.random_range(1..1200);
+        let fits: Vec<bool> = {
+            let share = rng.random_range(0..=10);
+            (0..n).map(|_| rng.random_range(0..10) < share).collect()
+        };
+        let subset: Vec<usize> = (0..n).filter(|_| rng.random_range(0..4) > 0).collect();
+        let candidates = if case % 2 == 0 || subset.is_empty() {
+            Candidates::All(n)
+        } else {
+            Candidates::Some(&subset)
+        };
+        let start = rng.random_range(0..candidates.len());
+        let target = rng.random_range(0..=candidates.len() + 5);
+        let check = |i: usize| (!fits[i]).then(|| Status::unschedulable(format!("node {i}")));
+        let (seq_feasible, seq_failures, seq_evaluated) =
+            walk::filter_sequential(candidates, start, target, &check);
+        let (par_feasible, par_failures, par_evaluated) =
+            walk::filter_parallel(candidates, start, target, &check);
+        let messages = |failures: &[(usize, Status)]| -> Vec<(usize, String)> {
+            failures.iter().map(|(i, s)| (*i, s.message())).collect()
+        };
+        let what = format!("case {case}: {n} nodes from {start}, target {target}");
+        assert_eq!(par_feasible, seq_feasible, "{what}");
+        assert_eq!(messages(&par_failures), messages(&seq_failures), "{what}");
+        assert_eq!(par_evaluated, seq_evaluated, "{what}");
+    }
+}

@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use multiarch_plugins::framework::Status;
-use rayon::prelude::*;
 
 const FILTER_CHUNK: usize = 128;
 
@@ -69,39 +68,66 @@ pub(super) fn filter_parallel(
     target: usize,
     check: &Check<'_>,
 ) -> Walked {
+    // The sequential walk stops at its first feasible node when asked for none.
+    let target = target.max(1);
     let n = candidates.len();
+    let chunks = n.div_ceil(FILTER_CHUNK);
+    let next = AtomicUsize::new(0);
     let found = AtomicUsize::new(0);
-    let chunks: Vec<Walked> = (0..n.div_ceil(FILTER_CHUNK))
-        .into_par_iter()
-        .map(|chunk| {
-            let mut feasible = Vec::new();
-            let mut failures = Vec::new();
-            let mut evaluated = 0;
+    // Chunks are claimed in walk order and each is walked whole, so the chunks walked are
+    // always a prefix of the walk: cutting it at the target-th feasible node gives what
+    // the sequential walk gives.
+    let work = || {
+        let mut walked: Vec<(usize, ChunkWalk)> = Vec::new();
+        while found.load(Ordering::Relaxed) < target {
+            let chunk = next.fetch_add(1, Ordering::Relaxed);
+            if chunk >= chunks {
+                break;
+            }
+            let mut result = ChunkWalk::default();
             for offset in chunk * FILTER_CHUNK..((chunk + 1) * FILTER_CHUNK).min(n) {
-                if found.load(Ordering::Relaxed) >= target {
-                    break;
-                }
-                let i = candidates.get((start + offset) % n);
-                evaluated += 1;
-                match check(i) {
-                    None => {
-                        feasible.push(i);
-                        found.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Some(status) => failures.push((i, status)),
+                match check(candidates.get((start + offset) % n)) {
+                    None => result.feasible.push(offset),
+                    Some(status) => result.failures.push((offset, status)),
                 }
             }
-            (feasible, failures, evaluated)
-        })
-        .collect();
+            found.fetch_add(result.feasible.len(), Ordering::Relaxed);
+            walked.push((chunk, result));
+        }
+        walked
+    };
+    let (mut walked, other) = rayon::join(work, work);
+    walked.extend(other);
+    walked.sort_unstable_by_key(|(chunk, _)| *chunk);
+
+    let node = |offset: usize| candidates.get((start + offset) % n);
     let mut feasible = Vec::with_capacity(target);
     let mut failures = Vec::new();
     let mut evaluated = 0;
-    for (f, fail, e) in chunks {
-        feasible.extend(f);
-        failures.extend(fail);
-        evaluated += e;
+    for (chunk, result) in walked {
+        let end = match result.feasible.get(target - feasible.len() - 1) {
+            Some(&last) => last + 1,
+            None => ((chunk + 1) * FILTER_CHUNK).min(n),
+        };
+        feasible.extend(result.feasible.into_iter().filter(|&o| o < end).map(node));
+        failures.extend(
+            result
+                .failures
+                .into_iter()
+                .filter(|(o, _)| *o < end)
+                .map(|(o, status)| (node(o), status)),
+        );
+        evaluated = end;
+        if feasible.len() >= target {
+            break;
+        }
     }
-    feasible.truncate(target);
     (feasible, failures, evaluated)
+}
+
+/// One chunk's nodes by their offset in the walk.
+#[derive(Default)]
+struct ChunkWalk {
+    feasible: Vec<usize>,
+    failures: Vec<(usize, Status)>,
 }
