@@ -191,6 +191,7 @@ impl ClusterState {
     /// Adds a node or updates its own fields (its pods stay).
     pub fn upsert_node(&mut self, mut fresh: NodeInfo) -> NodeUpsert {
         self.zones.intern(&mut fresh.zone);
+        self.storage.intern_hostname(&mut fresh.hostname);
         if let Some(&i) = self.index.get(&fresh.name) {
             if self.nodes[i].platform_bit != fresh.platform_bit {
                 self.platforms.remove(i, self.nodes[i].platform_bit);

@@ -3,6 +3,7 @@
 pub mod cluster;
 pub mod controller_counts;
 pub mod disruption_budget;
+pub mod hostname;
 pub mod hostname_index;
 pub mod local_volume_nodes;
 pub mod node;

@@ -7,6 +7,7 @@ use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL};
 
 use super::{
     controller_counts::ControllerCounts,
+    hostname::Hostname,
     platform::{Platform, platform_bit},
     pod::{HostPort, PodInfo},
     quantity::{InvalidQuantity, parse_scaled},
@@ -61,7 +62,7 @@ pub struct NodeInfo {
     pub used_ports: Vec<HostPort>,
     pub labels: Labels,
     /// The `kubernetes.io/hostname` label (what local volumes are pinned to), read once.
-    pub hostname: Option<String>,
+    pub hostname: Option<Hostname>,
     pub name: String,
     pub platform: Platform,
 }
@@ -103,7 +104,7 @@ impl NodeInfo {
         Ok(NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
             zone: labels.get(ZONE_LABEL).map(|z| Arc::from(z.as_str())),
-            hostname: labels.get(HOSTNAME_LABEL).cloned(),
+            hostname: labels.get(HOSTNAME_LABEL).map(|h| Hostname::new(h)),
             taints: spec
                 .taints
                 .iter()

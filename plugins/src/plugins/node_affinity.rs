@@ -80,7 +80,12 @@ fn named_nodes(pod: &PodInfo) -> Option<Vec<String>> {
 }
 
 impl PreFilterPlugin for NodeAffinity {
+    /// Nothing required: the filter has nothing to do (kube-scheduler skips it too, and
+    /// a cycle then does not read each node's labels).
     fn pre_filter(&self, ctx: &CycleContext<'_>, _: &mut CycleState) -> Status {
+        if ctx.pod.node_selector.is_empty() && ctx.pod.required_node_affinity.is_none() {
+            return Status::skip();
+        }
         match named_nodes(ctx.pod) {
             Some(names) if names.is_empty() => Status::unresolvable(CONFLICT_REASON),
             _ => Status::success(),
@@ -131,6 +136,7 @@ mod tests {
 
     use super::*;
     use crate::{
+        framework::Code,
         model::{node::NodeBuilder, pod::PodBuilder},
         testing::Fixture,
     };
@@ -193,6 +199,29 @@ mod tests {
             let status = NodeAffinity.filter(&fixture.ctx(), &CycleState::new(), &node);
             assert_eq!(status.is_success(), want, "case {i}");
         }
+    }
+
+    #[test]
+    fn pre_filter_skips_the_filter_when_nothing_is_required() {
+        let pre_filter = |pod: PodBuilder| {
+            let fixture = Fixture::new(pod.info());
+            NodeAffinity
+                .pre_filter(&fixture.ctx(), &mut CycleState::new())
+                .code
+        };
+        assert_eq!(pre_filter(PodBuilder::new("ns", "p")), Code::Skip);
+        assert_eq!(
+            pre_filter(PodBuilder::new("ns", "p").node_selector("zone", "a")),
+            Code::Success
+        );
+        assert_eq!(
+            pre_filter(PodBuilder::new("ns", "p").affinity(required(vec![term(
+                "disk",
+                "In",
+                &["ssd"]
+            )]))),
+            Code::Success
+        );
     }
 
     #[test]

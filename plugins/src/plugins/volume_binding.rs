@@ -14,6 +14,7 @@ use crate::{
     },
     model::{
         cluster::ClusterState,
+        hostname::Hostname,
         node::NodeInfo,
         pod::PodInfo,
         storage::{
@@ -89,11 +90,11 @@ impl DelayedClaim {
     fn usable_on<'a>(
         &'a self,
         storage: &'a StorageCatalog,
-        hostname: Option<&'a str>,
+        hostname: Option<&'a Hostname>,
     ) -> impl Iterator<Item = (&'a PersistentVolumeInfo, bool)> + 'a {
         let pinned = hostname
             .into_iter()
-            .flat_map(move |host| storage.unclaimed_on_host(&self.claim.storage_class, host))
+            .flat_map(move |host| storage.unclaimed_on_node_host(&self.claim.storage_class, host))
             .filter(|v| self.claim.may_use_unclaimed(v))
             .map(|v| (v.as_ref(), v.hostname_only_affinity));
         self.anywhere
@@ -392,7 +393,7 @@ fn find_pod_volumes(
             continue;
         }
         match claim.matching_volume(
-            delayed.usable_on(storage, node.hostname.as_deref()),
+            delayed.usable_on(storage, node.hostname.as_ref()),
             &node.labels,
             &chosen,
         ) {

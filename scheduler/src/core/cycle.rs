@@ -62,7 +62,9 @@ pub struct Cycle<'a> {
     profile: &'a Profile,
     pub ctx: &'a CycleContext<'a>,
     pub state: CycleState,
-    filters: Vec<&'a Arc<dyn FilterPlugin>>,
+    /// Resolved once per cycle: the filters run per node, and each `Arc` would cost a
+    /// pointer chase and an offset computation per node.
+    filters: Vec<&'a dyn FilterPlugin>,
     /// PreFilter plugins that did not skip: they adjust the state when pods are added or
     /// removed (preemption, nominated pods).
     extensions: Vec<&'a Arc<dyn PreFilterPlugin>>,
@@ -140,6 +142,7 @@ impl<'a> Cycle<'a> {
             .filters
             .iter()
             .filter(|f| !skipped.contains(&f.name()))
+            .map(|f| &**f)
             .collect();
         let eligible = eligible.map(|names| {
             let mut indexes: Vec<usize> = names

@@ -13,7 +13,10 @@ use super::{
     ClaimInfo, ClaimRef, CsiDriverInfo, CsiNodeInfo, PersistentVolumeInfo, StorageCapacityInfo,
     StorageClassInfo, VolumeAttachmentInfo, claim_key,
 };
-use crate::model::pod::PodInfo;
+use crate::model::{
+    hostname::{Hostname, HostnameNames},
+    pod::PodInfo,
+};
 
 /// A volume chosen for a claim of the pod (kube-scheduler's static binding).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,8 +63,10 @@ pub struct StorageCatalog {
     /// thousands, and the others apart. With the volumes that name a claim
     /// (`namespace/name`), the only ones an unbound claim may use.
     /// The pinned ones are kept themselves (in name order), not their names: a cycle
-    /// reads them for every candidate node.
-    unclaimed_pinned: FxHashMap<String, FxHashMap<String, Vec<Arc<PersistentVolumeInfo>>>>,
+    /// reads them for every candidate node. Hosts are keyed by [`Hostname`], shared with
+    /// the nodes (see [`intern_hostname`](Self::intern_hostname)).
+    unclaimed_pinned: FxHashMap<String, FxHashMap<Hostname, Vec<Arc<PersistentVolumeInfo>>>>,
+    hostnames: HostnameNames,
     unclaimed_unpinned: FxHashMap<String, BTreeSet<String>>,
     /// The (class, hostname) pairs that gained their first or lost their last unclaimed
     /// pinned volume, numbered (`pinned_seq` is the last one's number), so a list of the
@@ -148,7 +153,7 @@ impl StorageCatalog {
                     .entry(volume.storage_class.clone())
                     .or_default();
                 for host in hosts {
-                    let pinned = by_host.entry(host.clone()).or_default();
+                    let pinned = by_host.entry(self.hostnames.intern(host)).or_default();
                     if pinned.is_empty() {
                         Self::log_pinned(
                             &mut self.pinned_log,
@@ -192,10 +197,13 @@ impl StorageCatalog {
             (None, Some(hosts)) => {
                 if let Some(by_host) = self.unclaimed_pinned.get_mut(&volume.storage_class) {
                     for host in hosts {
-                        if let Some(pinned) = by_host.get_mut(host) {
+                        let Some(host_key) = self.hostnames.find(host) else {
+                            continue;
+                        };
+                        if let Some(pinned) = by_host.get_mut(&host_key) {
                             pinned.retain(|v| v.name != volume.name);
                             if pinned.is_empty() {
-                                by_host.remove(host);
+                                by_host.remove(&host_key);
                                 Self::log_pinned(
                                     &mut self.pinned_log,
                                     &mut self.pinned_seq,
@@ -245,11 +253,31 @@ impl StorageCatalog {
         class: &str,
         host: &str,
     ) -> impl Iterator<Item = &'a Arc<PersistentVolumeInfo>> + 'a {
-        self.unclaimed_pinned
-            .get(class)
-            .and_then(|by_host| by_host.get(host))
+        self.hostnames
+            .find(host)
+            .and_then(|host| self.pinned_to(class, &host))
             .into_iter()
             .flatten()
+    }
+
+    /// [`unclaimed_on_host`](Self::unclaimed_on_host) for a node's hostname: no string is
+    /// read when the node's name was interned here.
+    pub fn unclaimed_on_node_host<'a>(
+        &'a self,
+        class: &str,
+        host: &Hostname,
+    ) -> impl Iterator<Item = &'a Arc<PersistentVolumeInfo>> + 'a {
+        self.pinned_to(class, host).into_iter().flatten()
+    }
+
+    fn pinned_to(&self, class: &str, host: &Hostname) -> Option<&Vec<Arc<PersistentVolumeInfo>>> {
+        self.unclaimed_pinned.get(class)?.get(host)
+    }
+
+    /// Gives a node's hostname the allocation the volume index shares (a node and the
+    /// volumes pinned to it then compare by address).
+    pub fn intern_hostname(&mut self, host: &mut Option<Hostname>) {
+        self.hostnames.intern_in_place(host);
     }
 
     fn log_pinned(log: &mut VecDeque<(String, String)>, seq: &mut u64, class: &str, host: &str) {
@@ -281,9 +309,9 @@ impl StorageCatalog {
 
     /// Whether an unclaimed volume of the class is pinned to the hostname.
     pub fn has_unclaimed_on_host(&self, class: &str, host: &str) -> bool {
-        self.unclaimed_pinned
-            .get(class)
-            .is_some_and(|by_host| by_host.contains_key(host))
+        self.hostnames
+            .find(host)
+            .is_some_and(|host| self.pinned_to(class, &host).is_some())
     }
 
     /// The hostnames with an unclaimed volume of the class pinned to them.
@@ -291,7 +319,7 @@ impl StorageCatalog {
         self.unclaimed_pinned
             .get(class)
             .into_iter()
-            .flat_map(|by_host| by_host.keys().map(String::as_str))
+            .flat_map(|by_host| by_host.keys().map(Hostname::as_str))
     }
 
     /// Volumes of one class (`ListPVs`), in name order.
