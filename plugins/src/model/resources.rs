@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use thin_vec::ThinVec;
 
 use super::quantity::{InvalidQuantity, parse_scaled};
 
@@ -18,8 +19,10 @@ pub struct Resources {
     pub milli_cpu: i64,
     pub memory: i64,
     pub ephemeral_storage: i64,
-    /// Extended and hugepages resources; small, so a sorted vector beats a map.
-    pub scalar: Vec<(String, i64)>,
+    /// Extended and hugepages resources; small, so a sorted vector beats a map. Thin
+    /// (one pointer; empty ones share a static header): a node's requests and capacity
+    /// then fit its first cache line (see `NodeInfo`).
+    pub scalar: ThinVec<(String, i64)>,
 }
 
 impl Resources {
