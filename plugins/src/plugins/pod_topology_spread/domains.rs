@@ -44,23 +44,32 @@ fn address(zone: &Arc<str>) -> usize {
     Arc::as_ptr(zone).cast::<u8>() as usize
 }
 
+/// Addresses remembered: a cluster has a few zones, each one shared name; names not
+/// shared (nodes built outside the cluster model) past this many are found by name.
+const MAX_ADDRESSES: usize = 16;
+
 /// Zone domains by the address of their shared name, and by name.
 #[derive(Clone, Default)]
 pub struct ZoneCounts {
-    /// Address of a node's zone name → position in `counts`.
-    by_address: FxHashMap<usize, usize>,
+    /// (address of a node's zone name, position in `counts`): scanned, not hashed (a
+    /// handful of entries, read once per scored node).
+    by_address: Vec<(usize, usize)>,
     by_name: FxHashMap<Arc<str>, usize>,
     counts: Vec<(Arc<str>, i64)>,
 }
 
 impl ZoneCounts {
     fn position(&self, zone: &Arc<str>) -> Option<usize> {
-        self.by_address.get(&address(zone)).copied()
+        let at = address(zone);
+        self.by_address
+            .iter()
+            .find(|(a, _)| *a == at)
+            .map(|(_, position)| *position)
     }
 
     /// Adds the zone as a domain; `true` when it is new.
     fn note(&mut self, zone: &Arc<str>) -> bool {
-        if self.by_address.contains_key(&address(zone)) {
+        if self.position(zone).is_some() {
             return false;
         }
         let (position, new) = match self.by_name.get(zone) {
@@ -71,7 +80,9 @@ impl ZoneCounts {
                 (self.counts.len() - 1, true)
             }
         };
-        self.by_address.insert(address(zone), position);
+        if self.by_address.len() < MAX_ADDRESSES {
+            self.by_address.push((address(zone), position));
+        }
         new
     }
 
@@ -223,6 +234,23 @@ mod tests {
         let mut zoneless = a1.clone();
         zoneless.zone = None;
         assert_eq!(domains.count("", &zoneless), None);
+    }
+
+    #[test]
+    fn unshared_names_past_the_remembered_addresses_are_found_by_name() {
+        // Every node holds its own allocation of one of 3 zones: 60 addresses.
+        let nodes: Vec<NodeInfo> = (0..60)
+            .map(|i| node(&format!("n{i}"), &format!("zone-{}", i % 3).into()))
+            .collect();
+        let mut domains = DomainCounts::new(KeyKind::Zone);
+        let new: usize = nodes.iter().filter(|n| domains.note("", n)).count();
+        assert_eq!(new, 3);
+        for node in &nodes {
+            *domains.count_mut("", node).unwrap() += 1;
+        }
+        for node in &nodes {
+            assert_eq!(domains.count("", node), Some(20), "{}", node.name);
+        }
     }
 
     #[test]
