@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use super::{node_affinity::required_matches, taint_toleration::tolerates};
 use crate::model::controller_counts::controller_hash;
 use crate::{
@@ -28,7 +30,7 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 pub struct PodTopologySpread;
 
 mod domains;
-use domains::{DomainCounts, KeyKind};
+use domains::{DomainCounts, KeyKind, ZoneCounts};
 
 impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
@@ -300,50 +302,189 @@ fn round(x: f64) -> i64 {
     }
 }
 
+/// One constraint's part of a node's score: `count × weight + (maxSkew − 1)`, where
+/// `count` is the matching pods in the node's domain and `weight` grows with the number
+/// of domains. Zone and label terms are worked out per domain once per cycle, so scoring
+/// a node is one lookup per constraint.
+#[derive(Clone)]
+enum Term {
+    /// Every node is its own domain: its pods are counted when it is scored.
+    Hostname {
+        constraint: SpreadConstraint,
+        weight: f64,
+    },
+    /// The node's zone: the term per zone domain, by its position in `zones`.
+    Zone {
+        zones: ZoneCounts,
+        terms: Vec<f64>,
+        /// The term of a zone not among the scored nodes' (no pods counted).
+        unnoted: f64,
+    },
+    /// Any other key: the term per value.
+    Label {
+        key: String,
+        terms: FxHashMap<String, f64>,
+        unnoted: f64,
+    },
+}
+
 #[derive(Clone)]
 struct ScoreState {
-    constraints: Vec<SpreadConstraint>,
-    /// Per constraint: how its key is read, and pods per domain (zone and label keys).
-    counts: Vec<DomainCounts>,
-    /// Per constraint: `ln(domains + 2)`, so constraints over many domains weigh more.
-    weights: Vec<f64>,
-    require_all_keys: bool,
+    terms: Vec<Term>,
+    /// The keys a node must all have to be scored (a pod's own constraints; not the
+    /// defaults): a node without one scores -1.
+    required: Option<Keys>,
     /// [`controller_hash`] of the pod's controller (default constraints count its pods).
     owner_hash: u64,
 }
 
-/// Whether the node has a value for every constraint's key.
-fn has_every_key(
-    constraints: &[SpreadConstraint],
-    counts: &[DomainCounts],
-    node: &NodeInfo,
-) -> bool {
-    constraints
-        .iter()
-        .zip(counts)
-        .all(|(c, domains)| domains.kind().value(&c.topology_key, node).is_some())
+/// Topology keys, each with how it is read from a node.
+#[derive(Clone)]
+struct Keys(Vec<(KeyKind, String)>);
+
+impl Keys {
+    fn of(constraints: &[SpreadConstraint]) -> Self {
+        Keys(
+            constraints
+                .iter()
+                .map(|c| (KeyKind::of(&c.topology_key), c.topology_key.clone()))
+                .collect(),
+        )
+    }
+
+    /// Whether the node has a value for every key.
+    fn all_on(&self, node: &NodeInfo) -> bool {
+        self.0
+            .iter()
+            .all(|(kind, key)| kind.value(key, node).is_some())
+    }
+}
+
+/// One constraint's term for `count` pods (`weight`: see [`Term`]).
+#[allow(clippy::cast_precision_loss)] // pod counts are far below 2^52
+fn term(count: i64, weight: f64, constraint: &SpreadConstraint) -> f64 {
+    count as f64 * weight + f64::from(constraint.max_skew - 1)
 }
 
 impl ScoreState {
+    #[inline]
     fn score(&self, pod: &PodInfo, node: &NodeInfo) -> i64 {
-        if self.require_all_keys && !has_every_key(&self.constraints, &self.counts, node) {
+        if self
+            .required
+            .as_ref()
+            .is_some_and(|keys| !keys.all_on(node))
+        {
             return -1;
         }
+        // Summed in constraint order, as kube-scheduler does: the float sum is the same.
         let mut score = 0.0;
-        for (i, c) in self.constraints.iter().enumerate() {
-            let count = if self.counts[i].kind() == KeyKind::Hostname {
-                matching_pods(pod, self.owner_hash, c, node)
-            } else {
-                match self.counts[i].count(&c.topology_key, node) {
-                    Some(count) => count,
+        for part in &self.terms {
+            score += match part {
+                Term::Hostname { constraint, weight } => term(
+                    matching_pods(pod, self.owner_hash, constraint, node),
+                    *weight,
+                    constraint,
+                ),
+                Term::Zone {
+                    zones,
+                    terms,
+                    unnoted,
+                } => match &node.zone {
+                    Some(zone) => zones.find(zone).map_or(*unnoted, |at| terms[at]),
                     None => continue,
-                }
+                },
+                Term::Label {
+                    key,
+                    terms,
+                    unnoted,
+                } => match node.labels.get(key) {
+                    Some(value) => terms.get(value).copied().unwrap_or(*unnoted),
+                    None => continue,
+                },
             };
-            #[allow(clippy::cast_precision_loss)]
-            let weighted = count as f64 * self.weights[i] + f64::from(c.max_skew - 1);
-            score += weighted;
         }
         round(score)
+    }
+}
+
+/// The constraint's [`Term`]: its domains among the scored nodes, and the pods counted
+/// in each over the nodes of the cluster that count (with every key in `required`, when
+/// given, as kube-scheduler's `requireAllTopologies`).
+fn spread_term(
+    ctx: &CycleContext<'_>,
+    constraint: &SpreadConstraint,
+    required: Option<&Keys>,
+    owner: u64,
+    scored: &[&NodeInfo],
+) -> Term {
+    let pod = ctx.pod;
+    // `ln(domains + 2)`, so constraints over many domains weigh more.
+    #[allow(clippy::cast_precision_loss)] // domain counts are small
+    let weight_of = |domains: usize| ((domains + 2) as f64).ln();
+    let kind = KeyKind::of(&constraint.topology_key);
+    if kind == KeyKind::Hostname {
+        return Term::Hostname {
+            constraint: constraint.clone(),
+            weight: weight_of(scored.len()),
+        };
+    }
+    let mut domains = DomainCounts::new(kind);
+    let noted = scored
+        .iter()
+        .filter(|node| domains.note(&constraint.topology_key, node))
+        .count();
+    if !domains.is_empty() {
+        // The cluster model counts the controller's pods on every node of a zone: the
+        // count wanted when every node counts (no key required of them, no node selection
+        // or taints to honour).
+        let every_node_counts = required.is_none()
+            && !constraint.honor_node_taints
+            && (!constraint.honor_node_affinity
+                || (pod.node_selector.is_empty() && pod.required_node_affinity.is_none()));
+        if constraint.same_controller && kind == KeyKind::Zone && every_node_counts {
+            // Maintained by the cluster model: no walk over every node.
+            let uid = pod.controller_uid.as_deref().unwrap_or_default();
+            if let Some(zones) = ctx.cluster.controller_zone_counts(uid) {
+                for (zone, count) in domains.named_mut() {
+                    *count = i64::from(zones.get(zone).copied().unwrap_or(0));
+                }
+            }
+        } else {
+            for node in ctx.cluster.nodes() {
+                if required.is_some_and(|keys| !keys.all_on(node))
+                    || !node_counts(pod, constraint, node)
+                {
+                    continue;
+                }
+                if let Some(count) = domains.count_mut(&constraint.topology_key, node) {
+                    *count += matching_pods(pod, owner, constraint, node);
+                }
+            }
+        }
+    }
+    let weight = weight_of(noted);
+    let unnoted = term(0, weight, constraint);
+    match domains {
+        DomainCounts::Label(counts) => Term::Label {
+            key: constraint.topology_key.clone(),
+            terms: counts
+                .into_iter()
+                .map(|(value, count)| (value, term(count, weight, constraint)))
+                .collect(),
+            unnoted,
+        },
+        DomainCounts::Zone(zones) => Term::Zone {
+            terms: zones
+                .counts()
+                .map(|count| term(count, weight, constraint))
+                .collect(),
+            zones,
+            unnoted,
+        },
+        DomainCounts::Hostname => Term::Hostname {
+            constraint: constraint.clone(),
+            weight,
+        },
     }
 }
 
@@ -370,52 +511,23 @@ impl ScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
+        let required = require_all_keys.then(|| Keys::of(&constraints));
+        let kept: Vec<&NodeInfo>;
+        let scored: &[&NodeInfo] = match &required {
+            Some(keys) => {
+                kept = nodes.iter().copied().filter(|n| keys.all_on(n)).collect();
+                &kept
+            }
+            None => nodes,
+        };
         let owner = owner_hash(pod);
-        let mut counts: Vec<DomainCounts> = constraints
+        let terms = constraints
             .iter()
-            .map(|c| DomainCounts::new(KeyKind::of(&c.topology_key)))
+            .map(|c| spread_term(ctx, c, required.as_ref(), owner, scored))
             .collect();
-        let mut domains: Vec<usize> = vec![0; constraints.len()];
-        for node in nodes {
-            if require_all_keys && !has_every_key(&constraints, &counts, node) {
-                continue;
-            }
-            for (i, c) in constraints.iter().enumerate() {
-                if counts[i].note(&c.topology_key, node) {
-                    domains[i] += 1;
-                }
-            }
-        }
-        for (i, c) in constraints.iter().enumerate() {
-            if counts[i].is_empty() {
-                continue;
-            }
-            if c.same_controller && counts[i].kind() == KeyKind::Zone {
-                // Maintained by the cluster model: no walk over every node.
-                let uid = pod.controller_uid.as_deref().unwrap_or_default();
-                if let Some(zones) = ctx.cluster.controller_zone_counts(uid) {
-                    for (zone, count) in counts[i].named_mut() {
-                        *count = i64::from(zones.get(zone).copied().unwrap_or(0));
-                    }
-                }
-                continue;
-            }
-            for node in ctx.cluster.nodes() {
-                if !node_counts(pod, c, node) {
-                    continue;
-                }
-                if let Some(count) = counts[i].count_mut(&c.topology_key, node) {
-                    *count += matching_pods(pod, owner, c, node);
-                }
-            }
-        }
-        #[allow(clippy::cast_precision_loss)] // domain counts are small
-        let weights = domains.iter().map(|d| ((*d + 2) as f64).ln()).collect();
         state.write(ScoreState {
-            constraints,
-            counts,
-            weights,
-            require_all_keys,
+            terms,
+            required,
             owner_hash: owner,
         });
         Status::success()

@@ -67,6 +67,17 @@ impl ZoneCounts {
             .map(|(_, position)| *position)
     }
 
+    /// The zone's position among the noted domains (see [`counts`](Self::counts)).
+    pub fn find(&self, zone: &Arc<str>) -> Option<usize> {
+        self.position(zone)
+            .or_else(|| self.by_name.get(zone).copied())
+    }
+
+    /// Pods counted per noted domain, by position.
+    pub fn counts(&self) -> impl Iterator<Item = i64> + '_ {
+        self.counts.iter().map(|(_, count)| *count)
+    }
+
     /// Adds the zone as a domain; `true` when it is new.
     fn note(&mut self, zone: &Arc<str>) -> bool {
         if self.position(zone).is_some() {
@@ -88,10 +99,7 @@ impl ZoneCounts {
 
     /// The count of a zone, for a node that may not have been noted.
     fn count_mut(&mut self, zone: &Arc<str>) -> Option<&mut i64> {
-        let at = match self.position(zone) {
-            Some(at) => at,
-            None => *self.by_name.get(zone)?,
-        };
+        let at = self.find(zone)?;
         Some(&mut self.counts[at].1)
     }
 }
@@ -111,14 +119,6 @@ impl DomainCounts {
             KeyKind::Hostname => DomainCounts::Hostname,
             KeyKind::Zone => DomainCounts::Zone(ZoneCounts::default()),
             KeyKind::Label => DomainCounts::Label(FxHashMap::default()),
-        }
-    }
-
-    pub fn kind(&self) -> KeyKind {
-        match self {
-            DomainCounts::Hostname => KeyKind::Hostname,
-            DomainCounts::Zone(_) => KeyKind::Zone,
-            DomainCounts::Label(_) => KeyKind::Label,
         }
     }
 
@@ -173,30 +173,27 @@ impl DomainCounts {
             ),
         }
     }
-
-    /// The count of the scored node's domain: `None` when the node has no value for the
-    /// key, 0 for a domain not noted.
-    pub fn count(&self, key: &str, node: &NodeInfo) -> Option<i64> {
-        match self {
-            DomainCounts::Hostname => None,
-            DomainCounts::Zone(zones) => {
-                let zone = node.zone.as_ref()?;
-                Some(match zones.position(zone) {
-                    Some(at) => zones.counts[at].1,
-                    None => zones.by_name.get(zone).map_or(0, |&at| zones.counts[at].1),
-                })
-            }
-            DomainCounts::Label(counts) => {
-                Some(counts.get(node.labels.get(key)?).copied().unwrap_or(0))
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::node::NodeBuilder;
+
+    /// The count of the node's domain: `None` when the node has no value for the key, 0
+    /// for a domain not noted.
+    fn count(domains: &DomainCounts, key: &str, node: &NodeInfo) -> Option<i64> {
+        match domains {
+            DomainCounts::Hostname => None,
+            DomainCounts::Zone(zones) => {
+                let at = zones.find(node.zone.as_ref()?);
+                Some(at.map_or(0, |at| zones.counts().nth(at).unwrap()))
+            }
+            DomainCounts::Label(counts) => {
+                Some(counts.get(node.labels.get(key)?).copied().unwrap_or(0))
+            }
+        }
+    }
 
     fn node(name: &str, zone: &Arc<str>) -> NodeInfo {
         let mut node = NodeBuilder::new(name, "amd64").info();
@@ -223,17 +220,17 @@ mod tests {
         for (name, count) in domains.named_mut() {
             *count = if name == "zone-a" { 4 } else { 1 };
         }
-        assert_eq!(domains.count("", &a1), Some(4));
-        assert_eq!(domains.count("", &a3), Some(4));
-        assert_eq!(domains.count("", &b), Some(1));
+        assert_eq!(count(&domains, "", &a1), Some(4));
+        assert_eq!(count(&domains, "", &a3), Some(4));
+        assert_eq!(count(&domains, "", &b), Some(1));
         *domains.count_mut("", &a2).unwrap() += 1;
-        assert_eq!(domains.count("", &a3), Some(5));
+        assert_eq!(count(&domains, "", &a3), Some(5));
         let unnoted = node("c", &"zone-c".into());
-        assert_eq!(domains.count("", &unnoted), Some(0));
+        assert_eq!(count(&domains, "", &unnoted), Some(0));
         assert!(domains.count_mut("", &unnoted).is_none());
         let mut zoneless = a1.clone();
         zoneless.zone = None;
-        assert_eq!(domains.count("", &zoneless), None);
+        assert_eq!(count(&domains, "", &zoneless), None);
     }
 
     #[test]
@@ -249,7 +246,7 @@ mod tests {
             *domains.count_mut("", node).unwrap() += 1;
         }
         for node in &nodes {
-            assert_eq!(domains.count("", node), Some(20), "{}", node.name);
+            assert_eq!(count(&domains, "", node), Some(20), "{}", node.name);
         }
     }
 
@@ -263,9 +260,9 @@ mod tests {
         assert!(!domains.note("rack", &n2));
         assert!(!domains.note("rack", &n3));
         *domains.count_mut("rack", &n2).unwrap() += 2;
-        assert_eq!(domains.count("rack", &n1), Some(2));
-        assert_eq!(domains.count("rack", &n3), None);
+        assert_eq!(count(&domains, "rack", &n1), Some(2));
+        assert_eq!(count(&domains, "rack", &n3), None);
         let other_rack = NodeBuilder::new("n4", "amd64").label("rack", "r2").info();
-        assert_eq!(domains.count("rack", &other_rack), Some(0));
+        assert_eq!(count(&domains, "rack", &other_rack), Some(0));
     }
 }

@@ -330,3 +330,172 @@ fn rounding_matches_the_standard_library_at_the_edges() {
         assert_eq!(round(x), want, "{x}");
     }
 }
+
+/// One constraint's part of a node's score; `None` when the node has no value for its key.
+type ReferenceTerm<'a> = dyn Fn(&NodeInfo) -> Option<f64> + 'a;
+
+/// kube-scheduler's spread scoring written plainly, from the pods on each node: the
+/// domains of each constraint among the scored nodes, pods counted per domain over the
+/// nodes of the cluster that count, `round(Σ count × ln(domains + 2) + maxSkew − 1)` in
+/// constraint order, and -1 for a node without every key of the pod's own constraints.
+fn reference_scores(
+    pod: &PodInfo,
+    cluster: &ClusterState,
+    scored: &[&NodeInfo],
+) -> Option<Vec<i64>> {
+    let (constraints, require_all) = if pod.spread_constraints.is_empty() {
+        (default_constraints(pod), false)
+    } else {
+        let soft: Vec<_> = pod
+            .spread_constraints
+            .iter()
+            .filter(|c| !c.hard)
+            .cloned()
+            .collect();
+        (soft, true)
+    };
+    if constraints.is_empty() {
+        return None;
+    }
+    let has_all = |node: &NodeInfo| {
+        !require_all
+            || constraints
+                .iter()
+                .all(|c| node.label(&c.topology_key).is_some())
+    };
+    let pods_on = |c: &SpreadConstraint, node: &NodeInfo| -> i64 {
+        let matching = node.pods.iter().filter(|p| {
+            if c.same_controller {
+                p.controller_uid == pod.controller_uid
+            } else {
+                !p.deleting && p.namespace == pod.namespace && c.selector.matches(&p.labels)
+            }
+        });
+        i64::try_from(matching.count()).unwrap()
+    };
+    let kept: Vec<&NodeInfo> = scored.iter().copied().filter(|n| has_all(n)).collect();
+    let mut terms: Vec<Box<ReferenceTerm<'_>>> = Vec::new();
+    for c in &constraints {
+        let bias = f64::from(c.max_skew - 1);
+        if c.topology_key == HOSTNAME {
+            let weight = ((kept.len() + 2) as f64).ln();
+            terms.push(Box::new(move |node| {
+                Some(pods_on(c, node) as f64 * weight + bias)
+            }));
+            continue;
+        }
+        let domains: std::collections::BTreeSet<&str> = kept
+            .iter()
+            .filter_map(|n| n.label(&c.topology_key))
+            .collect();
+        let weight = ((domains.len() + 2) as f64).ln();
+        let mut counts: HashMap<String, i64> = HashMap::new();
+        for node in cluster.nodes() {
+            match node.label(&c.topology_key) {
+                Some(value)
+                    if domains.contains(value) && has_all(node) && node_counts(pod, c, node) =>
+                {
+                    *counts.entry(value.to_owned()).or_default() += pods_on(c, node);
+                }
+                _ => {}
+            }
+        }
+        terms.push(Box::new(move |node| {
+            let value = node.label(&c.topology_key)?;
+            Some(counts.get(value).copied().unwrap_or(0) as f64 * weight + bias)
+        }));
+    }
+    Some(
+        scored
+            .iter()
+            .map(|node| {
+                if !has_all(node) {
+                    return -1;
+                }
+                let mut score = 0.0;
+                for term in &terms {
+                    if let Some(value) = term(node) {
+                        score += value;
+                    }
+                }
+                score.round() as i64
+            })
+            .collect(),
+    )
+}
+
+fn soft(key: &str, skew: i32) -> core::TopologySpreadConstraint {
+    constraint(key, skew, false)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// Scoring (per node and all at once) gives what the plain reference gives, for the
+    /// default constraints (with and without a node selector to honour) and for a pod's
+    /// own constraints over zones, a label and hostnames.
+    #[test]
+    fn scores_match_the_plain_reference(
+        nodes in proptest::collection::vec((0..4usize, 0..3usize), 1..10),
+        pods in proptest::collection::vec((0..10usize, 0..3usize, 0..2usize, proptest::bool::ANY, proptest::bool::ANY), 0..25),
+        own in proptest::collection::vec((0..3usize, 1..4i32), 0..4),
+        selector in proptest::bool::ANY,
+        scored_mask in proptest::num::u16::ANY,
+    ) {
+        let zones = [None, Some("a"), Some("b"), Some("c")];
+        let racks = [None, Some("r1"), Some("r2")];
+        let mut cluster = ClusterState::new();
+        for (i, (zone, rack)) in nodes.iter().enumerate() {
+            let mut node = NodeBuilder::new(&format!("n{i}"), "amd64");
+            if let Some(zone) = zones[*zone] {
+                node = node.label(ZONE_LABEL, zone);
+            }
+            if let Some(rack) = racks[*rack] {
+                node = node.label("rack", rack);
+            }
+            cluster.upsert_node(node.info());
+        }
+        for (j, (node, owner, app, other_ns, deleting)) in pods.iter().enumerate() {
+            let mut p = PodBuilder::new(if *other_ns { "other" } else { "ns" }, &format!("p{j}"))
+                .label("app", ["web", "db"][*app])
+                .node(&format!("n{}", node % nodes.len()));
+            if *owner > 0 {
+                p = p.owner("ReplicaSet", &format!("rs{owner}"));
+            }
+            if *deleting {
+                p = p.deleting();
+            }
+            cluster.add_assigned_pod(Arc::new(p.info()));
+        }
+        let mut pod = PodBuilder::new("ns", "new").label("app", "web").owner("ReplicaSet", "rs1");
+        for (key, skew) in &own {
+            pod = pod.spread(soft([ZONE_LABEL, "rack", HOSTNAME][*key], *skew));
+        }
+        if selector {
+            pod = pod.node_selector("rack", "r1");
+        }
+        let f = Fixture::new(pod.info()).with_cluster(cluster);
+        let ctx = f.ctx();
+        let scored: Vec<&NodeInfo> = f
+            .cluster
+            .nodes()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| scored_mask & (1 << i) != 0)
+            .map(|(_, n)| n)
+            .collect();
+        let mut state = CycleState::new();
+        let status = PodTopologySpread.pre_score(&ctx, &mut state, &scored);
+        match reference_scores(&f.pod, &f.cluster, &scored) {
+            None => proptest::prop_assert_eq!(status.code, Code::Skip),
+            Some(want) => {
+                proptest::prop_assert!(status.is_success());
+                let each: Vec<i64> = scored.iter().map(|n| PodTopologySpread.score(&ctx, &state, n)).collect();
+                let mut all = vec![0; scored.len()];
+                PodTopologySpread.score_all(&ctx, &state, &scored, &mut all);
+                proptest::prop_assert_eq!(&each, &want);
+                proptest::prop_assert_eq!(&all, &want);
+            }
+        }
+    }
+}
