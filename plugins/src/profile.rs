@@ -116,6 +116,7 @@ impl Profile {
             // kube-scheduler knows, the first rejection and its message are the same.
             pre_filters: vec![
                 unsupported,
+                node_name.clone(),
                 node_affinity.clone(),
                 ports.clone(),
                 restrictions.clone(),

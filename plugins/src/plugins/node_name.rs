@@ -2,7 +2,7 @@
 
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint, node_now_passes},
-    framework::{CycleContext, CycleState, FilterPlugin, Plugin, Status},
+    framework::{CycleContext, CycleState, FilterPlugin, Plugin, PreFilterPlugin, Status},
     model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
 };
 
@@ -36,6 +36,18 @@ fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
         .is_none_or(|wanted| *wanted == node.name)
 }
 
+/// Nothing to check for a pod that names no node (every pod the scheduler sees, in
+/// practice): the filter is skipped rather than run per node.
+impl PreFilterPlugin for NodeName {
+    fn pre_filter(&self, ctx: &CycleContext<'_>, _: &mut CycleState) -> Status {
+        if ctx.pod.node_name.is_none() {
+            Status::skip()
+        } else {
+            Status::success()
+        }
+    }
+}
+
 impl FilterPlugin for NodeName {
     fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
         if fits(ctx.pod, node) {
@@ -50,6 +62,23 @@ impl FilterPlugin for NodeName {
 mod tests {
     use super::*;
     use crate::{framework::Code, testing::Fixture};
+
+    #[test]
+    fn pre_filter_skips_the_filter_for_a_pod_that_names_no_node() {
+        let code = |pod: crate::model::pod::PodBuilder| {
+            NodeName
+                .pre_filter(&Fixture::new(pod.info()).ctx(), &mut CycleState::new())
+                .code
+        };
+        assert_eq!(
+            code(crate::model::pod::PodBuilder::new("ns", "p")),
+            Code::Skip
+        );
+        assert_eq!(
+            code(crate::model::pod::PodBuilder::new("ns", "p").node("a")),
+            Code::Success
+        );
+    }
 
     #[test]
     fn only_the_named_node_fits() {

@@ -1,18 +1,16 @@
 //! `NodeUnschedulable`: cordoned nodes take only pods that tolerate the cordon taint.
 
-use super::taint_toleration::tolerates;
+use super::taint_toleration::tolerates_parts;
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint, node_now_passes},
     framework::{CycleContext, CycleState, FilterPlugin, Plugin, Status},
-    model::{
-        cluster::ClusterState,
-        node::{NodeInfo, Taint},
-        pod::PodInfo,
-    },
+    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
 };
 
 pub const NAME: &str = "NodeUnschedulable";
 pub const REASON: &str = "node(s) were unschedulable";
+/// The key of the taint a cordon implies.
+const CORDON_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 pub struct NodeUnschedulable;
 
@@ -35,17 +33,15 @@ impl Plugin for NodeUnschedulable {
     }
 }
 
-/// A node that is not cordoned, or a pod that tolerates the cordon.
+/// A node that is not cordoned, or a pod that tolerates the cordon (the taint a cordon
+/// implies, `node.kubernetes.io/unschedulable:NoSchedule`). Runs for every candidate
+/// node: no taint is built for the check.
 fn fits(pod: &PodInfo, node: &NodeInfo) -> bool {
-    if !node.unschedulable {
-        return true;
-    }
-    let cordon = Taint {
-        key: "node.kubernetes.io/unschedulable".into(),
-        value: String::new(),
-        effect: "NoSchedule".into(),
-    };
-    pod.tolerations.iter().any(|t| tolerates(t, &cordon))
+    !node.unschedulable
+        || pod
+            .tolerations
+            .iter()
+            .any(|t| tolerates_parts(t, CORDON_TAINT, "", "NoSchedule"))
 }
 
 impl FilterPlugin for NodeUnschedulable {

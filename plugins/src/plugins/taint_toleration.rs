@@ -19,17 +19,23 @@ pub struct TaintToleration;
 
 /// `v1.Toleration.ToleratesTaint`.
 pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if !toleration.effect.is_empty() && toleration.effect != taint.effect {
+    tolerates_parts(toleration, &taint.key, &taint.value, &taint.effect)
+}
+
+/// [`tolerates`] for a taint given by its parts (a taint the scheduler implies, such as
+/// a cordon, needs no `Taint` built).
+pub fn tolerates_parts(toleration: &Toleration, key: &str, value: &str, effect: &str) -> bool {
+    if !toleration.effect.is_empty() && toleration.effect != effect {
         return false;
     }
-    if !toleration.key.is_empty() && toleration.key != taint.key {
+    if !toleration.key.is_empty() && toleration.key != key {
         return false;
     }
     // An empty key with Exists tolerates every taint; an empty key with Equal is invalid.
     if toleration.exists {
         return true;
     }
-    !toleration.key.is_empty() && toleration.value == taint.value
+    !toleration.key.is_empty() && toleration.value == value
 }
 
 impl Plugin for TaintToleration {
