@@ -1,31 +1,42 @@
 //! Pods per controller on one node, for the default spread constraints. Scoring reads
 //! it once per candidate node, and a cycle visits hundreds of nodes that are not in the
-//! CPU cache: a hash map costs several dependent memory reads per node (control bytes,
-//! bucket, key string). Here one bit per controller hash, kept in the node itself, rules
-//! out most nodes without the pod's controller with no read at all; otherwise a short
-//! list of (hash, count, UID) is scanned, and a UID is read only on a hash match.
+//! CPU cache: every read outside the node's own scoring line is a miss. So controllers
+//! are filed by a 64-bit hash alone, one bit per hash in the node rules out most nodes
+//! without the pod's controller, and the first controller's count sits in the node
+//! itself; only a node holding pods of several controllers has a list elsewhere.
+//!
+//! The hash is keyed per process (SipHash with random keys, as `std`'s hash maps): a
+//! tenant who writes the owner reference of its pods cannot choose a UID that collides
+//! with another controller's, and chance collisions are 2^-64 per pair.
 
-use std::hash::BuildHasher;
+use std::{
+    hash::{BuildHasher, RandomState},
+    sync::OnceLock,
+};
 
-use rustc_hash::FxBuildHasher;
+use thin_vec::ThinVec;
 
-/// The hash [`ControllerCounts`] files a controller UID under (deterministic).
+/// The hash [`ControllerCounts`] files a controller UID under (the same for the whole
+/// process, different between processes).
 pub fn controller_hash(uid: &str) -> u64 {
-    FxBuildHasher.hash_one(uid)
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one(uid)
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Entry {
     hash: u64,
+    /// 0: no controller (only in `first`).
     count: u32,
-    uid: Box<str>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControllerCounts {
     /// Bit `hash % 64` of every controller listed.
     present: u64,
-    entries: Vec<Entry>,
+    first: Entry,
+    /// The other controllers (thin: empty, it points at one shared header).
+    more: ThinVec<Entry>,
 }
 
 fn bit(hash: u64) -> u64 {
@@ -35,56 +46,83 @@ fn bit(hash: u64) -> u64 {
 impl ControllerCounts {
     pub fn add(&mut self, uid: &str) {
         let hash = controller_hash(uid);
-        match self.position(hash, uid) {
-            Some(i) => self.entries[i].count += 1,
-            None => {
-                self.present |= bit(hash);
-                self.entries.push(Entry {
-                    hash,
-                    count: 1,
-                    uid: uid.into(),
-                });
-            }
+        if let Some(entry) = self.entry_mut(hash) {
+            entry.count += 1;
+            return;
+        }
+        self.present |= bit(hash);
+        let entry = Entry { hash, count: 1 };
+        if self.first.count == 0 {
+            self.first = entry;
+        } else {
+            self.more.push(entry);
         }
     }
 
     /// One pod of the controller left; its entry goes with the last one.
     pub fn remove(&mut self, uid: &str) {
-        if let Some(i) = self.position(controller_hash(uid), uid) {
-            self.entries[i].count -= 1;
-            if self.entries[i].count == 0 {
-                self.entries.swap_remove(i);
-                self.present = self.entries.iter().fold(0, |bits, e| bits | bit(e.hash));
-            }
+        let hash = controller_hash(uid);
+        let Some(entry) = self.entry_mut(hash) else {
+            return;
+        };
+        entry.count -= 1;
+        if entry.count > 0 {
+            return;
         }
+        if self.first.count == 0 {
+            // The first went: the last of the others takes its place.
+            self.first = self.more.pop().unwrap_or_default();
+        }
+        self.more.retain(|e| e.count > 0);
+        if self.more.is_empty() {
+            // Back to the shared header.
+            self.more = ThinVec::new();
+        }
+        self.present = self.entries().fold(0, |bits, e| bits | bit(e.hash));
     }
 
-    /// Pods of the controller whose UID is `uid` and [`controller_hash`] is `hash`.
-    pub fn get_hashed(&self, hash: u64, uid: &str) -> u32 {
+    /// Pods of the controller whose [`controller_hash`] is `hash`.
+    pub fn get_hashed(&self, hash: u64) -> u32 {
         if self.present & bit(hash) == 0 {
             return 0;
         }
-        self.position(hash, uid)
-            .map_or(0, |i| self.entries[i].count)
+        if self.first.hash == hash && self.first.count > 0 {
+            return self.first.count;
+        }
+        self.more
+            .iter()
+            .find(|e| e.hash == hash)
+            .map_or(0, |e| e.count)
     }
 
     pub fn get(&self, uid: &str) -> u32 {
-        self.get_hashed(controller_hash(uid), uid)
+        self.get_hashed(controller_hash(uid))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.first.count == 0
     }
 
-    fn position(&self, hash: u64, uid: &str) -> Option<usize> {
-        self.entries
-            .iter()
-            .position(|e| e.hash == hash && *e.uid == *uid)
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        std::iter::once(&self.first)
+            .filter(|e| e.count > 0)
+            .chain(&self.more)
+    }
+
+    fn entry_mut(&mut self, hash: u64) -> Option<&mut Entry> {
+        if self.first.count > 0 && self.first.hash == hash {
+            return Some(&mut self.first);
+        }
+        self.more.iter_mut().find(|e| e.hash == hash)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -104,6 +142,10 @@ mod tests {
         counts.remove("rs-a");
         assert!(counts.is_empty());
         assert_eq!(counts.present, 0, "no bit left for a controller that left");
+        assert!(
+            !counts.more.has_capacity(),
+            "no list kept for controllers that left"
+        );
     }
 
     #[test]
@@ -123,11 +165,35 @@ mod tests {
     }
 
     #[test]
-    fn an_equal_hash_is_not_taken_for_an_equal_uid() {
-        // Entries are matched on the UID too: a (forged) hash collision counts nothing.
-        let mut counts = ControllerCounts::default();
-        counts.add("rs-a");
-        assert_eq!(counts.get_hashed(controller_hash("rs-a"), "rs-b"), 0);
-        assert_eq!(counts.get_hashed(controller_hash("rs-a"), "rs-a"), 1);
+    fn the_hash_is_keyed() {
+        // Not the unkeyed FxHash the scheduler once used, which anyone can invert.
+        let unkeyed = rustc_hash::FxBuildHasher.hash_one("rs-a");
+        assert_ne!(controller_hash("rs-a"), unkeyed);
+        assert_eq!(controller_hash("rs-a"), controller_hash("rs-a"));
+        assert_ne!(controller_hash("rs-a"), controller_hash("rs-b"));
+    }
+
+    proptest! {
+        /// Any sequence of adds and removes counts what a map of UIDs counts.
+        #[test]
+        fn counts_match_a_map(ops in proptest::collection::vec((0..6u8, any::<bool>()), 0..60)) {
+            let mut counts = ControllerCounts::default();
+            let mut want: HashMap<String, u32> = HashMap::new();
+            for (controller, add) in ops {
+                let uid = format!("rs-{controller}");
+                if add {
+                    counts.add(&uid);
+                    *want.entry(uid).or_default() += 1;
+                } else if want.get(&uid).is_some_and(|n| *n > 0) {
+                    counts.remove(&uid);
+                    *want.get_mut(&uid).unwrap() -= 1;
+                }
+                for c in 0..6u8 {
+                    let uid = format!("rs-{c}");
+                    prop_assert_eq!(counts.get(&uid), want.get(&uid).copied().unwrap_or(0));
+                }
+                prop_assert_eq!(counts.is_empty(), want.values().all(|n| *n == 0));
+            }
+        }
     }
 }

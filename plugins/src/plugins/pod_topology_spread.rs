@@ -134,8 +134,7 @@ fn matching_pods(
     node: &NodeInfo,
 ) -> i64 {
     if constraint.same_controller {
-        let owner = pod.controller_uid.as_deref().unwrap_or_default();
-        return i64::from(node.controller_counts.get_hashed(owner_hash, owner));
+        return i64::from(node.controller_counts.get_hashed(owner_hash));
     }
     let count = node
         .pods
