@@ -46,8 +46,11 @@ pub(super) fn filter_sequential(
     let mut feasible = Vec::new();
     let mut failures = Vec::new();
     let mut evaluated = 0;
+    // The walk wraps around once: a subtraction, not a division per node.
+    let start = start % n.max(1);
     for offset in 0..n {
-        let i = candidates.get((start + offset) % n);
+        let at = start + offset;
+        let i = candidates.get(if at >= n { at - n } else { at });
         evaluated += 1;
         match check(i) {
             None => {
