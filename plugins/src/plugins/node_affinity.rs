@@ -14,6 +14,12 @@ pub const REASON: &str = "node(s) didn't match Pod's node affinity/selector";
 
 pub struct NodeAffinity;
 
+/// Whether the pod has a `nodeSelector` or required node affinity: without either,
+/// [`required_matches`] holds on every node.
+pub fn selects_nodes(pod: &PodInfo) -> bool {
+    !pod.node_selector.is_empty() || pod.required_node_affinity.is_some()
+}
+
 /// Whether the node satisfies the pod's `nodeSelector` and required node affinity (also
 /// used by topology spread's `nodeAffinityPolicy: Honor`).
 pub fn required_matches(pod: &PodInfo, node: &NodeInfo) -> bool {
@@ -83,7 +89,7 @@ impl PreFilterPlugin for NodeAffinity {
     /// Nothing required: the filter has nothing to do (kube-scheduler skips it too, and
     /// a cycle then does not read each node's labels).
     fn pre_filter(&self, ctx: &CycleContext<'_>, _: &mut CycleState) -> Status {
-        if ctx.pod.node_selector.is_empty() && ctx.pod.required_node_affinity.is_none() {
+        if !selects_nodes(ctx.pod) {
             return Status::skip();
         }
         match named_nodes(ctx.pod) {

@@ -5,7 +5,10 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use super::{node_affinity::required_matches, taint_toleration::tolerates};
+use super::{
+    node_affinity::{required_matches, selects_nodes},
+    taint_toleration::tolerates,
+};
 use crate::model::controller_counts::controller_hash;
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
@@ -438,8 +441,7 @@ fn spread_term(
         // or taints to honour).
         let every_node_counts = required.is_none()
             && !constraint.honor_node_taints
-            && (!constraint.honor_node_affinity
-                || (pod.node_selector.is_empty() && pod.required_node_affinity.is_none()));
+            && !(constraint.honor_node_affinity && selects_nodes(pod));
         if constraint.same_controller && kind == KeyKind::Zone && every_node_counts {
             // Maintained by the cluster model: no walk over every node.
             let uid = pod.controller_uid.as_deref().unwrap_or_default();
