@@ -13,7 +13,7 @@ use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 use super::{
     disruption_budget::DisruptionBudget, hostname_index::HostnameIndex,
     local_volume_nodes::LocalVolumeNodes, node::NodeInfo, platform_index::PlatformIndex,
-    pod::PodInfo, selectors::Labels, storage::StorageCatalog, zone_names::ZoneNames,
+    pod::PodInfo, selectors::Labels, shared_names::SharedNames, storage::StorageCatalog,
 };
 use crate::events::NodeChanges;
 
@@ -66,7 +66,8 @@ pub struct ClusterState {
     platforms: PlatformIndex,
     hostnames: HostnameIndex,
     local_volume_nodes: LocalVolumeNodes,
-    zones: ZoneNames,
+    /// Zone names, one allocation per zone (see `NodeInfo::zone`).
+    zones: SharedNames,
 }
 
 impl ClusterState {
@@ -190,7 +191,9 @@ impl ClusterState {
 
     /// Adds a node or updates its own fields (its pods stay).
     pub fn upsert_node(&mut self, mut fresh: NodeInfo) -> NodeUpsert {
-        self.zones.intern(&mut fresh.zone);
+        if let Some(zone) = &mut fresh.zone {
+            self.zones.share(zone);
+        }
         self.storage.intern_hostname(&mut fresh.hostname);
         if let Some(&i) = self.index.get(&fresh.name) {
             if self.nodes[i].platform_bit != fresh.platform_bit {

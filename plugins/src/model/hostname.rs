@@ -13,7 +13,9 @@ use std::{
     sync::Arc,
 };
 
-use rustc_hash::{FxBuildHasher, FxHashSet};
+use rustc_hash::FxBuildHasher;
+
+use super::shared_names::SharedNames;
 
 #[derive(Clone, Debug)]
 pub struct Hostname {
@@ -70,7 +72,7 @@ impl Hash for Hostname {
 /// set has doubled since the last pruning.
 #[derive(Clone, Debug, Default)]
 pub struct HostnameNames {
-    names: FxHashSet<Arc<str>>,
+    names: SharedNames,
     kept_after_prune: usize,
 }
 
@@ -81,22 +83,18 @@ impl HostnameNames {
             return Hostname::from_shared(shared.clone());
         }
         self.prune_if_grown();
-        let shared: Arc<str> = name.into();
-        self.names.insert(shared.clone());
+        let mut shared: Arc<str> = name.into();
+        self.names.share(&mut shared);
         Hostname::from_shared(shared)
     }
 
     /// Replaces `host` with the shared allocation of its name.
     pub fn intern_in_place(&mut self, host: &mut Option<Hostname>) {
-        if let Some(name) = host {
-            match self.names.get(name.as_str()) {
-                Some(shared) if Arc::ptr_eq(shared, &name.name) => {}
-                Some(shared) => name.name = shared.clone(),
-                None => {
-                    self.prune_if_grown();
-                    self.names.insert(name.name.clone());
-                }
+        if let Some(host) = host {
+            if self.names.get(host.as_str()).is_none() {
+                self.prune_if_grown();
             }
+            self.names.share(&mut host.name);
         }
     }
 
@@ -117,7 +115,7 @@ impl HostnameNames {
 
     fn prune_if_grown(&mut self) {
         if self.names.len() >= 2 * self.kept_after_prune + 64 {
-            self.names.retain(|name| Arc::strong_count(name) > 1);
+            self.names.prune();
             self.kept_after_prune = self.names.len();
         }
     }

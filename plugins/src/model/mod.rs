@@ -15,5 +15,5 @@ pub mod positions;
 pub mod quantity;
 pub mod resources;
 pub mod selectors;
+pub mod shared_names;
 pub mod storage;
-pub mod zone_names;
