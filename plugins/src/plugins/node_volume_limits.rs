@@ -159,11 +159,16 @@ impl PreFilterPlugin for NodeVolumeLimits {
         if !counts_for_limits(ctx.pod) {
             return Status::skip();
         }
-        state.write(LimitsState(attachable(
-            ctx.cluster.storage(),
-            ctx.pod,
-            true,
-        )));
+        let storage = ctx.cluster.storage();
+        let volumes = attachable(storage, ctx.pod, true);
+        // No node limits a driver of the pod's volumes: Filter would pass every node.
+        if volumes
+            .as_ref()
+            .is_ok_and(|v| !v.iter().any(|v| storage.driver_has_limits(&v.driver)))
+        {
+            return Status::skip();
+        }
+        state.write(LimitsState(volumes));
         Status::success()
     }
 }
@@ -179,12 +184,15 @@ impl FilterPlugin for NodeVolumeLimits {
         let Some(csi_node) = storage.csi_node(&node.name) else {
             return Status::success();
         };
+        if csi_node.limits.is_empty() {
+            return Status::success();
+        }
         let mut new: Volumes = incoming
             .iter()
             .filter(|v| v.counts_on(Some(csi_node)))
             .map(|v| (v.unique.clone(), v.driver.clone()))
             .collect();
-        if new.is_empty() || csi_node.limits.is_empty() {
+        if new.is_empty() {
             return Status::success();
         }
         let mut attached = Volumes::new();

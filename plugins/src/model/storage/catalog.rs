@@ -80,6 +80,8 @@ pub struct StorageCatalog {
     claims: FxHashMap<String, FxHashMap<String, Arc<ClaimInfo>>>,
     classes: FxHashMap<String, Arc<StorageClassInfo>>,
     csi_nodes: FxHashMap<String, Arc<CsiNodeInfo>>,
+    /// CSI drivers with an attach limit on some node: the number of such CSINodes.
+    limited_drivers: FxHashMap<String, usize>,
     csi_drivers: FxHashMap<String, Arc<CsiDriverInfo>>,
     capacities: FxHashMap<String, Arc<StorageCapacityInfo>>,
     attachments: FxHashMap<String, VolumeAttachmentInfo>,
@@ -436,11 +438,34 @@ impl StorageCatalog {
     }
 
     pub fn upsert_csi_node(&mut self, node: CsiNodeInfo) {
-        self.csi_nodes.insert(node.name.clone(), Arc::new(node));
+        for (driver, _) in &node.limits {
+            *self.limited_drivers.entry(driver.clone()).or_default() += 1;
+        }
+        if let Some(old) = self.csi_nodes.insert(node.name.clone(), Arc::new(node)) {
+            self.forget_limits(&old);
+        }
     }
 
     pub fn delete_csi_node(&mut self, name: &str) {
-        self.csi_nodes.remove(name);
+        if let Some(old) = self.csi_nodes.remove(name) {
+            self.forget_limits(&old);
+        }
+    }
+
+    fn forget_limits(&mut self, node: &CsiNodeInfo) {
+        for (driver, _) in &node.limits {
+            if let Some(count) = self.limited_drivers.get_mut(driver) {
+                *count -= 1;
+                if *count == 0 {
+                    self.limited_drivers.remove(driver);
+                }
+            }
+        }
+    }
+
+    /// Whether some CSINode limits the volumes of this driver.
+    pub fn driver_has_limits(&self, driver: &str) -> bool {
+        self.limited_drivers.contains_key(driver)
     }
 
     pub fn upsert_csi_driver(&mut self, driver: CsiDriverInfo) {

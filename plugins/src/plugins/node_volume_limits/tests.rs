@@ -134,6 +134,43 @@ fn no_csi_node_or_no_volumes_pass_and_a_missing_claim_is_named() {
 }
 
 #[test]
+fn pre_filter_skips_only_while_no_node_limits_a_driver_of_the_pods_volumes() {
+    let mut c = cluster(1, 2);
+    c.add_assigned_pod(running("a", &["c0"]));
+    let pod = PodBuilder::new("ns", "p").pvc("d", "c1").info();
+    assert_eq!(verdict(pod.clone(), c.clone()).message(), REASON);
+    // Another driver's limit does not make this driver's volumes count.
+    c.storage_mut().upsert_csi_node(CsiNodeInfo {
+        name: "n1".into(),
+        limits: vec![("other.csi.example.com".into(), 1)],
+        migrated_plugins: vec![],
+    });
+    assert_eq!(verdict(pod.clone(), c.clone()).code, Code::Skip);
+    // Limits on a second node count until that node's CSINode goes.
+    c.upsert_node(NodeBuilder::new("n2", "amd64").info());
+    c.storage_mut().upsert_csi_node(CsiNodeInfo {
+        name: "n2".into(),
+        limits: vec![(DRIVER.into(), 5)],
+        migrated_plugins: vec![],
+    });
+    assert!(c.storage().driver_has_limits(DRIVER));
+    assert!(verdict(pod.clone(), c.clone()).is_success());
+    c.storage_mut().upsert_csi_node(CsiNodeInfo {
+        name: "n1".into(),
+        limits: vec![(DRIVER.into(), 1)],
+        migrated_plugins: vec![],
+    });
+    assert_eq!(verdict(pod.clone(), c.clone()).message(), REASON);
+    c.storage_mut().delete_csi_node("n1");
+    c.storage_mut().delete_csi_node("n2");
+    assert!(!c.storage().driver_has_limits(DRIVER));
+    assert_eq!(verdict(pod, c.clone()).code, Code::Skip);
+    // A missing claim is still reported by Filter, limits or not.
+    let missing = PodBuilder::new("ns", "p").pvc("d", "nope").info();
+    assert_eq!(verdict(missing, c).code, Code::UnschedulableAndUnresolvable);
+}
+
+#[test]
 fn hints_requeue_on_freed_volumes_and_new_limits() {
     let c = ClusterState::new();
     let pod = PodBuilder::new("ns", "p").pvc("d", "data").info();
