@@ -11,9 +11,15 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 
 use super::{
-    disruption_budget::DisruptionBudget, hostname_index::HostnameIndex,
-    local_volume_nodes::LocalVolumeNodes, node::NodeInfo, platform_index::PlatformIndex,
-    pod::PodInfo, selectors::Labels, shared_names::SharedNames, storage::StorageCatalog,
+    disruption_budget::DisruptionBudget,
+    hostname_index::HostnameIndex,
+    local_volume_nodes::{LocalVolumeNodes, LocalVolumes},
+    node::NodeInfo,
+    platform_index::PlatformIndex,
+    pod::PodInfo,
+    selectors::Labels,
+    shared_names::SharedNames,
+    storage::StorageCatalog,
 };
 use crate::events::NodeChanges;
 
@@ -83,7 +89,20 @@ impl ClusterState {
         self.index.get(name).map(|&i| &self.nodes[i])
     }
 
-    /// The node's position in [`nodes`](Self::nodes).
+    /// The position of `node` in [`nodes`](Self::nodes) when it is that very entry, not
+    /// a copy (preemption and nominated pods filter copies): from its address, so it
+    /// reads nothing, for plugins that keep per-node data beside the node list.
+    pub fn position_of(&self, node: &NodeInfo) -> Option<usize> {
+        let offset = std::ptr::from_ref(node)
+            .addr()
+            .checked_sub(self.nodes.as_ptr().addr())?;
+        let position = offset / std::mem::size_of::<NodeInfo>();
+        self.nodes
+            .get(position)
+            .filter(|entry| std::ptr::eq(*entry, node))
+            .map(|_| position)
+    }
+
     /// Node positions by platform bit (see [`PlatformIndex`]).
     pub fn platform_index(&self) -> &PlatformIndex {
         &self.platforms
@@ -97,8 +116,14 @@ impl ClusterState {
     /// Positions of the nodes with an unclaimed local volume of `class` (see
     /// [`LocalVolumeNodes`]).
     pub fn nodes_with_local_volumes(&self, class: &str) -> Arc<[usize]> {
+        self.local_volumes(class).nodes
+    }
+
+    /// The nodes with an unclaimed local volume of `class`, and a summary of those
+    /// volumes per node (see [`LocalVolumes`]).
+    pub fn local_volumes(&self, class: &str) -> LocalVolumes {
         self.local_volume_nodes
-            .of_class(class, &self.storage, &self.hostnames)
+            .of_class(class, &self.storage, &self.hostnames, self.nodes.len())
     }
 
     pub fn node_index(&self, name: &str) -> Option<usize> {

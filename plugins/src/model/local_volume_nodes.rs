@@ -1,26 +1,50 @@
-//! The positions of the nodes that have an unclaimed local volume of a storage class:
-//! the only nodes a claim that only such volumes can serve may go to (see
-//! `VolumeBinding`'s candidate nodes). Rebuilt from the catalog and the hostname index
-//! when first asked for a class, then brought up to date from the catalog's log of
-//! hostnames that gained or lost such volumes: a cycle pays for the volumes bound since
-//! the last one, not for every host of the class.
+//! The nodes that have an unclaimed local volume of a storage class, and a summary of
+//! those volumes per node: the only nodes a claim that only such volumes can serve may go
+//! to (see `VolumeBinding`'s candidate nodes), and what its Filter needs to know of them
+//! without reading the volumes (see [`HostVolumes`]). Rebuilt from the catalog and the
+//! hostname index when first asked for a class, then brought up to date from the
+//! catalog's log of hostnames whose volumes changed: a cycle pays for the volumes bound
+//! since the last one, not for every host of the class.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rustc_hash::FxHashMap;
 
-use super::{hostname_index::HostnameIndex, storage::StorageCatalog};
+use super::{
+    hostname_index::HostnameIndex,
+    storage::{HostVolumes, StorageCatalog},
+};
 
 /// Classes whose lists are kept.
 const MAX_CLASSES: usize = 16;
 
+/// The nodes with unclaimed local volumes of one class, as of the moment asked.
+#[derive(Clone, Debug)]
+pub struct LocalVolumes {
+    /// Their positions in the cluster's node list, sorted.
+    pub nodes: Arc<[usize]>,
+    /// By node position: the summary of the volumes pinned to the node's hostname
+    /// (nodes past the end have none).
+    pub by_position: Arc<[HostVolumes]>,
+}
+
+impl LocalVolumes {
+    /// The summary for the node at `position`.
+    pub fn at(&self, position: usize) -> HostVolumes {
+        self.by_position
+            .get(position)
+            .copied()
+            .unwrap_or(HostVolumes::None)
+    }
+}
+
 #[derive(Debug)]
 struct ClassNodes {
-    /// The catalog change and hostname index generation the list is up to date with.
+    /// The catalog change and hostname index generation the lists are up to date with.
     seq: u64,
     hostnames: u64,
     positions: Vec<usize>,
-    shared: Arc<[usize]>,
+    shared: LocalVolumes,
 }
 
 #[derive(Debug, Default)]
@@ -35,39 +59,66 @@ impl Clone for LocalVolumeNodes {
     }
 }
 
-fn rebuild(class: &str, storage: &StorageCatalog, hostnames: &HostnameIndex) -> ClassNodes {
-    let mut positions: Vec<usize> = storage
-        .hosts_with_unclaimed(class)
-        .flat_map(|host| hostnames.nodes(host).iter().copied())
-        .collect();
+fn summary(class: &str, host: &str, storage: &StorageCatalog) -> HostVolumes {
+    HostVolumes::of(storage.unclaimed_on_host(class, host).map(Arc::as_ref))
+}
+
+fn rebuild(
+    class: &str,
+    storage: &StorageCatalog,
+    hostnames: &HostnameIndex,
+    node_count: usize,
+) -> ClassNodes {
+    let mut positions = Vec::new();
+    let mut by_position = vec![HostVolumes::None; node_count];
+    for host in storage.hosts_with_unclaimed(class) {
+        let volumes = summary(class, host, storage);
+        for &position in hostnames.nodes(host) {
+            positions.push(position);
+            if let Some(slot) = by_position.get_mut(position) {
+                *slot = volumes;
+            }
+        }
+    }
     positions.sort_unstable();
     positions.dedup();
     ClassNodes {
         seq: storage.pinned_seq(),
         hostnames: hostnames.generation(),
-        shared: positions.as_slice().into(),
+        shared: LocalVolumes {
+            nodes: positions.as_slice().into(),
+            by_position: by_position.into(),
+        },
         positions,
     }
 }
 
 impl LocalVolumeNodes {
-    /// The positions, sorted, of the nodes with an unclaimed volume of `class` pinned to
-    /// their hostname.
+    /// The nodes with an unclaimed volume of `class` pinned to their hostname, among the
+    /// `node_count` nodes of the cluster.
     pub fn of_class(
         &self,
         class: &str,
         storage: &StorageCatalog,
         hostnames: &HostnameIndex,
-    ) -> Arc<[usize]> {
+        node_count: usize,
+    ) -> LocalVolumes {
         let mut classes = self.classes.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(kept) = classes.get_mut(class)
             && kept.hostnames == hostnames.generation()
             && let Some(changes) = storage.pinned_changes_since(kept.seq)
         {
-            let mut changed = false;
+            let mut moved = false;
             for (_, host) in changes.filter(|(c, _)| *c == class) {
-                let has = storage.has_unclaimed_on_host(class, host);
+                let volumes = summary(class, host, storage);
+                let has = volumes != HostVolumes::None;
                 for &position in hostnames.nodes(host) {
+                    // Copied only while a cycle still holds the previous summaries.
+                    if let Some(slot) =
+                        Arc::make_mut(&mut kept.shared.by_position).get_mut(position)
+                    {
+                        *slot = volumes;
+                    }
                     match (kept.positions.binary_search(&position), has) {
                         (Err(at), true) => kept.positions.insert(at, position),
                         (Ok(at), false) => {
@@ -75,12 +126,12 @@ impl LocalVolumeNodes {
                         }
                         _ => continue,
                     }
-                    changed = true;
+                    moved = true;
                 }
             }
             kept.seq = storage.pinned_seq();
-            if changed {
-                kept.shared = kept.positions.as_slice().into();
+            if moved {
+                kept.shared.nodes = kept.positions.as_slice().into();
             }
             return kept.shared.clone();
         }
@@ -88,7 +139,7 @@ impl LocalVolumeNodes {
             // Bounded: a cluster with unusually many local classes starts over.
             classes.clear();
         }
-        let fresh = rebuild(class, storage, hostnames);
+        let fresh = rebuild(class, storage, hostnames, node_count);
         let shared = fresh.shared.clone();
         classes.insert(class.to_owned(), fresh);
         shared

@@ -15,6 +15,7 @@ use crate::{
     model::{
         cluster::ClusterState,
         hostname::Hostname,
+        local_volume_nodes::LocalVolumes,
         node::NodeInfo,
         pod::PodInfo,
         storage::{
@@ -61,6 +62,10 @@ struct DelayedClaim {
     /// The class's CSI driver publishes storage capacity: provisioning is checked
     /// against it.
     capacity_tracked: bool,
+    /// The nodes with unclaimed volumes of the class pinned to them, with summaries of
+    /// those volumes, when the summaries answer for this claim alone (see
+    /// [`DelayedClaim::served_from_summary`]).
+    local: Option<LocalVolumes>,
 }
 
 impl DelayedClaim {
@@ -81,7 +86,20 @@ impl DelayedClaim {
             anywhere,
             class,
             capacity_tracked,
+            local: None,
         }
+    }
+
+    /// Whether the claim finds a volume on the node at `position`, from the summary of
+    /// the volumes pinned there, without reading them; `None` when the summary cannot
+    /// tell. Exact where it answers: the claim may use no volume but those pinned to
+    /// hostnames (which `matching_volume` would otherwise read node by node), and the
+    /// summary describes every one of them.
+    fn served_from_summary(&self, position: Option<usize>) -> Option<bool> {
+        if !self.anywhere.is_empty() {
+            return None;
+        }
+        self.local.as_ref()?.at(position?).serve(&self.claim)
     }
 
     /// The volumes a node with this hostname may offer the claim, each with whether its
@@ -273,6 +291,17 @@ impl PreFilterPlugin for VolumeBinding {
             return Status::unresolvable(UNBOUND_IMMEDIATE);
         }
         claims.delayed.sort_by_key(|c| c.claim.request.unwrap_or(0));
+        // One claim to match: whether a node has a volume for it is all Filter asks (with
+        // more, which volume each takes matters, and the volumes are read).
+        if let [only] = claims.delayed.as_mut_slice()
+            && only.claim.can_match_summaries()
+            && storage
+                .hosts_with_unclaimed(&only.claim.storage_class)
+                .next()
+                .is_some()
+        {
+            only.local = Some(ctx.cluster.local_volumes(&only.claim.storage_class));
+        }
         state.write(claims);
         Status::success()
     }
@@ -283,10 +312,12 @@ impl PreFilterPlugin for VolumeBinding {
     fn candidate_nodes(&self, ctx: &CycleContext<'_>, state: &CycleState) -> Option<Arc<[usize]>> {
         let claims = state.read::<ClaimsState>()?;
         let delayed = claims.delayed.iter().find(|c| c.pinned_only())?;
-        Some(
-            ctx.cluster
+        Some(match &delayed.local {
+            Some(local) => local.nodes.clone(),
+            None => ctx
+                .cluster
                 .nodes_with_local_volumes(&delayed.claim.storage_class),
-        )
+        })
     }
 
     /// `GetEligibleNodes`: the nodes the local volumes of bound claims are pinned to.
@@ -349,11 +380,13 @@ fn claim_ref(claim: &ClaimInfo) -> ClaimRef {
 }
 
 /// `FindPodVolumes` for one node: what conflicts, and (when `plan` is given, for the
-/// chosen node) the volumes to bind and claims to provision.
+/// chosen node) the volumes to bind and claims to provision. `position` is the node's
+/// in the cluster's list, when known (the volume summaries are kept by position).
 fn find_pod_volumes(
     storage: &StorageCatalog,
     claims: &ClaimsState,
     node: &NodeInfo,
+    position: Option<usize>,
     mut plan: Option<&mut VolumeBindingPlan>,
 ) -> Result<Conflicts, String> {
     let mut conflicts = Conflicts::default();
@@ -392,29 +425,37 @@ fn find_pod_volumes(
         if claim.selected_node.is_some() {
             continue;
         }
-        match claim.matching_volume(
-            delayed.usable_on(storage, node.hostname.as_ref()),
-            &node.labels,
-            &chosen,
-        ) {
-            Some(volume) => {
-                chosen.push(&volume.name);
-                if let Some(plan) = plan.as_deref_mut() {
-                    plan.bindings.push(StaticBinding {
-                        volume: volume.name.clone(),
-                        volume_resource_version: volume.resource_version.clone(),
-                        claim: claim_ref(claim),
-                        claim_resource_version: claim.resource_version.clone(),
-                        bound_by_scheduler: !volume.is_bound_to(claim),
-                    });
-                }
+        // Filter only asks whether the claim finds a volume; the plan needs which.
+        let summarized = if plan.is_none() {
+            delayed.served_from_summary(position)
+        } else {
+            None
+        };
+        let matched = summarized.unwrap_or_else(|| {
+            let Some(volume) = claim.matching_volume(
+                delayed.usable_on(storage, node.hostname.as_ref()),
+                &node.labels,
+                &chosen,
+            ) else {
+                return false;
+            };
+            chosen.push(&volume.name);
+            if let Some(plan) = plan.as_deref_mut() {
+                plan.bindings.push(StaticBinding {
+                    volume: volume.name.clone(),
+                    volume_resource_version: volume.resource_version.clone(),
+                    claim: claim_ref(claim),
+                    claim_resource_version: claim.resource_version.clone(),
+                    bound_by_scheduler: !volume.is_bound_to(claim),
+                });
             }
-            None => {
-                conflicts.set(Conflicts::BIND, true);
-                match u32::try_from(i).ok().filter(|i| *i < 64) {
-                    Some(bit) => unmatched |= 1 << bit,
-                    None => unmatched_beyond.push(i),
-                }
+            true
+        });
+        if !matched {
+            conflicts.set(Conflicts::BIND, true);
+            match u32::try_from(i).ok().filter(|i| *i < 64) {
+                Some(bit) => unmatched |= 1 << bit,
+                None => unmatched_beyond.push(i),
             }
         }
     }
@@ -496,7 +537,13 @@ impl FilterPlugin for VolumeBinding {
         let Some(claims) = state.read::<ClaimsState>() else {
             return Status::error("VolumeBinding: PreFilter did not run");
         };
-        match find_pod_volumes(ctx.cluster.storage(), claims, node, None) {
+        let position = claims
+            .delayed
+            .iter()
+            .any(|c| c.local.is_some())
+            .then(|| ctx.cluster.position_of(node))
+            .flatten();
+        match find_pod_volumes(ctx.cluster.storage(), claims, node, position, None) {
             Err(e) => Status::error(e),
             Ok(conflicts) if conflicts == Conflicts::default() => Status::success(),
             Ok(conflicts) => Status {
@@ -523,7 +570,7 @@ pub fn binding_plan(
         return VolumeBindingPlan::default();
     }
     let mut plan = VolumeBindingPlan::default();
-    match find_pod_volumes(ctx.cluster.storage(), claims, node, Some(&mut plan)) {
+    match find_pod_volumes(ctx.cluster.storage(), claims, node, None, Some(&mut plan)) {
         Ok(conflicts) if conflicts == Conflicts::default() => plan,
         // Filter passed on this node a moment ago: nothing changed since.
         _ => VolumeBindingPlan::default(),

@@ -2,6 +2,7 @@ use super::*;
 use crate::model::{
     node::{NodeBuilder, ZONE_LABEL},
     pod::PodBuilder,
+    storage::HostVolumes,
 };
 
 fn pod(name: &str, node: Option<&str>) -> Arc<PodInfo> {
@@ -78,6 +79,7 @@ proptest::proptest! {
         use crate::model::storage::builders::VolumeBuilder;
         const CLASSES: [&str; 2] = ["local-a", "local-b"];
         let mut cluster = ClusterState::new();
+        let mut held: Option<(Vec<HostVolumes>, crate::model::local_volume_nodes::LocalVolumes)> = None;
         for (op, item, host, class) in ops {
             let hostname = format!("h{host}");
             let volume = format!("pv{item}");
@@ -98,7 +100,7 @@ proptest::proptest! {
                     cluster.remove_node(&format!("n{item}"));
                 }
                 2 => cluster.storage_mut().upsert_volume(
-                    VolumeBuilder::new(&volume, CLASSES[class], "1Gi")
+                    VolumeBuilder::new(&volume, CLASSES[class], &format!("{}Gi", item + 1))
                         .local_on(&hostname)
                         .info(),
                 ),
@@ -122,13 +124,39 @@ proptest::proptest! {
                     })
                     .map(|(i, _)| i)
                     .collect();
-                proptest::prop_assert_eq!(
-                    cluster.nodes_with_local_volumes(class).to_vec(),
-                    walked
-                );
+                let local = cluster.local_volumes(class);
+                // Held as a cycle holds it: the next change must not write into it.
+                if let Some((seen, summaries)) = &held {
+                    proptest::prop_assert_eq!(&seen[..], &summaries.by_position[..]);
+                }
+                held = Some((local.by_position.to_vec(), local.clone()));
+                proptest::prop_assert_eq!(local.nodes.to_vec(), walked);
+                for (position, node) in cluster.nodes().iter().enumerate() {
+                    let volumes = node.hostname.as_deref().map_or(HostVolumes::None, |h| {
+                        HostVolumes::of(cluster.storage().unclaimed_on_host(class, h).map(|v| &**v))
+                    });
+                    proptest::prop_assert_eq!(local.at(position), volumes, "{}", node.name);
+                }
             }
         }
     }
+}
+
+#[test]
+fn a_node_has_a_position_and_its_copies_have_none() {
+    let mut cluster = ClusterState::new();
+    for name in ["n0", "n1", "n2"] {
+        cluster.upsert_node(NodeBuilder::new(name, "amd64").info());
+    }
+    for (i, node) in cluster.nodes().iter().enumerate() {
+        assert_eq!(cluster.position_of(node), Some(i));
+        assert_eq!(cluster.position_of(&node.clone()), None);
+    }
+    cluster.remove_node("n0");
+    let moved = cluster.node("n2").unwrap();
+    assert_eq!(cluster.position_of(moved), Some(0));
+    let elsewhere = ClusterState::new();
+    assert_eq!(elsewhere.position_of(moved), None);
 }
 
 #[test]

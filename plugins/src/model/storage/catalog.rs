@@ -68,10 +68,10 @@ pub struct StorageCatalog {
     unclaimed_pinned: FxHashMap<String, FxHashMap<Hostname, Vec<Arc<PersistentVolumeInfo>>>>,
     hostnames: HostnameNames,
     unclaimed_unpinned: FxHashMap<String, BTreeSet<String>>,
-    /// The (class, hostname) pairs that gained their first or lost their last unclaimed
-    /// pinned volume, numbered (`pinned_seq` is the last one's number), so a list of the
-    /// nodes with such volumes follows at the cost of the changes. Bounded: a reader
-    /// that fell further behind starts over.
+    /// The (class, hostname) pairs whose unclaimed pinned volumes changed (one came, went
+    /// or was replaced), numbered (`pinned_seq` is the last one's number), so the lists
+    /// and summaries of the nodes with such volumes follow at the cost of the changes.
+    /// Bounded: a reader that fell further behind starts over.
     pinned_log: VecDeque<(String, String)>,
     pinned_seq: u64,
     claimed_for: FxHashMap<String, BTreeSet<String>>,
@@ -156,18 +156,16 @@ impl StorageCatalog {
                     .or_default();
                 for host in hosts {
                     let pinned = by_host.entry(self.hostnames.intern(host)).or_default();
-                    if pinned.is_empty() {
-                        Self::log_pinned(
-                            &mut self.pinned_log,
-                            &mut self.pinned_seq,
-                            &volume.storage_class,
-                            host,
-                        );
-                    }
                     match pinned.binary_search_by(|v| v.name.cmp(&volume.name)) {
                         Ok(at) => pinned[at] = volume.clone(),
                         Err(at) => pinned.insert(at, volume.clone()),
                     }
+                    Self::log_pinned(
+                        &mut self.pinned_log,
+                        &mut self.pinned_seq,
+                        &volume.storage_class,
+                        host,
+                    );
                 }
             }
             (None, None) => {
@@ -203,16 +201,20 @@ impl StorageCatalog {
                             continue;
                         };
                         if let Some(pinned) = by_host.get_mut(&host_key) {
+                            let before = pinned.len();
                             pinned.retain(|v| v.name != volume.name);
+                            if pinned.len() == before {
+                                continue;
+                            }
                             if pinned.is_empty() {
                                 by_host.remove(&host_key);
-                                Self::log_pinned(
-                                    &mut self.pinned_log,
-                                    &mut self.pinned_seq,
-                                    &volume.storage_class,
-                                    host,
-                                );
                             }
+                            Self::log_pinned(
+                                &mut self.pinned_log,
+                                &mut self.pinned_seq,
+                                &volume.storage_class,
+                                host,
+                            );
                         }
                     }
                     if by_host.is_empty() {
@@ -290,8 +292,7 @@ impl StorageCatalog {
         *seq += 1;
     }
 
-    /// The number of the last change of which hostnames have an unclaimed pinned volume
-    /// of a class.
+    /// The number of the last change of a hostname's unclaimed pinned volumes of a class.
     pub fn pinned_seq(&self) -> u64 {
         self.pinned_seq
     }

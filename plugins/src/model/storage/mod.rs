@@ -6,9 +6,11 @@
 pub mod builders;
 mod catalog;
 mod from_api;
+mod host_volumes;
 pub mod migration;
 
 pub use catalog::{Provision, StaticBinding, StorageCatalog, VolumeBindingPlan};
+pub use host_volumes::{HostVolumes, SUMMARIZED_PER_HOST, VolumeDigest};
 
 use super::selectors::{LabelSelector, Labels, NodeSelector};
 

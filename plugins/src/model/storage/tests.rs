@@ -430,3 +430,111 @@ proptest::proptest! {
         proptest::prop_assert_eq!(claim.may_use_unclaimed(&volume), claim.may_use(&volume));
     }
 }
+
+/// A random unclaimed volume of class `local` pinned to `n1`, and whether its node
+/// affinity also asks for a zone (`a` matches the node, `b` does not).
+fn random_local_volume(
+    name: &str,
+    (capacity, modes, block, phase, deleting): (u8, u8, bool, u8, bool),
+    (attributes, zone, labelled): (bool, u8, bool),
+) -> PersistentVolumeInfo {
+    const MODES: [&[&str]; 3] = [
+        &["ReadWriteOnce"],
+        &["ReadWriteMany"],
+        &["ReadWriteOnce", "ReadOnlyMany"],
+    ];
+    let mut volume = VolumeBuilder::new(name, "local", &format!("{}Gi", capacity % 4 * 10))
+        .local_on("n1")
+        .phase(["Available", "Released"][usize::from(phase % 2)])
+        .access_modes(MODES[usize::from(modes % 3)]);
+    if zone > 0 {
+        volume = volume.also_requiring("zone", &[["a", "b"][usize::from(zone % 2)]]);
+    }
+    if labelled {
+        volume = volume.label("tier", "gold");
+    }
+    let mut volume = volume.info();
+    volume.block = block;
+    volume.deleting = deleting;
+    if attributes {
+        "fast".clone_into(&mut volume.attributes_class);
+    }
+    volume
+}
+
+proptest::proptest! {
+    /// Where a host's summary answers whether a claim finds a volume there, it answers as
+    /// matching the volumes themselves does; and it answers for every claim that selects
+    /// no labels and asks for no attributes class, on every host with at most
+    /// SUMMARIZED_PER_HOST volumes matched by hostname alone.
+    #[test]
+    fn a_host_summary_answers_as_the_volumes_do(
+        volumes in proptest::collection::vec(
+            (
+                (0u8..4, 0u8..3, proptest::bool::ANY, 0u8..2, proptest::bool::ANY),
+                (proptest::bool::weighted(0.2), 0u8..3, proptest::bool::ANY),
+            ),
+            0..6,
+        ),
+        (request, claim_modes, claim_block, claim_attributes, selects)
+            in (0u8..5, 0u8..3, proptest::bool::ANY, proptest::bool::weighted(0.2), proptest::bool::weighted(0.2)),
+    ) {
+        const MODES: [&[&str]; 3] = [
+            &["ReadWriteOnce"],
+            &["ReadWriteMany"],
+            &["ReadWriteOnce", "ReadOnlyMany"],
+        ];
+        let volumes: Vec<PersistentVolumeInfo> = volumes
+            .into_iter()
+            .enumerate()
+            .map(|(i, (a, b))| random_local_volume(&format!("v{i}"), a, b))
+            .collect();
+        let mut claim = ClaimBuilder::new("ns", "c", "local", &format!("{}Gi", request * 10))
+            .access_modes(MODES[usize::from(claim_modes)])
+            .info();
+        if request == 0 {
+            claim.request = None;
+        }
+        claim.block = claim_block;
+        if claim_attributes {
+            "fast".clone_into(&mut claim.attributes_class);
+        }
+        if selects {
+            claim.selector = Some(LabelSelector::from(&meta::LabelSelector {
+                match_labels: Some([("tier".to_owned(), "gold".to_owned())].into()),
+                ..Default::default()
+            }));
+        }
+        let node = labels(&[("kubernetes.io/hostname", "n1"), ("zone", "a")]);
+        let read = claim
+            .matching_volume(
+                volumes
+                    .iter()
+                    .filter(|v| claim.may_use_unclaimed(v))
+                    .map(|v| (v, v.hostname_only_affinity)),
+                &node,
+                &[],
+            )
+            .is_some();
+        let summarizable = volumes.len() <= SUMMARIZED_PER_HOST
+            && volumes
+                .iter()
+                .all(|v| v.hostname_only_affinity && v.attributes_class.is_empty());
+        let summary = HostVolumes::of(&volumes);
+        proptest::prop_assert_eq!(
+            summary == HostVolumes::Unsummarized,
+            !summarizable,
+            "{:?}",
+            summary
+        );
+        if claim.can_match_summaries() {
+            let answer = summary.serve(&claim);
+            proptest::prop_assert_eq!(answer.is_some(), summarizable);
+            if let Some(found) = answer {
+                proptest::prop_assert_eq!(found, read);
+            }
+        } else {
+            proptest::prop_assert!(selects || claim_attributes);
+        }
+    }
+}

@@ -542,3 +542,85 @@ fn candidate_nodes_of_a_local_claim_cover_every_node_that_fits() {
     );
     assert!(VolumeBinding.candidate_nodes(&ctx, &state).is_none());
 }
+
+proptest::proptest! {
+    /// Filter answers the same on a node of the cluster (its local volumes read from the
+    /// summaries kept by position) and on a copy of it (read from the volumes), whatever
+    /// the local volumes and the claim; and the summaries are what the first one used.
+    #[test]
+    fn filter_answers_alike_from_volume_summaries_and_from_the_volumes(
+        volumes in proptest::collection::vec(
+            (0usize..4, 1u8..5, proptest::bool::ANY, proptest::bool::ANY, proptest::bool::weighted(0.2), 0u8..3),
+            0..10,
+        ),
+        request in 1u8..5,
+        claim_rwx in proptest::bool::ANY,
+        provisioner in proptest::bool::weighted(0.3),
+    ) {
+        let mut c = ClusterState::new();
+        // n4 shares h0 with n0; n5 has no hostname.
+        for (name, host, zone) in [
+            ("n0", Some("h0"), "a"),
+            ("n1", Some("h1"), "b"),
+            ("n2", Some("h2"), "a"),
+            ("n3", Some("h3"), "b"),
+            ("n4", Some("h0"), "b"),
+            ("n5", None, "a"),
+        ] {
+            let mut node = NodeBuilder::new(name, "amd64")
+                .label("topology.kubernetes.io/zone", zone)
+                .info();
+            match host {
+                Some(host) => {
+                    node.labels.insert("kubernetes.io/hostname".into(), host.into());
+                    node.hostname = Some(crate::model::hostname::Hostname::new(host));
+                }
+                None => {
+                    node.labels.remove("kubernetes.io/hostname");
+                    node.hostname = None;
+                }
+            }
+            c.upsert_node(node);
+        }
+        c.storage_mut().upsert_class(
+            ClassBuilder::new(
+                "local",
+                if provisioner { "local.csi.example.com" } else { NO_PROVISIONER },
+                true,
+            )
+            .info(),
+        );
+        for (i, (host, size, rwx, available, deleting, zone)) in volumes.into_iter().enumerate() {
+            let mut volume = VolumeBuilder::new(&format!("pv{i}"), "local", &format!("{}Gi", size * 10))
+                .local_on(&format!("h{host}"))
+                .access_modes(if rwx { &["ReadWriteMany"] } else { &["ReadWriteOnce"] })
+                .phase(if available { "Available" } else { "Released" });
+            if zone > 0 {
+                volume = volume.also_requiring("topology.kubernetes.io/zone", &[["a", "b"][usize::from(zone % 2)]]);
+            }
+            let mut volume = volume.info();
+            volume.deleting = deleting;
+            c.storage_mut().upsert_volume(volume);
+        }
+        c.storage_mut().upsert_claim(
+            ClaimBuilder::new("ns", "data", "local", &format!("{}Gi", request * 10))
+                .access_modes(if claim_rwx { &["ReadWriteMany"] } else { &["ReadWriteOnce"] })
+                .info(),
+        );
+        let f = Fixture::new(pod_with_claim("data")).with_cluster(c);
+        let ctx = f.ctx();
+        let mut state = CycleState::new();
+        proptest::prop_assert_eq!(VolumeBinding.pre_filter(&ctx, &mut state).code, Code::Success);
+        let summarized = state
+            .read::<ClaimsState>()
+            .is_some_and(|s| s.delayed.iter().all(|d| d.local.is_some()));
+        let any_volume = f.cluster.storage().hosts_with_unclaimed("local").next().is_some();
+        proptest::prop_assert_eq!(summarized, any_volume);
+        for node in f.cluster.nodes() {
+            proptest::prop_assert!(f.cluster.position_of(node).is_some());
+            let from_summary = VolumeBinding.filter(&ctx, &state, node);
+            let from_volumes = VolumeBinding.filter(&ctx, &state, &node.clone());
+            proptest::prop_assert_eq!(&from_summary, &from_volumes, "{}", node.name);
+        }
+    }
+}
