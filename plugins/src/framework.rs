@@ -7,6 +7,8 @@ use std::{
     sync::Arc,
 };
 
+use smallvec::{SmallVec, smallvec};
+
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
     image_platforms::PodImagePlatforms,
@@ -66,10 +68,14 @@ impl From<String> for Reason {
     }
 }
 
+/// A status's reasons: almost always one, which is kept inline (a filter that rejects a
+/// node allocates nothing for it).
+pub type Reasons = SmallVec<[Reason; 1]>;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
     pub code: Code,
-    pub reasons: Vec<Reason>,
+    pub reasons: Reasons,
     /// The plugin that returned it (set by the framework).
     pub plugin: &'static str,
     /// Retry with backoff rather than waiting for a cluster event (image inspection failed:
@@ -81,7 +87,7 @@ impl Status {
     pub const fn success() -> Self {
         Status {
             code: Code::Success,
-            reasons: Vec::new(),
+            reasons: SmallVec::new_const(),
             plugin: "",
             retry_with_backoff: false,
         }
@@ -90,7 +96,7 @@ impl Status {
     pub const fn skip() -> Self {
         Status {
             code: Code::Skip,
-            reasons: Vec::new(),
+            reasons: SmallVec::new_const(),
             plugin: "",
             retry_with_backoff: false,
         }
@@ -99,7 +105,7 @@ impl Status {
     pub fn new(code: Code, reason: impl Into<Reason>) -> Self {
         Status {
             code,
-            reasons: vec![reason.into()],
+            reasons: smallvec![reason.into()],
             plugin: "",
             retry_with_backoff: false,
         }

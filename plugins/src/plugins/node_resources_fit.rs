@@ -4,8 +4,8 @@
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
     framework::{
-        Code, CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Reason, ScorePlugin,
-        Status,
+        Code, CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, Reason, Reasons,
+        ScorePlugin, Status,
     },
     model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo, resources::Resources},
 };
@@ -96,7 +96,7 @@ fn insufficient(name: &str) -> Reason {
 impl FilterPlugin for NodeResourcesFit {
     fn filter(&self, ctx: &CycleContext<'_>, _: &CycleState, node: &NodeInfo) -> Status {
         let pod = &ctx.pod.requests;
-        let mut reasons: Vec<Reason> = Vec::new();
+        let mut reasons = Reasons::new();
         // Requests larger than the whole node can never fit: preemption cannot help.
         let mut unresolvable = false;
         let pod_count = i64::try_from(node.pods.len()).unwrap_or(i64::MAX);

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use crate::{
     events::{ClusterChange, EventKind, NodeChanges, QueueingHint, StorageChange},
     framework::{
-        Code, CycleContext, CycleState, FilterPlugin, Plugin, PreFilterPlugin, Reason, Status,
+        Code, CycleContext, CycleState, FilterPlugin, Plugin, PreFilterPlugin, Reason, Reasons,
+        Status,
     },
     model::{
         cluster::ClusterState,
@@ -357,7 +358,7 @@ impl Conflicts {
     }
 
     /// kube-scheduler's reasons, in its order.
-    fn reasons(self) -> Vec<Reason> {
+    fn reasons(self) -> Reasons {
         [
             (Self::NODE, NODE_CONFLICT),
             (Self::BIND, BIND_CONFLICT),

@@ -43,7 +43,7 @@ pub(super) fn filter_sequential(
     check: &Check<'_>,
 ) -> Walked {
     let n = candidates.len();
-    let mut feasible = Vec::new();
+    let mut feasible = Vec::with_capacity(target.min(n));
     let mut failures = Vec::new();
     let mut evaluated = 0;
     // The walk wraps around once: a subtraction, not a division per node.
