@@ -63,9 +63,11 @@ struct DelayedClaim {
     /// The class's CSI driver publishes storage capacity: provisioning is checked
     /// against it.
     capacity_tracked: bool,
+    /// No unclaimed volume of the class is pinned to any host.
+    none_pinned: bool,
     /// The nodes with unclaimed volumes of the class pinned to them, with summaries of
     /// those volumes, when the summaries answer for this claim alone (see
-    /// [`DelayedClaim::served_from_summary`]).
+    /// [`DelayedClaim::served_without_reading`]).
     local: Option<LocalVolumes>,
 }
 
@@ -82,23 +84,32 @@ impl DelayedClaim {
                 .csi_driver(&c.provisioner)
                 .is_some_and(|d| d.storage_capacity)
         });
+        let none_pinned = storage
+            .hosts_with_unclaimed(&claim.storage_class)
+            .next()
+            .is_none();
         DelayedClaim {
             claim,
             anywhere,
             class,
             capacity_tracked,
+            none_pinned,
             local: None,
         }
     }
 
-    /// Whether the claim finds a volume on the node at `position`, from the summary of
-    /// the volumes pinned there, without reading them; `None` when the summary cannot
-    /// tell. Exact where it answers: the claim may use no volume but those pinned to
-    /// hostnames (which `matching_volume` would otherwise read node by node), and the
-    /// summary describes every one of them.
-    fn served_from_summary(&self, position: Option<usize>) -> Option<bool> {
+    /// Whether the claim finds a volume on the node at `position` without reading the
+    /// node's volumes: none when the claim may use no volume at all (it is provisioned or
+    /// fits nowhere), else from the summary of the volumes pinned there; `None` when
+    /// that cannot tell. Exact where it answers: the claim may use no volume but those
+    /// pinned to hostnames (which `matching_volume` would otherwise read node by node),
+    /// and the summary describes every one of them.
+    fn served_without_reading(&self, position: Option<usize>) -> Option<bool> {
         if !self.anywhere.is_empty() {
             return None;
+        }
+        if self.none_pinned {
+            return Some(false);
         }
         self.local.as_ref()?.at(position?).serve(&self.claim)
     }
@@ -296,10 +307,7 @@ impl PreFilterPlugin for VolumeBinding {
         // more, which volume each takes matters, and the volumes are read).
         if let [only] = claims.delayed.as_mut_slice()
             && only.claim.can_match_summaries()
-            && storage
-                .hosts_with_unclaimed(&only.claim.storage_class)
-                .next()
-                .is_some()
+            && !only.none_pinned
         {
             only.local = Some(ctx.cluster.local_volumes(&only.claim.storage_class));
         }
@@ -419,20 +427,19 @@ fn find_pod_volumes(
     }
     // Smallest requests first (sorted in PreFilter), so they get the smallest volumes.
     let mut chosen: Vec<&str> = Vec::new();
-    let mut unmatched: u64 = 0;
-    let mut unmatched_beyond: Vec<usize> = Vec::new();
+    let mut unmatched = ClaimSet::default();
     for (i, delayed) in claims.delayed.iter().enumerate() {
         let claim = &delayed.claim;
         if claim.selected_node.is_some() {
             continue;
         }
         // Filter only asks whether the claim finds a volume; the plan needs which.
-        let summarized = if plan.is_none() {
-            delayed.served_from_summary(position)
+        let known = if plan.is_none() {
+            delayed.served_without_reading(position)
         } else {
             None
         };
-        let matched = summarized.unwrap_or_else(|| {
+        let matched = known.unwrap_or_else(|| {
             let Some(volume) = claim.matching_volume(
                 delayed.usable_on(storage, node.hostname.as_ref()),
                 &node.labels,
@@ -454,35 +461,27 @@ fn find_pod_volumes(
         });
         if !matched {
             conflicts.set(Conflicts::BIND, true);
-            match u32::try_from(i).ok().filter(|i| *i < 64) {
-                Some(bit) => unmatched |= 1 << bit,
-                None => unmatched_beyond.push(i),
-            }
+            unmatched.insert(i);
         }
     }
-    let to_provision: Vec<&DelayedClaim> = claims
-        .delayed
-        .iter()
-        .enumerate()
-        .filter(|(i, c)| {
-            c.claim.selected_node.is_some()
-                || match u32::try_from(*i).ok().filter(|i| *i < 64) {
-                    Some(bit) => unmatched & (1 << bit) != 0,
-                    None => unmatched_beyond.contains(i),
-                }
-        })
-        .map(|(_, c)| c)
-        .collect();
-    if !to_provision.is_empty() {
-        let (satisfied, sufficient) = check_provisioning(storage, &to_provision, node)?;
+    // Listed twice rather than collected: Filter runs this per node.
+    let to_provision = || {
+        claims
+            .delayed
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| c.claim.selected_node.is_some() || unmatched.contains(*i))
+            .map(|(_, c)| c)
+    };
+    if to_provision().next().is_some() {
+        let (satisfied, sufficient) = check_provisioning(storage, to_provision(), node)?;
         conflicts.set(Conflicts::BIND, !satisfied);
         conflicts.set(Conflicts::SPACE, !sufficient);
         if let Some(plan) = plan
             && satisfied
             && sufficient
         {
-            plan.provisions = to_provision
-                .iter()
+            plan.provisions = to_provision()
                 .map(|c| Provision {
                     claim: claim_ref(&c.claim),
                     claim_resource_version: c.claim.resource_version.clone(),
@@ -493,10 +492,33 @@ fn find_pod_volumes(
     Ok(conflicts)
 }
 
+/// Positions of a pod's claims, without allocating for the first 64.
+#[derive(Default)]
+struct ClaimSet {
+    first: u64,
+    beyond: Vec<usize>,
+}
+
+impl ClaimSet {
+    fn insert(&mut self, i: usize) {
+        match u32::try_from(i).ok().filter(|i| *i < 64) {
+            Some(bit) => self.first |= 1 << bit,
+            None => self.beyond.push(i),
+        }
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        match u32::try_from(i).ok().filter(|i| *i < 64) {
+            Some(bit) => self.first & (1 << bit) != 0,
+            None => self.beyond.contains(&i),
+        }
+    }
+}
+
 /// `checkVolumeProvisions`: (provisioning possible, enough capacity).
-fn check_provisioning(
+fn check_provisioning<'a>(
     storage: &StorageCatalog,
-    claims: &[&DelayedClaim],
+    claims: impl IntoIterator<Item = &'a DelayedClaim>,
     node: &NodeInfo,
 ) -> Result<(bool, bool), String> {
     for delayed in claims {
