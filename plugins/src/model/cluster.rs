@@ -123,7 +123,7 @@ impl ClusterState {
     /// volumes per node (see [`LocalVolumes`]).
     pub fn local_volumes(&self, class: &str) -> LocalVolumes {
         self.local_volume_nodes
-            .of_class(class, &self.storage, &self.hostnames, self.nodes.len())
+            .of_class(class, &self.storage, &self.hostnames, &self.nodes)
     }
 
     pub fn node_index(&self, name: &str) -> Option<usize> {
