@@ -1,7 +1,7 @@
 //! One shared allocation per name for the nodes of the cluster model (zones, and
 //! hostnames with the volumes pinned to them), so a cycle can tell nodes apart, or match
 //! a node with its volumes, by the address of a name instead of reading it (see
-//! `PodTopologySpread`'s scoring and [`Hostname`](super::hostname::Hostname)).
+//! `PodTopologySpread`'s scoring and `Hostname`).
 
 use std::sync::Arc;
 
