@@ -7,8 +7,6 @@ use std::{
     sync::Arc,
 };
 
-use smallvec::{SmallVec, smallvec};
-
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
     image_platforms::PodImagePlatforms,
@@ -68,9 +66,72 @@ impl From<String> for Reason {
     }
 }
 
-/// A status's reasons: almost always one, which is kept inline (a filter that rejects a
-/// node allocates nothing for it).
-pub type Reasons = SmallVec<[Reason; 1]>;
+/// A status's reasons: none (a success) or, almost always when rejecting, one; both kept
+/// inline, so a filter that rejects a node allocates nothing and a success costs nothing
+/// to drop (filters return a status per node).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Reasons {
+    #[default]
+    None,
+    One(Reason),
+    Many(Vec<Reason>),
+}
+
+impl Reasons {
+    pub const fn new() -> Self {
+        Reasons::None
+    }
+
+    pub fn push(&mut self, reason: Reason) {
+        *self = match std::mem::take(self) {
+            Reasons::None => Reasons::One(reason),
+            Reasons::One(first) => Reasons::Many(vec![first, reason]),
+            Reasons::Many(mut all) => {
+                all.push(reason);
+                Reasons::Many(all)
+            }
+        };
+    }
+
+    pub fn as_slice(&self) -> &[Reason] {
+        match self {
+            Reasons::None => &[],
+            Reasons::One(reason) => std::slice::from_ref(reason),
+            Reasons::Many(all) => all,
+        }
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Reason> {
+        self.as_slice().iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Reasons::None)
+    }
+}
+
+impl FromIterator<Reason> for Reasons {
+    fn from_iter<I: IntoIterator<Item = Reason>>(iter: I) -> Self {
+        let mut reasons = Reasons::None;
+        for reason in iter {
+            reasons.push(reason);
+        }
+        reasons
+    }
+}
+
+impl<'a> IntoIterator for &'a Reasons {
+    type Item = &'a Reason;
+    type IntoIter = std::slice::Iter<'a, Reason>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
@@ -87,7 +148,7 @@ impl Status {
     pub const fn success() -> Self {
         Status {
             code: Code::Success,
-            reasons: SmallVec::new_const(),
+            reasons: Reasons::None,
             plugin: "",
             retry_with_backoff: false,
         }
@@ -96,7 +157,7 @@ impl Status {
     pub const fn skip() -> Self {
         Status {
             code: Code::Skip,
-            reasons: SmallVec::new_const(),
+            reasons: Reasons::None,
             plugin: "",
             retry_with_backoff: false,
         }
@@ -105,7 +166,7 @@ impl Status {
     pub fn new(code: Code, reason: impl Into<Reason>) -> Self {
         Status {
             code,
-            reasons: smallvec![reason.into()],
+            reasons: Reasons::One(reason.into()),
             plugin: "",
             retry_with_backoff: false,
         }

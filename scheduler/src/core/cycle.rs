@@ -327,7 +327,7 @@ impl<'a> Cycle<'a> {
                     diagnosis.preemption_candidates.push(node);
                 }
                 diagnosis.rejectors.insert(status.plugin);
-                for reason in status.reasons {
+                for reason in &status.reasons {
                     *diagnosis
                         .reasons
                         .entry(reason.as_str().to_owned())
