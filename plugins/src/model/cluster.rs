@@ -11,12 +11,14 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashMap as HashMap};
 
 use super::{
+    affinity_terms::AffinityTerms,
     disruption_budget::DisruptionBudget,
     hostname_index::HostnameIndex,
     local_volume_nodes::{LocalVolumeNodes, LocalVolumes},
     node::NodeInfo,
     platform_index::PlatformIndex,
     pod::PodInfo,
+    pod_labels::{LabelledPods, PodsByLabel},
     selectors::Labels,
     shared_names::SharedNames,
     storage::StorageCatalog,
@@ -66,6 +68,10 @@ pub struct ClusterState {
     disruption_budgets: HashMap<String, DisruptionBudget>,
     pods_with_affinity: usize,
     pods_with_required_anti_affinity: usize,
+    /// The terms of the pods on nodes, and those pods by label (see
+    /// [`affinity_terms`](Self::affinity_terms), [`pods_labelled`](Self::pods_labelled)).
+    affinity_terms: AffinityTerms,
+    pod_labels: PodsByLabel,
     /// Pods per controller per zone, so the default zone spread constraint costs no walk
     /// over every node.
     controller_zones: FxHashMap<String, FxHashMap<String, u32>>,
@@ -192,6 +198,25 @@ impl ClusterState {
         self.pods_with_required_anti_affinity
     }
 
+    /// The pod-affinity terms of the pods on nodes, counted per term and domain.
+    pub fn affinity_terms(&self) -> &AffinityTerms {
+        &self.affinity_terms
+    }
+
+    /// The pods on nodes labelled `key=value`, by namespace, in no order.
+    pub fn pods_labelled<'a>(
+        &'a self,
+        key: &str,
+        value: &str,
+    ) -> impl Iterator<Item = (&'a str, &'a LabelledPods)> + use<'a> {
+        self.pod_labels.with(key, value)
+    }
+
+    /// The pods on nodes by label (for tests that compare the index with a walk).
+    pub fn pod_label_index(&self) -> &PodsByLabel {
+        &self.pod_labels
+    }
+
     /// Pods of one controller per zone.
     pub fn controller_zone_counts(&self, controller_uid: &str) -> Option<&FxHashMap<String, u32>> {
         self.controller_zones.get(controller_uid)
@@ -229,6 +254,14 @@ impl ClusterState {
                 self.hostnames.remove(i, self.nodes[i].hostname.as_deref());
                 self.hostnames.insert(i, fresh.hostname.as_deref());
             }
+            if self.nodes[i].labels != fresh.labels {
+                // The pods' terms count in the node's domains: move them.
+                let node = &self.nodes[i];
+                for pod in &node.pods {
+                    self.affinity_terms.count(pod, &node.labels, false);
+                    self.affinity_terms.count(pod, &fresh.labels, true);
+                }
+            }
             let changes = NodeChanges::between(&self.nodes[i], &fresh);
             if changes.is_empty() {
                 // Fields nothing filters on (readiness) still follow the API.
@@ -243,6 +276,8 @@ impl ClusterState {
                 for pod in &pods {
                     self.count_zone(pod, old_zone.as_deref(), -1);
                     self.count_zone(pod, new_zone.as_deref(), 1);
+                    self.pod_labels
+                        .moved(pod, i, Some((old_zone.as_deref(), new_zone.as_deref())));
                 }
             }
             let old = self.nodes[i].own_fields();
@@ -260,6 +295,8 @@ impl ClusterState {
         let zone = node.zone.clone();
         for pod in self.orphans.remove(&name).unwrap_or_default() {
             self.count_zone(&pod, zone.as_deref(), 1);
+            self.affinity_terms.count(&pod, &node.labels, true);
+            self.pod_labels.add(&pod, self.nodes.len(), zone.as_deref());
             node.add_pod(pod);
         }
         self.index.insert(name, self.nodes.len());
@@ -276,6 +313,15 @@ impl ClusterState {
         let i = self.index.remove(name)?;
         let last = self.nodes.len() - 1;
         let node = self.nodes.swap_remove(i);
+        for pod in &node.pods {
+            self.affinity_terms.count(pod, &node.labels, false);
+            self.pod_labels.remove(pod, node.zone.as_deref());
+        }
+        if let Some(moved) = self.nodes.get(i) {
+            for pod in &moved.pods {
+                self.pod_labels.moved(pod, i, None);
+            }
+        }
         self.platforms.remove(i, node.platform_bit);
         self.hostnames.remove(i, node.hostname.as_deref());
         if i < last {
@@ -365,6 +411,8 @@ impl ClusterState {
             Some(&i) => {
                 let zone = self.nodes[i].zone.clone();
                 self.count_zone(&pod, zone.as_deref(), 1);
+                self.affinity_terms.count(&pod, &self.nodes[i].labels, true);
+                self.pod_labels.add(&pod, i, self.nodes[i].zone.as_deref());
                 self.nodes[i].add_pod(pod);
             }
             None => self.orphans.entry(node.to_owned()).or_default().push(pod),
@@ -403,6 +451,9 @@ impl ClusterState {
             Some(&i) => {
                 let zone = self.nodes[i].zone.clone();
                 let pod = self.nodes[i].remove_pod(uid)?;
+                self.affinity_terms
+                    .count(&pod, &self.nodes[i].labels, false);
+                self.pod_labels.remove(&pod, zone.as_deref());
                 self.count_zone(&pod, zone.as_deref(), -1);
                 Some(pod)
             }

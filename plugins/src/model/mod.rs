@@ -1,5 +1,6 @@
 //! The cluster model the plugins read: pods, nodes, resources, selectors, platforms.
 
+pub mod affinity_terms;
 pub mod cluster;
 pub mod controller_counts;
 pub mod disruption_budget;
@@ -11,6 +12,7 @@ pub mod nominated;
 pub mod platform;
 pub mod platform_index;
 pub mod pod;
+pub mod pod_labels;
 pub mod positions;
 pub mod quantity;
 pub mod resources;

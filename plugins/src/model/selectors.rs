@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 pub type Labels = BTreeMap<String, String>;
 
 /// One requirement of a selector.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Requirement {
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
@@ -76,7 +76,7 @@ impl Requirement {
 
 /// A `metav1.LabelSelector`. The empty selector matches everything; `None` where the API
 /// says "nil selects nothing" is handled by callers.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LabelSelector {
     pub requirements: Vec<Requirement>,
 }

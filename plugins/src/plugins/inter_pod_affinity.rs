@@ -3,9 +3,7 @@
 //! existing pods' terms score. Namespace selectors are evaluated against the namespaces'
 //! labels.
 
-use std::collections::HashMap;
-
-use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
@@ -16,7 +14,10 @@ use crate::{
     model::{
         cluster::ClusterState,
         node::NodeInfo,
+        node::ZONE_LABEL,
         pod::{NamespaceScope, PodAffinityTerm, PodInfo},
+        pod_labels::LabelledPods,
+        selectors::Requirement,
     },
 };
 
@@ -32,7 +33,8 @@ const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
 
 pub struct InterPodAffinity;
 
-type TopologyPair = (String, String);
+mod counts;
+use counts::Counts;
 
 fn selects(term: &PodAffinityTerm, pod: &PodInfo, cluster: &ClusterState) -> bool {
     term.selects(pod, cluster.namespace_labels(&pod.namespace))
@@ -43,27 +45,169 @@ fn matches_all(terms: &[PodAffinityTerm], pod: &PodInfo, cluster: &ClusterState)
     !terms.is_empty() && terms.iter().all(|t| selects(t, pod, cluster))
 }
 
-fn node_pair(term: &PodAffinityTerm, node: &NodeInfo) -> Option<TopologyPair> {
-    node.labels
-        .get(&term.topology_key)
-        .map(|v| (term.topology_key.clone(), v.clone()))
+/// The pods on nodes the term selects, with their node: from the cluster's label index
+/// when the selector has an `In` requirement (the pods with one of its values, in the
+/// namespaces the term covers), else from every pod on every node.
+fn selected<'a>(
+    term: &'a PodAffinityTerm,
+    cluster: &'a ClusterState,
+) -> Box<dyn Iterator<Item = (&'a PodInfo, &'a NodeInfo)> + 'a> {
+    let Some((key, values)) = indexed_requirement(term) else {
+        return Box::new(cluster.nodes().iter().flat_map(move |node| {
+            node.pods
+                .iter()
+                .filter(move |pod| selects(term, pod, cluster))
+                .map(move |pod| (pod.as_ref(), node))
+        }));
+    };
+    // The index answers the indexed requirement; the others are checked per pod.
+    let only_indexed = term.selector.requirements.len() == 1;
+    Box::new(groups(term, key, values, cluster).flat_map(move |group| {
+        group
+            .pods()
+            .filter(move |(pod, _)| only_indexed || term.selector.matches(&pod.labels))
+            .map(move |(pod, at)| (pod, &cluster.nodes()[at]))
+    }))
 }
 
-/// Matching pods per topology pair (kube-scheduler's `topologyToMatchedTermCount`).
-type Counts = FxHashMap<TopologyPair, i64>;
+/// The selector's first `In` requirement: the key and its values.
+fn indexed_requirement(term: &PodAffinityTerm) -> Option<(&String, &Vec<String>)> {
+    term.selector.requirements.iter().find_map(|r| match r {
+        Requirement::In(key, values) => Some((key, values)),
+        _ => None,
+    })
+}
 
-fn update(counts: &mut Counts, node: &NodeInfo, key: &str, delta: i64) {
-    if let Some(value) = node.labels.get(key) {
-        let pair = (key.to_owned(), value.clone());
-        let count = counts.entry(pair.clone()).or_default();
-        *count += delta;
-        if *count == 0 {
-            counts.remove(&pair);
+/// The groups of pods labelled `key` with one of `values`, in the namespaces the term
+/// covers.
+fn groups<'a>(
+    term: &'a PodAffinityTerm,
+    key: &'a str,
+    values: &'a [String],
+    cluster: &'a ClusterState,
+) -> impl Iterator<Item = &'a LabelledPods> + 'a {
+    // A value listed twice must not count its pods twice.
+    let values: BTreeSet<&String> = values.iter().collect();
+    values
+        .into_iter()
+        .flat_map(move |value| cluster.pods_labelled(key, value))
+        .filter(move |(namespace, _)| {
+            term.covers_namespace(namespace, cluster.namespace_labels(namespace))
+        })
+        .map(|(_, group)| group)
+}
+
+/// Adds `amount` per pod the term selects to its domain (`update`: as pod counts, which
+/// go at zero). A term over zones whose selector is only the indexed requirement reads
+/// the index's counts per zone and no pod.
+fn count_selected(
+    term: &PodAffinityTerm,
+    cluster: &ClusterState,
+    amount: i64,
+    counts: &mut Counts,
+    update: bool,
+) {
+    let mut add = |value: &str, n: i64| {
+        if update {
+            counts.update(&term.topology_key, value, n);
+        } else {
+            counts.add(&term.topology_key, value, n);
+        }
+    };
+    if term.topology_key == ZONE_LABEL
+        && term.selector.requirements.len() == 1
+        && let Some((key, values)) = indexed_requirement(term)
+    {
+        for group in groups(term, key, values, cluster) {
+            for (zone, pods) in group.zones() {
+                add(zone, amount * i64::from(pods));
+            }
+        }
+        return;
+    }
+    for (_, node) in selected(term, cluster) {
+        if let Some(value) = node.label(&term.topology_key) {
+            add(value, amount);
         }
     }
 }
 
-#[derive(Clone, Default)]
+/// kube-scheduler's PreFilter state (`getExistingAntiAffinityCounts`,
+/// `getIncomingAffinityAntiAffinityCounts`), from the cluster's indexes: the required
+/// anti-affinity of the pods on nodes from their counted terms, the pod's own terms from
+/// the pods their selectors can match.
+fn filter_state(pod: &PodInfo, cluster: &ClusterState) -> FilterState {
+    let mut s = FilterState::default();
+    for (term, domains) in cluster.affinity_terms().required_anti_affinity() {
+        if selects(term, pod, cluster) {
+            for (value, pods) in domains.iter() {
+                s.existing_anti.update(&term.topology_key, value, pods);
+            }
+        }
+    }
+    // A pod matching every term matches the first.
+    if let Some((first, others)) = pod.affinity.required.split_first() {
+        for (other, node) in selected(first, cluster) {
+            if others.iter().all(|t| selects(t, other, cluster)) {
+                for term in &pod.affinity.required {
+                    update(&mut s.affinity, node, &term.topology_key, 1);
+                }
+            }
+        }
+    }
+    for term in &pod.anti_affinity.required {
+        count_selected(term, cluster, 1, &mut s.anti, true);
+    }
+    s
+}
+
+/// kube-scheduler's PreScore sums per topology pair: the pod's preferred terms over the
+/// pods their selectors can match, and the terms of the pods on nodes toward the pod
+/// (required affinity at the hard weight, preferred affinity and anti-affinity) from
+/// their counts.
+fn score_pairs(pod: &PodInfo, cluster: &ClusterState) -> Counts {
+    let mut by_pair = Counts::default();
+    for (sign, preferred) in [
+        (1, &pod.affinity.preferred),
+        (-1, &pod.anti_affinity.preferred),
+    ] {
+        for (weight, term) in preferred {
+            count_selected(
+                term,
+                cluster,
+                sign * i64::from(*weight),
+                &mut by_pair,
+                false,
+            );
+        }
+    }
+    let terms = cluster.affinity_terms();
+    for (weight, counted) in [
+        (
+            HARD_POD_AFFINITY_WEIGHT,
+            terms.required_affinity().collect::<Vec<_>>(),
+        ),
+        (1, terms.preferred().collect()),
+    ] {
+        for (term, domains) in counted {
+            if selects(term, pod, cluster) {
+                for (value, amount) in domains.iter() {
+                    by_pair.add(&term.topology_key, value, weight * amount);
+                }
+            }
+        }
+    }
+    by_pair
+}
+
+/// Counts `delta` pods in the node's domain of `key` (none without the label).
+fn update(counts: &mut Counts, node: &NodeInfo, key: &str, delta: i64) {
+    if let Some(value) = node.label(key) {
+        counts.update(key, value, delta);
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct FilterState {
     /// Where an existing pod's required anti-affinity forbids the incoming pod.
     existing_anti: Counts,
@@ -182,15 +326,7 @@ impl PreFilterPlugin for InterPodAffinity {
         if !own_terms && cluster.pods_with_required_anti_affinity() == 0 {
             return Status::skip();
         }
-        let mut s = FilterState::default();
-        for node in cluster.nodes() {
-            if !own_terms && node.pods_with_required_anti_affinity == 0 {
-                continue;
-            }
-            for existing in &node.pods {
-                s.update_with_pod(pod, cluster, existing, node, 1);
-            }
-        }
+        let s = filter_state(pod, cluster);
         if s.existing_anti.is_empty() && !own_terms {
             return Status::skip();
         }
@@ -233,11 +369,10 @@ impl FilterPlugin for InterPodAffinity {
         // anti-affinity of the pods already running.
         let mut pods_exist = true;
         for term in &pod.affinity.required {
-            let Some(value) = node.labels.get(&term.topology_key) else {
+            let Some(value) = node.label(&term.topology_key) else {
                 return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
             };
-            let pair = (term.topology_key.clone(), value.clone());
-            if s.affinity.get(&pair).copied().unwrap_or(0) <= 0 {
+            if s.affinity.get(&term.topology_key, value) <= 0 {
                 pods_exist = false;
             }
         }
@@ -252,20 +387,15 @@ impl FilterPlugin for InterPodAffinity {
         }
         if !s.anti.is_empty() {
             for term in &pod.anti_affinity.required {
-                if let Some(pair) = node_pair(term, node)
-                    && s.anti.get(&pair).copied().unwrap_or(0) > 0
+                if node
+                    .label(&term.topology_key)
+                    .is_some_and(|value| s.anti.get(&term.topology_key, value) > 0)
                 {
                     return Status::unschedulable(ANTI_AFFINITY_REASON);
                 }
             }
         }
-        if !s.existing_anti.is_empty()
-            && node.labels.iter().any(|(key, value)| {
-                s.existing_anti
-                    .get(&(key.clone(), value.clone()))
-                    .is_some_and(|c| *c > 0)
-            })
-        {
+        if s.existing_anti.any_positive_on(node) {
             return Status::unschedulable(EXISTING_ANTI_AFFINITY_REASON);
         }
         Status::success()
@@ -274,7 +404,7 @@ impl FilterPlugin for InterPodAffinity {
 
 #[derive(Clone)]
 struct ScoreState {
-    by_pair: HashMap<TopologyPair, i64>,
+    by_pair: Counts,
 }
 
 impl ScorePlugin for InterPodAffinity {
@@ -286,48 +416,7 @@ impl ScorePlugin for InterPodAffinity {
         if !own_preferences && cluster.pods_with_affinity() == 0 {
             return Status::skip();
         }
-        let mut by_pair: HashMap<TopologyPair, i64> = HashMap::new();
-        let mut add = |term: &PodAffinityTerm, node: &NodeInfo, weight: i64| {
-            if let Some(pair) = node_pair(term, node) {
-                *by_pair.entry(pair).or_default() += weight;
-            }
-        };
-        for node in cluster.nodes() {
-            if !own_preferences && node.pods_with_affinity == 0 {
-                continue;
-            }
-            for existing in &node.pods {
-                for (weight, term) in &pod.affinity.preferred {
-                    if selects(term, existing, cluster) {
-                        add(term, node, i64::from(*weight));
-                    }
-                }
-                for (weight, term) in &pod.anti_affinity.preferred {
-                    if selects(term, existing, cluster) {
-                        add(term, node, -i64::from(*weight));
-                    }
-                }
-                if !existing.has_pod_affinity() {
-                    continue;
-                }
-                // The existing pod's own terms toward the incoming pod (symmetry).
-                for term in &existing.affinity.required {
-                    if selects(term, pod, cluster) {
-                        add(term, node, HARD_POD_AFFINITY_WEIGHT);
-                    }
-                }
-                for (weight, term) in &existing.affinity.preferred {
-                    if selects(term, pod, cluster) {
-                        add(term, node, i64::from(*weight));
-                    }
-                }
-                for (weight, term) in &existing.anti_affinity.preferred {
-                    if selects(term, pod, cluster) {
-                        add(term, node, -i64::from(*weight));
-                    }
-                }
-            }
-        }
+        let by_pair = score_pairs(pod, cluster);
         if by_pair.is_empty() {
             return Status::skip();
         }
@@ -339,11 +428,7 @@ impl ScorePlugin for InterPodAffinity {
         let Some(s) = state.read::<ScoreState>() else {
             return 0;
         };
-        s.by_pair
-            .iter()
-            .filter(|((key, value), _)| node.labels.get(key) == Some(value))
-            .map(|(_, score)| *score)
-            .sum()
+        s.by_pair.sum_on(node)
     }
 
     fn normalize(&self, _: &CycleContext<'_>, _: &CycleState, scores: &mut [i64]) {

@@ -333,3 +333,78 @@ fn node_updates_keep_pods_and_indexes_survive_removal() {
     assert_eq!(c.labels.get("zone").map(String::as_str), Some("z1"));
     assert!(cluster.node("b").is_some());
 }
+
+proptest::proptest! {
+    /// After any sequence of node adds, relabels and removals and pods (with required
+    /// anti-affinity, preferred affinity, or none) coming and going, on known nodes or
+    /// not yet known ones, the counted affinity terms and the pods by label are what a
+    /// walk over every pod on every node builds.
+    #[test]
+    fn the_affinity_terms_and_pod_labels_follow_every_pod_and_node_change(
+        ops in proptest::collection::vec((0u8..5, 0usize..6, 0usize..12, 0u8..3), 1..80)
+    ) {
+        use k8s_openapi::api::core::v1 as core;
+        use crate::model::{affinity_terms::AffinityTerms, pod_labels::PodsByLabel};
+        let term = |key: &str| core::PodAffinityTerm {
+            label_selector: None,
+            topology_key: key.into(),
+            ..Default::default()
+        };
+        let mut cluster = ClusterState::new();
+        for (op, node, pod, kind) in ops {
+            match op {
+                0 | 1 => {
+                    // Added, or relabelled to another zone.
+                    let zone = ["a", "b", "c"][usize::from(kind)];
+                    cluster.upsert_node(
+                        NodeBuilder::new(&format!("n{node}"), "amd64").label(ZONE_LABEL, zone).info(),
+                    );
+                }
+                2 => {
+                    cluster.remove_node(&format!("n{node}"));
+                }
+                3 => {
+                    let mut b = PodBuilder::new("ns", &format!("p{pod}"))
+                        .label("app", ["a", "b"][pod % 2])
+                        .node(&format!("n{node}"));
+                    b = match kind {
+                        0 => b,
+                        1 => b.affinity(core::Affinity {
+                            pod_anti_affinity: Some(core::PodAntiAffinity {
+                                required_during_scheduling_ignored_during_execution: Some(vec![term("kubernetes.io/hostname")]),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        _ => b.affinity(core::Affinity {
+                            pod_affinity: Some(core::PodAffinity {
+                                preferred_during_scheduling_ignored_during_execution: Some(vec![
+                                    core::WeightedPodAffinityTerm {
+                                        weight: 5,
+                                        pod_affinity_term: term(ZONE_LABEL),
+                                    },
+                                ]),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                    };
+                    cluster.add_assigned_pod(Arc::new(b.info()));
+                }
+                _ => {
+                    cluster.remove_pod(&format!("uid-ns-p{pod}"));
+                }
+            }
+            let mut terms = AffinityTerms::default();
+            let mut labels = PodsByLabel::default();
+            for (position, node) in cluster.nodes().iter().enumerate() {
+                for pod in &node.pods {
+                    terms.count(pod, &node.labels, true);
+                    labels.add(pod, position, node.zone.as_deref());
+                }
+            }
+            proptest::prop_assert_eq!(cluster.affinity_terms(), &terms);
+            proptest::prop_assert_eq!(cluster.pod_label_index().entries(), labels.entries());
+        }
+    }
+}

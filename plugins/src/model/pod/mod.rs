@@ -125,7 +125,7 @@ impl PodAffinity {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PodAffinityTerm {
     pub selector: LabelSelector,
     pub namespaces: NamespaceScope,
@@ -133,7 +133,7 @@ pub struct PodAffinityTerm {
 }
 
 /// Which namespaces a pod-affinity term looks at.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NamespaceScope {
     /// Listed names, plus the namespaces a selector matches (`None` when no selector).
     Listed(Vec<String>, Option<LabelSelector>),
@@ -142,14 +142,19 @@ pub enum NamespaceScope {
 impl PodAffinityTerm {
     /// Whether `pod` (in a namespace labelled `namespace_labels`) is selected by the term.
     pub fn selects(&self, pod: &PodInfo, namespace_labels: Option<&Labels>) -> bool {
+        self.covers_namespace(&pod.namespace, namespace_labels)
+            && self.selector.matches(&pod.labels)
+    }
+
+    /// Whether the term looks at pods of `namespace` (labelled `namespace_labels`).
+    pub fn covers_namespace(&self, namespace: &str, namespace_labels: Option<&Labels>) -> bool {
         let NamespaceScope::Listed(names, selector) = &self.namespaces;
         // A namespace not known (yet) has no labels, as kube-scheduler's snapshot.
         let no_labels = Labels::new();
-        let in_scope = names.contains(&pod.namespace)
+        names.iter().any(|n| n == namespace)
             || selector
                 .as_ref()
-                .is_some_and(|s| s.matches(namespace_labels.unwrap_or(&no_labels)));
-        in_scope && self.selector.matches(&pod.labels)
+                .is_some_and(|s| s.matches(namespace_labels.unwrap_or(&no_labels)))
     }
 }
 

@@ -328,3 +328,168 @@ fn pod_hints_follow_kube_scheduler() {
         QueueingHint::QueueSkip
     );
 }
+
+/// PreFilter's state as kube-scheduler builds it: every pod on every node.
+fn walked_filter_state(pod: &PodInfo, cluster: &ClusterState) -> FilterState {
+    let mut s = FilterState::default();
+    for node in cluster.nodes() {
+        for existing in &node.pods {
+            s.update_with_pod(pod, cluster, existing, node, 1);
+        }
+    }
+    s
+}
+
+/// PreScore's sums as kube-scheduler builds them: every pod on every node.
+fn walked_score_pairs(pod: &PodInfo, cluster: &ClusterState) -> Counts {
+    let mut by_pair = Counts::default();
+    let mut add = |term: &PodAffinityTerm, node: &NodeInfo, weight: i64| {
+        if let Some(value) = node.labels.get(&term.topology_key) {
+            by_pair.add(&term.topology_key, value, weight);
+        }
+    };
+    for node in cluster.nodes() {
+        for existing in &node.pods {
+            for (weight, term) in &pod.affinity.preferred {
+                if selects(term, existing, cluster) {
+                    add(term, node, i64::from(*weight));
+                }
+            }
+            for (weight, term) in &pod.anti_affinity.preferred {
+                if selects(term, existing, cluster) {
+                    add(term, node, -i64::from(*weight));
+                }
+            }
+            for term in &existing.affinity.required {
+                if selects(term, pod, cluster) {
+                    add(term, node, HARD_POD_AFFINITY_WEIGHT);
+                }
+            }
+            for (weight, term) in &existing.affinity.preferred {
+                if selects(term, pod, cluster) {
+                    add(term, node, i64::from(*weight));
+                }
+            }
+            for (weight, term) in &existing.anti_affinity.preferred {
+                if selects(term, pod, cluster) {
+                    add(term, node, -i64::from(*weight));
+                }
+            }
+        }
+    }
+    by_pair
+}
+
+/// A term from small numbers: its selector, namespaces and topology key.
+fn random_term(selector: u8, namespaces: u8, key: u8) -> PodAffinityTerm {
+    use crate::model::{pod::NamespaceScope, selectors::LabelSelector};
+    let req = |r: Requirement| LabelSelector {
+        requirements: vec![r],
+    };
+    let s = |v: &str| v.to_owned();
+    let selector = match selector % 6 {
+        0 => req(Requirement::In(s("app"), vec![s("a")])),
+        1 => req(Requirement::In(s("app"), vec![s("a"), s("a")])),
+        2 => req(Requirement::In(s("app"), vec![s("a"), s("b")])),
+        3 => req(Requirement::Exists(s("app"))),
+        4 => req(Requirement::NotIn(s("app"), vec![s("a")])),
+        _ => LabelSelector {
+            requirements: vec![
+                Requirement::Exists(s("tier")),
+                Requirement::In(s("app"), vec![s("b")]),
+            ],
+        },
+    };
+    let team = |t: &str| LabelSelector {
+        requirements: vec![Requirement::In(s("team"), vec![s(t)])],
+    };
+    let namespaces = match namespaces % 4 {
+        0 => NamespaceScope::Listed(vec![s("ns1")], None),
+        1 => NamespaceScope::Listed(vec![], Some(team("x"))),
+        2 => NamespaceScope::Listed(vec![], Some(LabelSelector::default())),
+        _ => NamespaceScope::Listed(vec![s("ns2")], Some(team("y"))),
+    };
+    PodAffinityTerm {
+        selector,
+        namespaces,
+        topology_key: [ZONE_LABEL, "kubernetes.io/hostname", "rack"][usize::from(key % 3)]
+            .to_owned(),
+    }
+}
+
+/// A pod with random labels, namespace and terms (`terms`: (kind, selector, namespaces,
+/// key) each; kinds: required/preferred affinity/anti-affinity).
+fn random_pod(name: &str, labels: u8, namespace: u8, terms: &[(u8, u8, u8, u8)]) -> PodInfo {
+    let mut b = PodBuilder::new(["ns1", "ns2", "ns3"][usize::from(namespace % 3)], name)
+        .label("app", ["a", "b", "c"][usize::from(labels % 3)]);
+    if labels >= 3 {
+        b = b.label("tier", "x");
+    }
+    let mut pod = b.info();
+    for (i, &(kind, selector, namespaces, key)) in terms.iter().enumerate() {
+        let term = random_term(selector, namespaces, key);
+        let weight = i32::try_from(i).unwrap_or(0) + 1;
+        match kind % 4 {
+            0 => pod.affinity.required.push(term),
+            1 => pod.anti_affinity.required.push(term),
+            2 => pod.affinity.preferred.push((weight * 10, term)),
+            _ => pod.anti_affinity.preferred.push((weight * 7, term)),
+        }
+    }
+    pod
+}
+
+proptest::proptest! {
+    /// PreFilter's state and PreScore's sums built from the cluster's indexes (the
+    /// counted terms of the pods on nodes, the pods by label) equal kube-scheduler's walk
+    /// over every pod on every node, after any sequence of nodes coming, being relabelled
+    /// and going, pods (with every kind of term, selectors the label index can and cannot
+    /// serve, namespace names and selectors) coming and going, on known nodes or not, and
+    /// namespaces being labelled.
+    #[test]
+    fn the_indexes_build_what_a_walk_over_every_pod_builds(
+        ops in proptest::collection::vec(
+            (0u8..6, 0usize..5, 0usize..10, 0u8..6, 0u8..3,
+             proptest::collection::vec((0u8..4, 0u8..6, 0u8..4, 0u8..3), 0..3)),
+            1..40,
+        ),
+        incoming in (0u8..6, 0u8..3, proptest::collection::vec((0u8..4, 0u8..6, 0u8..4, 0u8..3), 0..4)),
+    ) {
+        let mut cluster = ClusterState::new();
+        for (op, node, pod, labels, namespace, terms) in ops {
+            let node_name = format!("n{node}");
+            match op {
+                0 | 1 => {
+                    // Added, or relabelled (zone and rack from `labels`).
+                    let mut b = NodeBuilder::new(&node_name, "amd64");
+                    if labels != 2 {
+                        b = b.label(ZONE_LABEL, ["a", "b"][usize::from(labels % 2)]);
+                    }
+                    if labels >= 3 {
+                        b = b.label("rack", ["r1", "r2"][usize::from(labels % 2)]);
+                    }
+                    cluster.upsert_node(b.info());
+                }
+                2 => {
+                    cluster.remove_node(&node_name);
+                }
+                3 | 4 => {
+                    let mut p = random_pod(&format!("p{pod}"), labels, namespace, &terms);
+                    p.node_name = Some(node_name);
+                    cluster.add_assigned_pod(Arc::new(p));
+                }
+                _ => {
+                    cluster.remove_pod(&format!("uid-ns{}-p{pod}", namespace % 3 + 1));
+                    cluster.set_namespace_labels(
+                        ["ns1", "ns2", "ns3"][usize::from(namespace % 3)],
+                        [("team".to_owned(), ["x", "y"][usize::from(labels % 2)].to_owned())].into(),
+                    );
+                }
+            }
+        }
+        let (labels, namespace, terms) = incoming;
+        let pod = random_pod("incoming", labels, namespace, &terms);
+        proptest::prop_assert_eq!(filter_state(&pod, &cluster), walked_filter_state(&pod, &cluster));
+        proptest::prop_assert_eq!(score_pairs(&pod, &cluster), walked_score_pairs(&pod, &cluster));
+    }
+}
