@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng, rngs::SmallRng, seq::SliceRandom};
 use serde::Deserialize;
 
 use super::scenario::{
-    ClaimTemplate, ContainerSpec, LocalVolumeGroup, NodeGroup, PodGroup, PriorityClassSpec,
-    Scenario, ScenarioError, StorageClassSpec, TaintSpec,
+    ClaimTemplate, ContainerSpec, LocalVolumeGroup, NamespaceSpec, NodeGroup, PodGroup,
+    PriorityClassSpec, Scenario, ScenarioError, StorageClassSpec, TaintSpec,
 };
 
 const CATALOG: &str = include_str!("catalog.yaml");
@@ -23,6 +23,7 @@ struct Catalog {
     images: BTreeMap<String, Vec<String>>,
     priority_classes: Vec<PriorityClassSpec>,
     storage_classes: Vec<StorageClassSpec>,
+    namespaces: Vec<NamespaceSpec>,
     workloads: Vec<Workload>,
 }
 
@@ -44,6 +45,8 @@ struct Workload {
     priority_class_name: Option<String>,
     #[serde(default)]
     wave: u32,
+    #[serde(default)]
+    affinity: Option<k8s_openapi::api::core::v1::Affinity>,
 }
 
 fn replica_set() -> String {
@@ -155,7 +158,7 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
             init_containers: workload.init_containers.clone(),
             tolerations: workload.tolerations.clone(),
             node_selector: BTreeMap::new(),
-            affinity: None,
+            affinity: workload.affinity.clone(),
             topology_spread_constraints: Vec::new(),
         });
         remaining -= replicas;
@@ -195,6 +198,7 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
             size: "200Gi".into(),
             per_node: 2,
         }],
+        namespaces: catalog.namespaces,
     })
 }
 

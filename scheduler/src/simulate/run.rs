@@ -14,6 +14,7 @@ use multiarch_plugins::{
         node::NodeInfo,
         platform::{ContainerPlatforms, Platform, compatible_platforms, node_is_compatible},
         pod::PodInfo,
+        selectors::Labels,
     },
     plugins::image_architecture,
     profile::Profile,
@@ -50,6 +51,8 @@ pub struct Prepared {
     /// The wave each pod of `pods` arrives in.
     pub waves: Vec<u32>,
     pub storage: Vec<StorageObject>,
+    /// Namespace name → labels.
+    pub namespaces: Vec<(String, Labels)>,
     pub images: CatalogImages,
     pub inputs: PlacementInputs,
     pub profile_placement: multiarch_crd::PlacementSpec,
@@ -71,6 +74,11 @@ impl Prepared {
             pods,
             waves,
             storage: scenario.storage_objects()?,
+            namespaces: scenario
+                .namespaces
+                .iter()
+                .map(|n| (n.name.clone(), n.labels.clone()))
+                .collect(),
             images: scenario.image_catalog()?,
             inputs: PlacementInputs {
                 cluster_plugins: spec.plugins.clone(),
@@ -179,6 +187,9 @@ pub fn run_with(
     profile.queueing_hints = !options.no_queueing_hints;
     let mut core = SchedulerCore::new(profile, prepared.inputs.clone(), seed);
     let start = Instant::now();
+    for (name, labels) in &prepared.namespaces {
+        core.apply_namespace(name, labels.clone(), start);
+    }
     for node in &prepared.nodes {
         core.apply_node(node.clone(), start);
     }

@@ -53,6 +53,18 @@ pub struct Scenario {
     /// Pre-created local PersistentVolumes on the nodes a selector picks.
     #[serde(default)]
     pub local_volumes: Vec<LocalVolumeGroup>,
+    /// Namespaces with labels, what pod-affinity `namespaceSelector`s select (a namespace
+    /// not listed has no labels).
+    #[serde(default)]
+    pub namespaces: Vec<NamespaceSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceSpec {
+    pub name: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
