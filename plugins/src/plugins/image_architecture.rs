@@ -37,6 +37,18 @@ pub struct CompatiblePlatforms {
 }
 
 impl CompatiblePlatforms {
+    /// Whether the node is of a platform the pod's images have (any node when the pod
+    /// has no image to restrict it).
+    pub fn admits(&self, node: &NodeInfo) -> bool {
+        if self.platforms.is_empty() {
+            return true;
+        }
+        match (self.bits, node.platform_bit) {
+            (Some(bits), Some(bit)) => bits & (1 << bit) != 0,
+            _ => node_is_compatible(&self.platforms, &node.platform),
+        }
+    }
+
     /// `amd64, arm64`.
     pub fn describe(&self) -> String {
         describe(&self.platforms)
@@ -210,11 +222,7 @@ impl FilterPlugin for ImageArchitecture {
         let Some(found) = state.read::<CompatiblePlatforms>() else {
             return Status::error("ImageArchitecture: PreFilter did not run");
         };
-        let compatible = match (found.bits, node.platform_bit) {
-            (Some(bits), Some(bit)) => bits & (1 << bit) != 0,
-            _ => node_is_compatible(&found.platforms, &node.platform),
-        };
-        if compatible {
+        if found.admits(node) {
             Status::success()
         } else {
             Status::unresolvable(found.reason.clone())

@@ -1,11 +1,10 @@
 //! `PodTopologySpread`: `DoNotSchedule` constraints filter, `ScheduleAnyway` constraints
 //! (and, for pods without constraints, the system defaults) score.
 
-use std::collections::HashMap;
-
 use rustc_hash::FxHashMap;
 
 use super::{
+    image_architecture::CompatiblePlatforms,
     node_affinity::{required_matches, selects_nodes},
     taint_toleration::tolerates,
 };
@@ -33,7 +32,9 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 pub struct PodTopologySpread;
 
 mod domains;
+mod hard;
 use domains::{DomainCounts, KeyKind, ZoneCounts};
+use hard::FilterState;
 
 impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
@@ -115,8 +116,18 @@ fn default_constraints(pod: &PodInfo) -> Vec<SpreadConstraint> {
 }
 
 /// Whether the node counts as a domain of the constraint for this pod.
-fn node_counts(pod: &PodInfo, constraint: &SpreadConstraint, node: &NodeInfo) -> bool {
-    (!constraint.honor_node_affinity || required_matches(pod, node))
+/// With `nodeAffinityPolicy: Honor` (the default), a node counts only if it is of a
+/// platform of the pod's images (`platforms`, from ImageArchitecture's PreFilter): the
+/// architecture is the pod's node affinity here, as MTO and gate mode write it for
+/// kube-scheduler, which then leaves the other platforms' nodes out of the domains.
+fn node_counts(
+    pod: &PodInfo,
+    constraint: &SpreadConstraint,
+    node: &NodeInfo,
+    platforms: Option<&CompatiblePlatforms>,
+) -> bool {
+    (!constraint.honor_node_affinity
+        || (required_matches(pod, node) && platforms.is_none_or(|p| p.admits(node))))
         && (!constraint.honor_node_taints
             || node.taints.iter().all(|taint| {
                 !(taint.effect == "NoSchedule" || taint.effect == "NoExecute")
@@ -149,99 +160,16 @@ fn matching_pods(
     i64::try_from(count).unwrap_or(i64::MAX)
 }
 
-#[derive(Clone)]
-struct HardConstraint {
-    constraint: SpreadConstraint,
-    counts: HashMap<String, i64>,
-    min: i64,
-    self_match: i64,
-}
-
-#[derive(Clone)]
-struct FilterState {
-    constraints: Vec<HardConstraint>,
-}
-
-impl HardConstraint {
-    /// The global minimum, counting missing domains as empty below `minDomains`.
-    fn recompute_min(&mut self) {
-        let domains = i32::try_from(self.counts.len()).unwrap_or(i32::MAX);
-        self.min = match self.constraint.min_domains {
-            Some(min_domains) if domains < min_domains => 0,
-            _ => self.counts.values().copied().min().unwrap_or(0),
-        };
-    }
-}
-
-impl FilterState {
-    /// Preemption: `other` on `node` is counted (`delta` 1) or not (`-1`).
-    fn update_with_pod(&mut self, pod: &PodInfo, other: &PodInfo, node: &NodeInfo, delta: i64) {
-        if other.namespace != pod.namespace || other.deleting {
-            return;
-        }
-        if !self
-            .constraints
-            .iter()
-            .all(|hc| node.labels.contains_key(&hc.constraint.topology_key))
-        {
-            return;
-        }
-        for hc in &mut self.constraints {
-            if !hc.constraint.selector.matches(&other.labels)
-                || !node_counts(pod, &hc.constraint, node)
-            {
-                continue;
-            }
-            if let Some(value) = node.labels.get(&hc.constraint.topology_key) {
-                *hc.counts.entry(value.clone()).or_default() += delta;
-                hc.recompute_min();
-            }
-        }
-    }
-}
-
 impl PreFilterPlugin for PodTopologySpread {
     fn pre_filter(&self, ctx: &CycleContext<'_>, state: &mut CycleState) -> Status {
-        let pod = ctx.pod;
-        let hard: Vec<&SpreadConstraint> =
-            pod.spread_constraints.iter().filter(|c| c.hard).collect();
-        if hard.is_empty() {
-            return Status::skip();
-        }
-        let mut constraints: Vec<HardConstraint> = hard
-            .iter()
-            .map(|c| HardConstraint {
-                constraint: (*c).clone(),
-                counts: HashMap::new(),
-                min: 0,
-                self_match: i64::from(c.selector.matches(&pod.labels)),
-            })
-            .collect();
-        let owner = owner_hash(pod);
-        for node in ctx.cluster.nodes() {
-            // Only nodes with every topology key of the pod are domains.
-            if !hard
-                .iter()
-                .all(|c| node.labels.contains_key(&c.topology_key))
-            {
-                continue;
+        let platforms = state.read::<CompatiblePlatforms>().cloned();
+        match FilterState::new(ctx, platforms.as_ref()) {
+            Some(s) => {
+                state.write(s);
+                Status::success()
             }
-            for hc in &mut constraints {
-                if !node_counts(pod, &hc.constraint, node) {
-                    continue;
-                }
-                let Some(value) = node.labels.get(&hc.constraint.topology_key) else {
-                    continue;
-                };
-                *hc.counts.entry(value.clone()).or_default() +=
-                    matching_pods(pod, owner, &hc.constraint, node);
-            }
+            None => Status::skip(),
         }
-        for hc in &mut constraints {
-            hc.recompute_min();
-        }
-        state.write(FilterState { constraints });
-        Status::success()
     }
 
     fn add_pod(
@@ -271,20 +199,10 @@ impl PreFilterPlugin for PodTopologySpread {
 
 impl FilterPlugin for PodTopologySpread {
     fn filter(&self, _: &CycleContext<'_>, state: &CycleState, node: &NodeInfo) -> Status {
-        let Some(state) = state.read::<FilterState>() else {
-            return Status::error("PodTopologySpread: PreFilter did not run");
-        };
-        for hc in &state.constraints {
-            let Some(value) = node.labels.get(&hc.constraint.topology_key) else {
-                return Status::unresolvable(MISSING_LABEL);
-            };
-            let count = hc.counts.get(value).copied().unwrap_or(0);
-            let skew = count + hc.self_match - hc.min;
-            if skew > i64::from(hc.constraint.max_skew) {
-                return Status::unschedulable(REASON);
-            }
+        match state.read::<FilterState>() {
+            Some(state) => state.filter(node),
+            None => Status::error("PodTopologySpread: PreFilter did not run"),
         }
-        Status::success()
     }
 }
 
@@ -418,8 +336,13 @@ fn spread_term(
     required: Option<&Keys>,
     owner: u64,
     scored: &[&NodeInfo],
+    platforms: Option<&CompatiblePlatforms>,
 ) -> Term {
     let pod = ctx.pod;
+    // The pods of the pod's own controller have its images, so they are on nodes of its
+    // platforms: the default constraints need not test each node's (and can keep the
+    // cluster model's counts per zone).
+    let platforms = platforms.filter(|_| !constraint.same_controller);
     // `ln(domains + 2)`, so constraints over many domains weigh more.
     #[allow(clippy::cast_precision_loss)] // domain counts are small
     let weight_of = |domains: usize| ((domains + 2) as f64).ln();
@@ -453,7 +376,7 @@ fn spread_term(
         } else {
             for node in ctx.cluster.nodes() {
                 if required.is_some_and(|keys| !keys.all_on(node))
-                    || !node_counts(pod, constraint, node)
+                    || !node_counts(pod, constraint, node, platforms)
                 {
                     continue;
                 }
@@ -522,9 +445,10 @@ impl ScorePlugin for PodTopologySpread {
             None => nodes,
         };
         let owner = owner_hash(pod);
+        let platforms = state.read::<CompatiblePlatforms>();
         let terms = constraints
             .iter()
-            .map(|c| spread_term(ctx, c, required.as_ref(), owner, scored))
+            .map(|c| spread_term(ctx, c, required.as_ref(), owner, scored, platforms))
             .collect();
         state.write(ScoreState {
             terms,

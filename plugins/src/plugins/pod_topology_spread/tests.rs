@@ -1,4 +1,4 @@
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
 
@@ -6,8 +6,10 @@ use super::*;
 use crate::{
     events::{ClusterChange, QueueingHint},
     framework::Code,
+    image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
-    testing::Fixture,
+    plugins::image_architecture::ImageArchitecture,
+    testing::{Fixture, known},
 };
 
 fn constraint(key: &str, skew: i32, hard: bool) -> core::TopologySpreadConstraint {
@@ -171,6 +173,105 @@ fn soft_constraints_score_emptier_domains_higher() {
     assert!(by_node["c1"] > by_node["b1"]);
     assert!(by_node["b1"] > by_node["a1"]);
     assert_eq!(by_node["nozone"], 0);
+}
+
+/// Zones a (arm64 `a-arm` without pods, amd64 `a-amd` with two web pods) and b (arm64
+/// `b-arm` with one), and c (amd64 `c-amd` only, empty).
+fn mixed_zones() -> ClusterState {
+    let mut cluster = ClusterState::new();
+    for (node, arch, zone) in [
+        ("a-arm", "arm64", "a"),
+        ("a-amd", "amd64", "a"),
+        ("b-arm", "arm64", "b"),
+        ("c-amd", "amd64", "c"),
+    ] {
+        cluster.upsert_node(NodeBuilder::new(node, arch).label("zone", zone).info());
+    }
+    for (pod, node) in [("w1", "a-amd"), ("w2", "a-amd"), ("w3", "b-arm")] {
+        cluster.add_assigned_pod(Arc::new(
+            PodBuilder::new("ns", pod)
+                .label("app", "web")
+                .node(node)
+                .info(),
+        ));
+    }
+    cluster
+}
+
+/// A pod of arm64-only images, after ImageArchitecture's PreFilter (whose platforms the
+/// spread reads), as a cycle runs them.
+fn arm64_only(pod: PodInfo) -> (Fixture, CycleState) {
+    let mut f = Fixture::new(pod).with_cluster(mixed_zones());
+    f.images = PodImagePlatforms {
+        containers: vec![ContainerImagePlatforms {
+            container: "app".into(),
+            image: "arm-only:1".into(),
+            platforms: known(&["arm64"]),
+        }],
+    };
+    let mut state = CycleState::new();
+    assert!(
+        ImageArchitecture
+            .pre_filter(&f.ctx(), &mut state)
+            .is_success()
+    );
+    (f, state)
+}
+
+#[test]
+fn nodes_of_platforms_the_images_lack_are_no_domain_of_a_hard_constraint() {
+    let fits = |policy: Option<&str>| {
+        let mut c = constraint("zone", 1, true);
+        c.node_affinity_policy = policy.map(str::to_owned);
+        let pod = PodBuilder::new("ns", "new")
+            .label("app", "web")
+            .spread(c)
+            .info();
+        let (f, mut state) = arm64_only(pod);
+        let ctx = f.ctx();
+        assert!(PodTopologySpread.pre_filter(&ctx, &mut state).is_success());
+        f.cluster
+            .nodes()
+            .iter()
+            .filter(|n| PodTopologySpread.filter(&ctx, &state, n).is_success())
+            .map(|n| n.name.clone())
+            .collect::<Vec<_>>()
+    };
+    // Honoured (the default), as kube-scheduler with the architecture in the pod's node
+    // affinity: zone c has no arm64 node and a's pods are on an amd64 node, so a counts
+    // 0 and b 1; min 0 (zone a): a fits, b (1 + 1 - 0) does not. Zone c, no domain,
+    // counts 0 as in kube-scheduler (ImageArchitecture rejects its node and a-amd).
+    assert_eq!(fits(None), ["a-arm", "a-amd", "c-amd"]);
+    // Ignored: every node counts; min 0 (zone c), a (2 + 1) and b (1 + 1) exceed 1.
+    assert_eq!(fits(Some("Ignore")), ["c-amd"]);
+}
+
+#[test]
+fn nodes_of_platforms_the_images_lack_do_not_count_in_soft_scores() {
+    let pod = PodBuilder::new("ns", "new")
+        .label("app", "web")
+        .spread(constraint("zone", 1, false))
+        .info();
+    let (f, mut state) = arm64_only(pod);
+    let ctx = f.ctx();
+    // The feasible nodes: the arm64 ones.
+    let nodes: Vec<&NodeInfo> = f
+        .cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.name.ends_with("arm"))
+        .collect();
+    assert!(
+        PodTopologySpread
+            .pre_score(&ctx, &mut state, &nodes)
+            .is_success()
+    );
+    let mut scores = vec![0; nodes.len()];
+    PodTopologySpread.score_all(&ctx, &state, &nodes, &mut scores);
+    PodTopologySpread.normalize(&ctx, &state, &mut scores);
+    // Zone a's two pods are on its amd64 node, which does not count: a (0) beats b (1).
+    let by_node: HashMap<&str, i64> = nodes.iter().map(|n| n.name.as_str()).zip(scores).collect();
+    assert!(by_node["a-arm"] > by_node["b-arm"], "{by_node:?}");
 }
 
 #[test]
@@ -393,7 +494,9 @@ fn reference_scores(
         for node in cluster.nodes() {
             match node.label(&c.topology_key) {
                 Some(value)
-                    if domains.contains(value) && has_all(node) && node_counts(pod, c, node) =>
+                    if domains.contains(value)
+                        && has_all(node)
+                        && node_counts(pod, c, node, None) =>
                 {
                     *counts.entry(value.to_owned()).or_default() += pods_on(c, node);
                 }
