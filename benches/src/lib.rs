@@ -33,6 +33,23 @@ pub fn cluster(nodes: usize, init_pods: usize) -> ClusterState {
     cluster
 }
 
+/// `cluster` with `per_node` more pods on every node, of other workloads (`app=other-N`,
+/// ten of them): what a busy cluster holds besides the pods a selector is after.
+pub fn with_other_pods(mut cluster: ClusterState, per_node: usize) -> ClusterState {
+    let names: Vec<String> = cluster.nodes().iter().map(|n| n.name.clone()).collect();
+    for (i, node) in names.iter().enumerate() {
+        for j in 0..per_node {
+            let pod = PodBuilder::new("bench", &format!("other-{i}-{j}"))
+                .label("app", &format!("other-{}", j % 10))
+                .container("pause", "registry.k8s.io/pause:3.10", "10m", "10Mi")
+                .node(node)
+                .info();
+            cluster.add_assigned_pod(Arc::new(pod));
+        }
+    }
+    cluster
+}
+
 pub fn basic_pod(name: &str) -> PodBuilder {
     PodBuilder::new("bench", name)
         .label("app", "bench")

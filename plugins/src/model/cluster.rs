@@ -19,7 +19,7 @@ use super::{
     platform_index::PlatformIndex,
     pod::PodInfo,
     pod_labels::{LabelledPods, PodsByLabel},
-    selectors::Labels,
+    selectors::{LabelSelector, Labels},
     shared_names::SharedNames,
     storage::StorageCatalog,
 };
@@ -210,6 +210,17 @@ impl ClusterState {
         value: &str,
     ) -> impl Iterator<Item = (&'a str, &'a LabelledPods)> + use<'a> {
         self.pod_labels.with(key, value)
+    }
+
+    /// The pods on nodes in `namespace` that `selector` matches, not being deleted, with
+    /// their node's position, from the label index: `None` when the selector has no `In`
+    /// requirement (then only a walk over the nodes' pods finds them).
+    pub fn pods_selected<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a LabelSelector,
+    ) -> Option<impl Iterator<Item = (&'a PodInfo, usize)> + 'a> {
+        self.pod_labels.selected(namespace, selector)
     }
 
     /// The pods on nodes by label (for tests that compare the index with a walk).

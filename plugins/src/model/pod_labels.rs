@@ -5,11 +5,11 @@
 //! term over zones needs no pod at all). Kept in step with each pod placed or removed and
 //! each node added, removed, moved in the node list or moved to another zone.
 
-use std::sync::Arc;
+use std::{collections::BTreeSet, sync::Arc};
 
 use rustc_hash::FxHashMap;
 
-use super::pod::PodInfo;
+use super::{pod::PodInfo, selectors::LabelSelector};
 
 /// The pods of one namespace with one label value.
 #[derive(Clone, Debug, Default)]
@@ -142,6 +142,29 @@ impl PodsByLabel {
             .and_then(|values| values.get(value))
             .into_iter()
             .flat_map(|namespaces| namespaces.iter().map(|(ns, pods)| (ns.as_str(), pods)))
+    }
+
+    /// The pods of `namespace` that `selector` matches and are not being deleted, each
+    /// with its node's position (in no order); `None` when the selector has no `In`
+    /// requirement for the index to answer.
+    pub fn selected<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a LabelSelector,
+    ) -> Option<impl Iterator<Item = (&'a PodInfo, usize)> + 'a> {
+        let (key, values) = selector.first_in()?;
+        // A value listed twice must not count its pods twice.
+        let values: BTreeSet<&String> = values.iter().collect();
+        let only_indexed = selector.requirements.len() == 1;
+        Some(
+            values
+                .into_iter()
+                .filter_map(move |value| self.by_label.get(key)?.get(value)?.get(namespace))
+                .flat_map(LabelledPods::pods)
+                .filter(move |(pod, _)| {
+                    !pod.deleting && (only_indexed || selector.matches(&pod.labels))
+                }),
+        )
     }
 
     /// Every (key, value, namespace, UID, position) indexed and every (key, value,

@@ -82,6 +82,15 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
+    /// The first `In` requirement (a `matchLabels` entry is one): the key and its values,
+    /// which a label index can answer.
+    pub fn first_in(&self) -> Option<(&String, &Vec<String>)> {
+        self.requirements.iter().find_map(|r| match r {
+            Requirement::In(key, values) => Some((key, values)),
+            _ => None,
+        })
+    }
+
     pub fn matches(&self, labels: &Labels) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }

@@ -17,7 +17,6 @@ use crate::{
         node::ZONE_LABEL,
         pod::{NamespaceScope, PodAffinityTerm, PodInfo},
         pod_labels::LabelledPods,
-        selectors::Requirement,
     },
 };
 
@@ -72,10 +71,7 @@ fn selected<'a>(
 
 /// The selector's first `In` requirement: the key and its values.
 fn indexed_requirement(term: &PodAffinityTerm) -> Option<(&String, &Vec<String>)> {
-    term.selector.requirements.iter().find_map(|r| match r {
-        Requirement::In(key, values) => Some((key, values)),
-        _ => None,
-    })
+    term.selector.first_in()
 }
 
 /// The groups of pods labelled `key` with one of `values`, in the namespaces the term

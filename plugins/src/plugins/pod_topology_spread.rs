@@ -140,6 +140,20 @@ fn owner_hash(pod: &PodInfo) -> u64 {
     controller_hash(pod.controller_uid.as_deref().unwrap_or_default())
 }
 
+/// The positions of the nodes of the pods the constraint selects (one per pod), from the
+/// cluster's label index: only those pods are read, not every pod of every node that
+/// counts. `None` when the index cannot answer: the selector has no `In` requirement, or
+/// the constraint counts the pod's controller (see [`matching_pods`]).
+fn indexed_positions(ctx: &CycleContext<'_>, constraint: &SpreadConstraint) -> Option<Vec<usize>> {
+    if constraint.same_controller {
+        return None;
+    }
+    let pods = ctx
+        .cluster
+        .pods_selected(&ctx.pod.namespace, &constraint.selector)?;
+    Some(pods.map(|(_, position)| position).collect())
+}
+
 /// Pods on the node that the constraint counts (`owner_hash`: [`owner_hash`] of `pod`).
 fn matching_pods(
     pod: &PodInfo,
@@ -374,14 +388,27 @@ fn spread_term(
                 }
             }
         } else {
-            for node in ctx.cluster.nodes() {
-                if required.is_some_and(|keys| !keys.all_on(node))
-                    || !node_counts(pod, constraint, node, platforms)
-                {
-                    continue;
+            let counts = |node: &NodeInfo| {
+                required.is_none_or(|keys| keys.all_on(node))
+                    && node_counts(pod, constraint, node, platforms)
+            };
+            let nodes = ctx.cluster.nodes();
+            match indexed_positions(ctx, constraint) {
+                Some(positions) => {
+                    for node in positions.into_iter().map(|at| &nodes[at]) {
+                        if counts(node)
+                            && let Some(count) = domains.count_mut(&constraint.topology_key, node)
+                        {
+                            *count += 1;
+                        }
+                    }
                 }
-                if let Some(count) = domains.count_mut(&constraint.topology_key, node) {
-                    *count += matching_pods(pod, owner, constraint, node);
+                None => {
+                    for node in nodes.iter().filter(|node| counts(node)) {
+                        if let Some(count) = domains.count_mut(&constraint.topology_key, node) {
+                            *count += matching_pods(pod, owner, constraint, node);
+                        }
+                    }
                 }
             }
         }

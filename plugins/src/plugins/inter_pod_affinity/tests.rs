@@ -5,7 +5,7 @@ use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as me
 use super::*;
 use crate::{
     events::{ClusterChange, QueueingHint},
-    model::{node::NodeBuilder, pod::PodBuilder},
+    model::{node::NodeBuilder, pod::PodBuilder, selectors::Requirement},
     testing::Fixture,
 };
 

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{MISSING_LABEL, REASON, matching_pods, node_counts, owner_hash};
+use super::{MISSING_LABEL, REASON, indexed_positions, matching_pods, node_counts, owner_hash};
 use crate::{
     framework::{CycleContext, Status},
     model::{node::NodeInfo, pod::PodInfo, pod::SpreadConstraint},
@@ -46,8 +46,8 @@ fn has_every_key(constraints: &[&SpreadConstraint], node: &NodeInfo) -> bool {
 impl FilterState {
     /// The state for the pod's hard constraints (`None`: it has none). Each node of the
     /// cluster is read once; its pods only when it counts.
-    pub(super) fn new(
-        ctx: &CycleContext<'_>,
+    pub(super) fn new<'a>(
+        ctx: &CycleContext<'a>,
         platforms: Option<&CompatiblePlatforms>,
     ) -> Option<Self> {
         let pod = ctx.pod;
@@ -57,20 +57,30 @@ impl FilterState {
             return None;
         }
         let owner = owner_hash(pod);
+        // The node's domain of the constraint, if the node counts.
+        let domain = |constraint: &SpreadConstraint, node: &'a NodeInfo| {
+            let value = node.label(&constraint.topology_key)?;
+            (has_every_key(&hard, node) && node_counts(pod, constraint, node, platforms))
+                .then_some(value)
+        };
+        let nodes = ctx.cluster.nodes();
         // Counted under the nodes' own label values; owned once per domain at the end.
         let mut counts: Vec<FxHashMap<&str, i64>> = vec![FxHashMap::default(); hard.len()];
-        for node in ctx.cluster.nodes() {
-            if !has_every_key(&hard, node) {
-                continue;
-            }
-            for (constraint, counts) in hard.iter().zip(&mut counts) {
-                let Some(value) = node.label(&constraint.topology_key) else {
-                    continue;
-                };
-                if !node_counts(pod, constraint, node, platforms) {
-                    continue;
+        for (constraint, counts) in hard.iter().zip(&mut counts) {
+            let indexed = indexed_positions(ctx, constraint);
+            // Every node that counts makes its domain one, with pods or without.
+            for node in nodes {
+                if let Some(value) = domain(constraint, node) {
+                    let count = counts.entry(value).or_default();
+                    if indexed.is_none() {
+                        *count += matching_pods(pod, owner, constraint, node);
+                    }
                 }
-                *counts.entry(value).or_default() += matching_pods(pod, owner, constraint, node);
+            }
+            for node in indexed.into_iter().flatten().map(|at| &nodes[at]) {
+                if let Some(value) = domain(constraint, node) {
+                    *counts.entry(value).or_default() += 1;
+                }
             }
         }
         let constraints = hard

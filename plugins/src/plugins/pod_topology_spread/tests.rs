@@ -602,3 +602,144 @@ proptest::proptest! {
         }
     }
 }
+
+/// kube-scheduler's hard-constraint Filter written plainly: per constraint, every node
+/// with all the keys that counts is a domain, its matching pods (same namespace, not
+/// deleting) counted by walking every pod; a node fits when its domain's count plus the
+/// pod's own match exceeds the smallest by at most `maxSkew`.
+fn reference_filter(pod: &PodInfo, cluster: &ClusterState) -> Vec<Code> {
+    let hard: Vec<&SpreadConstraint> = pod.spread_constraints.iter().filter(|c| c.hard).collect();
+    let has_all = |node: &NodeInfo| {
+        hard.iter()
+            .all(|c| node.labels.contains_key(&c.topology_key))
+    };
+    let tables: Vec<(HashMap<String, i64>, i64)> = hard
+        .iter()
+        .map(|c| {
+            let mut counts: HashMap<String, i64> = HashMap::new();
+            for node in cluster.nodes() {
+                if !has_all(node) || !node_counts(pod, c, node, None) {
+                    continue;
+                }
+                let matching = node
+                    .pods
+                    .iter()
+                    .filter(|p| {
+                        !p.deleting && p.namespace == pod.namespace && c.selector.matches(&p.labels)
+                    })
+                    .count();
+                *counts
+                    .entry(node.labels[&c.topology_key].clone())
+                    .or_default() += i64::try_from(matching).unwrap();
+            }
+            let min = match c.min_domains {
+                Some(m) if (counts.len() as i32) < m => 0,
+                _ => counts.values().copied().min().unwrap_or(0),
+            };
+            (counts, min)
+        })
+        .collect();
+    cluster
+        .nodes()
+        .iter()
+        .map(|node| {
+            for (c, (counts, min)) in hard.iter().zip(&tables) {
+                let Some(value) = node.labels.get(&c.topology_key) else {
+                    return Code::UnschedulableAndUnresolvable;
+                };
+                let own = i64::from(c.selector.matches(&pod.labels));
+                if counts.get(value).copied().unwrap_or(0) + own - min > i64::from(c.max_skew) {
+                    return Code::Unschedulable;
+                }
+            }
+            Code::Success
+        })
+        .collect()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// The hard constraints filter as the plain walk does, whether the label index
+    /// answers the selector (`matchLabels`, an `In` listing a value twice, with another
+    /// requirement) or the nodes' pods are walked (`Exists`).
+    #[test]
+    fn hard_constraints_filter_as_the_plain_reference(
+        nodes in proptest::collection::vec((0..4usize, 0..3usize), 1..10),
+        pods in proptest::collection::vec((0..10usize, 0..3usize, 0..2usize, proptest::bool::ANY, proptest::bool::ANY), 0..25),
+        own in proptest::collection::vec((0..3usize, 1..4i32, 0..4usize), 1..3),
+        selector in proptest::bool::ANY,
+        min_domains in proptest::option::of(1..5i32),
+    ) {
+        let zones = [None, Some("a"), Some("b"), Some("c")];
+        let racks = [None, Some("r1"), Some("r2")];
+        let mut cluster = ClusterState::new();
+        for (i, (zone, rack)) in nodes.iter().enumerate() {
+            let mut node = NodeBuilder::new(&format!("n{i}"), "amd64");
+            if let Some(zone) = zones[*zone] {
+                node = node.label(ZONE_LABEL, zone);
+            }
+            if let Some(rack) = racks[*rack] {
+                node = node.label("rack", rack);
+            }
+            cluster.upsert_node(node.info());
+        }
+        for (j, (node, tier, app, other_ns, deleting)) in pods.iter().enumerate() {
+            let mut p = PodBuilder::new(if *other_ns { "other" } else { "ns" }, &format!("p{j}"))
+                .label("app", ["web", "db"][*app])
+                .label("tier", ["front", "back", "none"][*tier])
+                .node(&format!("n{}", node % nodes.len()));
+            if *deleting {
+                p = p.deleting();
+            }
+            cluster.add_assigned_pod(Arc::new(p.info()));
+        }
+        let requirement = |key: &str, operator: &str, values: &[&str]| meta::LabelSelectorRequirement {
+            key: key.into(),
+            operator: operator.into(),
+            values: Some(values.iter().map(|v| (*v).to_owned()).collect()),
+        };
+        let mut pod = PodBuilder::new("ns", "new").label("app", "web").label("tier", "front");
+        for (key, skew, selector_kind) in &own {
+            let mut c = constraint([ZONE_LABEL, "rack", HOSTNAME][*key], *skew, true);
+            c.min_domains = min_domains;
+            c.label_selector = Some(match selector_kind {
+                0 => meta::LabelSelector {
+                    match_labels: Some([("app".to_owned(), "web".to_owned())].into()),
+                    match_expressions: None,
+                },
+                1 => meta::LabelSelector {
+                    match_labels: None,
+                    match_expressions: Some(vec![requirement("app", "In", &["web", "db", "web"])]),
+                },
+                2 => meta::LabelSelector {
+                    match_labels: Some([("app".to_owned(), "web".to_owned())].into()),
+                    match_expressions: Some(vec![requirement("tier", "NotIn", &["back"])]),
+                },
+                _ => meta::LabelSelector {
+                    match_labels: None,
+                    match_expressions: Some(vec![meta::LabelSelectorRequirement {
+                        key: "tier".into(),
+                        operator: "Exists".into(),
+                        values: None,
+                    }]),
+                },
+            });
+            pod = pod.spread(c);
+        }
+        if selector {
+            pod = pod.node_selector("rack", "r1");
+        }
+        let f = Fixture::new(pod.info()).with_cluster(cluster);
+        let ctx = f.ctx();
+        let mut state = CycleState::new();
+        proptest::prop_assert!(PodTopologySpread.pre_filter(&ctx, &mut state).is_success());
+        let got: Vec<Code> = f
+            .cluster
+            .nodes()
+            .iter()
+            .map(|n| PodTopologySpread.filter(&ctx, &state, n).code)
+            .collect();
+        proptest::prop_assert_eq!(got, reference_filter(&f.pod, &f.cluster));
+    }
+}
