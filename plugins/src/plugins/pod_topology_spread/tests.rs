@@ -527,6 +527,24 @@ fn reference_scores(
     )
 }
 
+/// Nodes `n0`, `n1`... from (zone, rack) choices: no zone or a, b, c; no rack or r1, r2.
+fn generated_nodes(nodes: &[(usize, usize)]) -> ClusterState {
+    let zones = [None, Some("a"), Some("b"), Some("c")];
+    let racks = [None, Some("r1"), Some("r2")];
+    let mut cluster = ClusterState::new();
+    for (i, (zone, rack)) in nodes.iter().enumerate() {
+        let mut node = NodeBuilder::new(&format!("n{i}"), "amd64");
+        if let Some(zone) = zones[*zone] {
+            node = node.label(ZONE_LABEL, zone);
+        }
+        if let Some(rack) = racks[*rack] {
+            node = node.label("rack", rack);
+        }
+        cluster.upsert_node(node.info());
+    }
+    cluster
+}
+
 fn soft(key: &str, skew: i32) -> core::TopologySpreadConstraint {
     constraint(key, skew, false)
 }
@@ -545,19 +563,7 @@ proptest::proptest! {
         selector in proptest::bool::ANY,
         scored_mask in proptest::num::u16::ANY,
     ) {
-        let zones = [None, Some("a"), Some("b"), Some("c")];
-        let racks = [None, Some("r1"), Some("r2")];
-        let mut cluster = ClusterState::new();
-        for (i, (zone, rack)) in nodes.iter().enumerate() {
-            let mut node = NodeBuilder::new(&format!("n{i}"), "amd64");
-            if let Some(zone) = zones[*zone] {
-                node = node.label(ZONE_LABEL, zone);
-            }
-            if let Some(rack) = racks[*rack] {
-                node = node.label("rack", rack);
-            }
-            cluster.upsert_node(node.info());
-        }
+        let mut cluster = generated_nodes(&nodes);
         for (j, (node, owner, app, other_ns, deleting)) in pods.iter().enumerate() {
             let mut p = PodBuilder::new(if *other_ns { "other" } else { "ns" }, &format!("p{j}"))
                 .label("app", ["web", "db"][*app])
@@ -671,19 +677,7 @@ proptest::proptest! {
         selector in proptest::bool::ANY,
         min_domains in proptest::option::of(1..5i32),
     ) {
-        let zones = [None, Some("a"), Some("b"), Some("c")];
-        let racks = [None, Some("r1"), Some("r2")];
-        let mut cluster = ClusterState::new();
-        for (i, (zone, rack)) in nodes.iter().enumerate() {
-            let mut node = NodeBuilder::new(&format!("n{i}"), "amd64");
-            if let Some(zone) = zones[*zone] {
-                node = node.label(ZONE_LABEL, zone);
-            }
-            if let Some(rack) = racks[*rack] {
-                node = node.label("rack", rack);
-            }
-            cluster.upsert_node(node.info());
-        }
+        let mut cluster = generated_nodes(&nodes);
         for (j, (node, tier, app, other_ns, deleting)) in pods.iter().enumerate() {
             let mut p = PodBuilder::new(if *other_ns { "other" } else { "ns" }, &format!("p{j}"))
                 .label("app", ["web", "db"][*app])
