@@ -103,27 +103,28 @@ fn count_selected(
     counts: &mut Counts,
     update: bool,
 ) {
-    let mut add = |value: &str, n: i64| {
-        if update {
-            counts.update(&term.topology_key, value, n);
-        } else {
-            counts.add(&term.topology_key, value, n);
-        }
-    };
-    if term.topology_key == ZONE_LABEL
+    let key = &term.topology_key;
+    if *key == ZONE_LABEL
         && term.selector.requirements.len() == 1
-        && let Some((key, values)) = indexed_requirement(term)
+        && let Some((label, values)) = indexed_requirement(term)
     {
-        for group in groups(term, key, values, cluster) {
+        for group in groups(term, label, values, cluster) {
             for (zone, pods) in group.zones() {
-                add(zone, amount * i64::from(pods));
+                let n = amount * i64::from(pods);
+                if update {
+                    counts.update(key, zone, n);
+                } else {
+                    counts.add(key, zone, n);
+                }
             }
         }
         return;
     }
     for (_, node) in selected(term, cluster) {
-        if let Some(value) = node.label(&term.topology_key) {
-            add(value, amount);
+        if update {
+            counts.update_on(key, node, amount);
+        } else {
+            counts.add_on(key, node, amount);
         }
     }
 }
@@ -146,7 +147,7 @@ fn filter_state(pod: &PodInfo, cluster: &ClusterState) -> FilterState {
         for (other, node) in selected(first, cluster) {
             if others.iter().all(|t| selects(t, other, cluster)) {
                 for term in &pod.affinity.required {
-                    update(&mut s.affinity, node, &term.topology_key, 1);
+                    s.affinity.update_on(&term.topology_key, node, 1);
                 }
             }
         }
@@ -196,13 +197,6 @@ fn score_pairs(pod: &PodInfo, cluster: &ClusterState) -> Counts {
     by_pair
 }
 
-/// Counts `delta` pods in the node's domain of `key` (none without the label).
-fn update(counts: &mut Counts, node: &NodeInfo, key: &str, delta: i64) {
-    if let Some(value) = node.label(key) {
-        counts.update(key, value, delta);
-    }
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct FilterState {
     /// Where an existing pod's required anti-affinity forbids the incoming pod.
@@ -226,17 +220,18 @@ impl FilterState {
     ) {
         for term in &other.anti_affinity.required {
             if selects(term, pod, cluster) {
-                update(&mut self.existing_anti, node, &term.topology_key, delta);
+                self.existing_anti
+                    .update_on(&term.topology_key, node, delta);
             }
         }
         if matches_all(&pod.affinity.required, other, cluster) {
             for term in &pod.affinity.required {
-                update(&mut self.affinity, node, &term.topology_key, delta);
+                self.affinity.update_on(&term.topology_key, node, delta);
             }
         }
         for term in &pod.anti_affinity.required {
             if selects(term, other, cluster) {
-                update(&mut self.anti, node, &term.topology_key, delta);
+                self.anti.update_on(&term.topology_key, node, delta);
             }
         }
     }
@@ -365,10 +360,10 @@ impl FilterPlugin for InterPodAffinity {
         // anti-affinity of the pods already running.
         let mut pods_exist = true;
         for term in &pod.affinity.required {
-            let Some(value) = node.label(&term.topology_key) else {
+            if node.label(&term.topology_key).is_none() {
                 return Status::new(Code::UnschedulableAndUnresolvable, AFFINITY_REASON);
-            };
-            if s.affinity.get(&term.topology_key, value) <= 0 {
+            }
+            if s.affinity.get_on(&term.topology_key, node) <= 0 {
                 pods_exist = false;
             }
         }
@@ -383,10 +378,7 @@ impl FilterPlugin for InterPodAffinity {
         }
         if !s.anti.is_empty() {
             for term in &pod.anti_affinity.required {
-                if node
-                    .label(&term.topology_key)
-                    .is_some_and(|value| s.anti.get(&term.topology_key, value) > 0)
-                {
+                if s.anti.get_on(&term.topology_key, node) > 0 {
                     return Status::unschedulable(ANTI_AFFINITY_REASON);
                 }
             }
