@@ -65,7 +65,7 @@ fn selected<'a>(
         group
             .pods()
             .filter(move |(pod, _)| only_indexed || term.selector.matches(&pod.labels))
-            .map(move |(pod, at)| (pod, &cluster.nodes()[at]))
+            .filter_map(move |(pod, at)| Some((pod, cluster.nodes().get(at)?)))
     }))
 }
 

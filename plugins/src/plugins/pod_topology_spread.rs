@@ -395,7 +395,7 @@ fn spread_term(
             let nodes = ctx.cluster.nodes();
             match indexed_positions(ctx, constraint) {
                 Some(positions) => {
-                    for node in positions.into_iter().map(|at| &nodes[at]) {
+                    for node in positions.into_iter().filter_map(|at| nodes.get(at)) {
                         if counts(node)
                             && let Some(count) = domains.count_mut(&constraint.topology_key, node)
                         {

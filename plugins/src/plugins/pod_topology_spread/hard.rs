@@ -45,7 +45,8 @@ fn has_every_key(constraints: &[&SpreadConstraint], node: &NodeInfo) -> bool {
 
 impl FilterState {
     /// The state for the pod's hard constraints (`None`: it has none). Each node of the
-    /// cluster is read once; its pods only when it counts.
+    /// cluster is read once per constraint, to make its domain; the pods counted come
+    /// from the label index when it can answer, else from the nodes that count.
     pub(super) fn new<'a>(
         ctx: &CycleContext<'a>,
         platforms: Option<&CompatiblePlatforms>,
@@ -77,7 +78,7 @@ impl FilterState {
                     }
                 }
             }
-            for node in indexed.into_iter().flatten().map(|at| &nodes[at]) {
+            for node in indexed.into_iter().flatten().filter_map(|at| nodes.get(at)) {
                 if let Some(value) = domain(constraint, node) {
                     *counts.entry(value).or_default() += 1;
                 }
