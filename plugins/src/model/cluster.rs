@@ -18,8 +18,9 @@ use super::{
     node::NodeInfo,
     platform_index::PlatformIndex,
     pod::PodInfo,
-    pod_labels::{LabelledPods, PodsByLabel},
-    selectors::{LabelSelector, Labels},
+    pod_indexes::PodIndexes,
+    pod_labels::PodsByLabel,
+    selectors::Labels,
     shared_names::SharedNames,
     storage::StorageCatalog,
 };
@@ -68,13 +69,9 @@ pub struct ClusterState {
     disruption_budgets: HashMap<String, DisruptionBudget>,
     pods_with_affinity: usize,
     pods_with_required_anti_affinity: usize,
-    /// The terms of the pods on nodes, and those pods by label (see
-    /// [`affinity_terms`](Self::affinity_terms), [`pods_labelled`](Self::pods_labelled)).
-    affinity_terms: AffinityTerms,
-    pod_labels: PodsByLabel,
-    /// Pods per controller per zone, so the default zone spread constraint costs no walk
-    /// over every node.
-    controller_zones: FxHashMap<String, FxHashMap<String, u32>>,
+    /// The pods on nodes per controller and zone, their affinity terms and the pods by
+    /// label.
+    pod_indexes: PodIndexes,
     platforms: PlatformIndex,
     hostnames: HostnameIndex,
     local_volume_nodes: LocalVolumeNodes,
@@ -200,37 +197,17 @@ impl ClusterState {
 
     /// The pod-affinity terms of the pods on nodes, counted per term and domain.
     pub fn affinity_terms(&self) -> &AffinityTerms {
-        &self.affinity_terms
+        self.pod_indexes.affinity_terms()
     }
 
-    /// The pods on nodes labelled `key=value`, by namespace, in no order.
-    pub fn pods_labelled<'a>(
-        &'a self,
-        key: &str,
-        value: &str,
-    ) -> impl Iterator<Item = (&'a str, &'a LabelledPods)> + use<'a> {
-        self.pod_labels.with(key, value)
-    }
-
-    /// The pods on nodes in `namespace` that `selector` matches, not being deleted, with
-    /// their node's position, from the label index: `None` when the selector has no `In`
-    /// requirement (then only a walk over the nodes' pods finds them).
-    pub fn pods_selected<'a>(
-        &'a self,
-        namespace: &'a str,
-        selector: &'a LabelSelector,
-    ) -> Option<impl Iterator<Item = (&'a PodInfo, usize)> + 'a> {
-        self.pod_labels.selected(namespace, selector)
-    }
-
-    /// The pods on nodes by label (for tests that compare the index with a walk).
+    /// The pods on nodes by label, namespace and zone.
     pub fn pod_label_index(&self) -> &PodsByLabel {
-        &self.pod_labels
+        self.pod_indexes.labels()
     }
 
     /// Pods of one controller per zone.
     pub fn controller_zone_counts(&self, controller_uid: &str) -> Option<&FxHashMap<String, u32>> {
-        self.controller_zones.get(controller_uid)
+        self.pod_indexes.controller_zone_counts(controller_uid)
     }
 
     pub fn pod_count(&self) -> usize {
@@ -265,12 +242,11 @@ impl ClusterState {
                 self.hostnames.remove(i, self.nodes[i].hostname.as_deref());
                 self.hostnames.insert(i, fresh.hostname.as_deref());
             }
-            if self.nodes[i].labels != fresh.labels {
-                // The pods' terms count in the node's domains: move them.
-                let node = &self.nodes[i];
-                for pod in &node.pods {
-                    self.affinity_terms.count(pod, &node.labels, false);
-                    self.affinity_terms.count(pod, &fresh.labels, true);
+            if self.nodes[i].labels != fresh.labels || self.nodes[i].zone != fresh.zone {
+                // The pods count in the node's domains: move them.
+                for pod in &self.nodes[i].pods {
+                    self.pod_indexes.count(pod, i, &self.nodes[i], false);
+                    self.pod_indexes.count(pod, i, &fresh, true);
                 }
             }
             let changes = NodeChanges::between(&self.nodes[i], &fresh);
@@ -280,17 +256,6 @@ impl ClusterState {
                 return NodeUpsert::Unchanged;
             }
             let zone_moved = self.nodes[i].zone != fresh.zone;
-            if zone_moved {
-                let pods = self.nodes[i].pods.clone();
-                let old_zone = self.nodes[i].zone.clone();
-                let new_zone = fresh.zone.clone();
-                for pod in &pods {
-                    self.count_zone(pod, old_zone.as_deref(), -1);
-                    self.count_zone(pod, new_zone.as_deref(), 1);
-                    self.pod_labels
-                        .moved(pod, i, Some((old_zone.as_deref(), new_zone.as_deref())));
-                }
-            }
             let old = self.nodes[i].own_fields();
             self.nodes[i].update_from(fresh);
             if zone_moved {
@@ -303,11 +268,8 @@ impl ClusterState {
         }
         let name = fresh.name.clone();
         let mut node = fresh;
-        let zone = node.zone.clone();
         for pod in self.orphans.remove(&name).unwrap_or_default() {
-            self.count_zone(&pod, zone.as_deref(), 1);
-            self.affinity_terms.count(&pod, &node.labels, true);
-            self.pod_labels.add(&pod, self.nodes.len(), zone.as_deref());
+            self.pod_indexes.count(&pod, self.nodes.len(), &node, true);
             node.add_pod(pod);
         }
         self.index.insert(name, self.nodes.len());
@@ -325,12 +287,11 @@ impl ClusterState {
         let last = self.nodes.len() - 1;
         let node = self.nodes.swap_remove(i);
         for pod in &node.pods {
-            self.affinity_terms.count(pod, &node.labels, false);
-            self.pod_labels.remove(pod, node.zone.as_deref());
+            self.pod_indexes.count(pod, i, &node, false);
         }
         if let Some(moved) = self.nodes.get(i) {
             for pod in &moved.pods {
-                self.pod_labels.moved(pod, i, None);
+                self.pod_indexes.moved(pod, i);
             }
         }
         self.platforms.remove(i, node.platform_bit);
@@ -339,10 +300,6 @@ impl ClusterState {
             self.platforms.moved(last, i, self.nodes[i].platform_bit);
             self.hostnames
                 .moved(last, i, self.nodes[i].hostname.as_deref());
-        }
-        let zone = node.zone.clone();
-        for pod in &node.pods {
-            self.count_zone(pod, zone.as_deref(), -1);
         }
         if i < self.nodes.len() {
             self.index.insert(self.nodes[i].name.clone(), i);
@@ -420,10 +377,7 @@ impl ClusterState {
         self.storage.count_claims(&pod, 1);
         match self.index.get(node) {
             Some(&i) => {
-                let zone = self.nodes[i].zone.clone();
-                self.count_zone(&pod, zone.as_deref(), 1);
-                self.affinity_terms.count(&pod, &self.nodes[i].labels, true);
-                self.pod_labels.add(&pod, i, self.nodes[i].zone.as_deref());
+                self.pod_indexes.count(&pod, i, &self.nodes[i], true);
                 self.nodes[i].add_pod(pod);
             }
             None => self.orphans.entry(node.to_owned()).or_default().push(pod),
@@ -441,31 +395,12 @@ impl ClusterState {
         }
     }
 
-    fn count_zone(&mut self, pod: &PodInfo, zone: Option<&str>, delta: i32) {
-        let (Some(owner), Some(zone)) = (&pod.controller_uid, zone) else {
-            return;
-        };
-        let zones = self.controller_zones.entry(owner.clone()).or_default();
-        let count = zones.entry(zone.to_owned()).or_default();
-        *count = count.saturating_add_signed(delta);
-        if *count == 0 {
-            zones.remove(zone);
-            if zones.is_empty() {
-                self.controller_zones.remove(owner);
-            }
-        }
-    }
-
     fn detach(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
         let placement = self.placements.remove(uid)?;
         let pod = match self.index.get(&placement.node) {
             Some(&i) => {
-                let zone = self.nodes[i].zone.clone();
                 let pod = self.nodes[i].remove_pod(uid)?;
-                self.affinity_terms
-                    .count(&pod, &self.nodes[i].labels, false);
-                self.pod_labels.remove(&pod, zone.as_deref());
-                self.count_zone(&pod, zone.as_deref(), -1);
+                self.pod_indexes.count(&pod, i, &self.nodes[i], false);
                 Some(pod)
             }
             None => {

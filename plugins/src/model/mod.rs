@@ -12,6 +12,7 @@ pub mod nominated;
 pub mod platform;
 pub mod platform_index;
 pub mod pod;
+pub mod pod_indexes;
 pub mod pod_labels;
 pub mod positions;
 pub mod quantity;

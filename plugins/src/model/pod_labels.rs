@@ -3,7 +3,7 @@
 //! requirement names, in the namespaces the term covers) instead of at every pod of the
 //! cluster; with each pod the position of its node, and per zone how many there are (a
 //! term over zones needs no pod at all). Kept in step with each pod placed or removed and
-//! each node added, removed, moved in the node list or moved to another zone.
+//! each node added, removed, moved in the node list or relabelled (see `PodIndexes`).
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -105,66 +105,77 @@ impl PodsByLabel {
         }
     }
 
-    /// The pod's node moved to `position` in the node list, or to another zone.
-    pub fn moved(
-        &mut self,
-        pod: &PodInfo,
-        position: usize,
-        zones: Option<(Option<&str>, Option<&str>)>,
-    ) {
+    /// The pod's node moved to `position` in the node list.
+    pub fn moved(&mut self, pod: &PodInfo, position: usize) {
         for (key, value) in &pod.labels {
-            let Some(group) = self
+            if let Some((_, at)) = self
                 .by_label
                 .get_mut(key)
                 .and_then(|values| values.get_mut(value))
                 .and_then(|namespaces| namespaces.get_mut(&pod.namespace))
-            else {
-                continue;
-            };
-            if let Some(entry) = group.pods.get_mut(&address(pod)) {
-                entry.1 = position;
-                if let Some((old, new)) = zones {
-                    group.zone(old, false);
-                    group.zone(new, true);
-                }
+                .and_then(|group| group.pods.get_mut(&address(pod)))
+            {
+                *at = position;
             }
         }
     }
 
-    /// The pods labelled `key=value`, by namespace, in no order.
-    pub fn with<'a>(
+    /// The namespaces' groups of the pods labelled `key` with one of `values`, each value
+    /// once (a value listed twice must not count its pods twice).
+    fn with_any<'a>(
         &'a self,
         key: &str,
-        value: &str,
-    ) -> impl Iterator<Item = (&'a str, &'a LabelledPods)> + use<'a> {
-        self.by_label
-            .get(key)
-            .and_then(|values| values.get(value))
+        values: &'a [String],
+    ) -> impl Iterator<Item = &'a ByNamespace> + 'a {
+        let by_value = self.by_label.get(key);
+        let values: BTreeSet<&String> = values.iter().collect();
+        values
             .into_iter()
-            .flat_map(|namespaces| namespaces.iter().map(|(ns, pods)| (ns.as_str(), pods)))
+            .filter_map(move |value| by_value?.get(value))
     }
 
-    /// The pods of `namespace` that `selector` matches and are not being deleted, each
-    /// with its node's position (in no order); `None` when the selector has no `In`
-    /// requirement for the index to answer.
+    /// The groups of pods labelled `key` with one of `values`, in the namespaces `covers`
+    /// accepts.
+    pub fn groups<'a>(
+        &'a self,
+        key: &str,
+        values: &'a [String],
+        covers: impl Fn(&str) -> bool + 'a,
+    ) -> impl Iterator<Item = &'a LabelledPods> + 'a {
+        self.with_any(key, values)
+            .flat_map(|namespaces| namespaces.iter())
+            .filter(move |(namespace, _)| covers(namespace))
+            .map(|(_, group)| group)
+    }
+
+    /// The pods `selector` matches in the namespaces `covers` accepts, each with its node's
+    /// position (in no order); `None` when the selector has no `In` requirement for the
+    /// index to answer.
+    pub fn selected_in<'a>(
+        &'a self,
+        selector: &'a LabelSelector,
+        covers: impl Fn(&str) -> bool + 'a,
+    ) -> Option<impl Iterator<Item = (&'a PodInfo, usize)> + 'a> {
+        let (key, values) = selector.first_in()?;
+        let pods = self
+            .groups(key, values, covers)
+            .flat_map(LabelledPods::pods);
+        Some(matched(selector, pods))
+    }
+
+    /// [`selected_in`](Self::selected_in) one namespace (found by name, not by a search
+    /// among the value's namespaces), leaving out the pods being deleted.
     pub fn selected<'a>(
         &'a self,
         namespace: &'a str,
         selector: &'a LabelSelector,
     ) -> Option<impl Iterator<Item = (&'a PodInfo, usize)> + 'a> {
         let (key, values) = selector.first_in()?;
-        // A value listed twice must not count its pods twice.
-        let values: BTreeSet<&String> = values.iter().collect();
-        let only_indexed = selector.requirements.len() == 1;
-        Some(
-            values
-                .into_iter()
-                .filter_map(move |value| self.by_label.get(key)?.get(value)?.get(namespace))
-                .flat_map(LabelledPods::pods)
-                .filter(move |(pod, _)| {
-                    !pod.deleting && (only_indexed || selector.matches(&pod.labels))
-                }),
-        )
+        let pods = self
+            .with_any(key, values)
+            .filter_map(move |namespaces| namespaces.get(namespace))
+            .flat_map(LabelledPods::pods);
+        Some(matched(selector, pods).filter(|(pod, _)| !pod.deleting))
     }
 
     /// Every (key, value, namespace, UID, position) indexed and every (key, value,
@@ -190,4 +201,14 @@ impl PodsByLabel {
         zones.sort_unstable();
         (pods, zones)
     }
+}
+
+/// The pods the index found for the selector's first `In` requirement that its other
+/// requirements match too.
+fn matched<'a>(
+    selector: &'a LabelSelector,
+    pods: impl Iterator<Item = (&'a PodInfo, usize)> + 'a,
+) -> impl Iterator<Item = (&'a PodInfo, usize)> + 'a {
+    let only_indexed = selector.requirements.len() == 1;
+    pods.filter(move |(pod, _)| only_indexed || selector.matches(&pod.labels))
 }

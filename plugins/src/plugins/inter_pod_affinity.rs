@@ -3,8 +3,6 @@
 //! existing pods' terms score. Namespace selectors are evaluated against the namespaces'
 //! labels.
 
-use std::collections::BTreeSet;
-
 use crate::{
     events::{ClusterChange, EventKind, QueueingHint},
     framework::{
@@ -16,7 +14,6 @@ use crate::{
         node::NodeInfo,
         node::ZONE_LABEL,
         pod::{NamespaceScope, PodAffinityTerm, PodInfo},
-        pod_labels::LabelledPods,
     },
 };
 
@@ -44,6 +41,11 @@ fn matches_all(terms: &[PodAffinityTerm], pod: &PodInfo, cluster: &ClusterState)
     !terms.is_empty() && terms.iter().all(|t| selects(t, pod, cluster))
 }
 
+/// Whether the term looks at the pods of a namespace (by the namespace's labels).
+fn covers<'a>(term: &'a PodAffinityTerm, cluster: &'a ClusterState) -> impl Fn(&str) -> bool + 'a {
+    move |namespace| term.covers_namespace(namespace, cluster.namespace_labels(namespace))
+}
+
 /// The pods on nodes the term selects, with their node: from the cluster's label index
 /// when the selector has an `In` requirement (the pods with one of its values, in the
 /// namespaces the term covers), else from every pod on every node.
@@ -51,46 +53,18 @@ fn selected<'a>(
     term: &'a PodAffinityTerm,
     cluster: &'a ClusterState,
 ) -> Box<dyn Iterator<Item = (&'a PodInfo, &'a NodeInfo)> + 'a> {
-    let Some((key, values)) = indexed_requirement(term) else {
-        return Box::new(cluster.nodes().iter().flat_map(move |node| {
+    match cluster
+        .pod_label_index()
+        .selected_in(&term.selector, covers(term, cluster))
+    {
+        Some(pods) => Box::new(pods.filter_map(|(pod, at)| Some((pod, cluster.nodes().get(at)?)))),
+        None => Box::new(cluster.nodes().iter().flat_map(move |node| {
             node.pods
                 .iter()
                 .filter(move |pod| selects(term, pod, cluster))
                 .map(move |pod| (pod.as_ref(), node))
-        }));
-    };
-    // The index answers the indexed requirement; the others are checked per pod.
-    let only_indexed = term.selector.requirements.len() == 1;
-    Box::new(groups(term, key, values, cluster).flat_map(move |group| {
-        group
-            .pods()
-            .filter(move |(pod, _)| only_indexed || term.selector.matches(&pod.labels))
-            .filter_map(move |(pod, at)| Some((pod, cluster.nodes().get(at)?)))
-    }))
-}
-
-/// The selector's first `In` requirement: the key and its values.
-fn indexed_requirement(term: &PodAffinityTerm) -> Option<(&String, &Vec<String>)> {
-    term.selector.first_in()
-}
-
-/// The groups of pods labelled `key` with one of `values`, in the namespaces the term
-/// covers.
-fn groups<'a>(
-    term: &'a PodAffinityTerm,
-    key: &'a str,
-    values: &'a [String],
-    cluster: &'a ClusterState,
-) -> impl Iterator<Item = &'a LabelledPods> + 'a {
-    // A value listed twice must not count its pods twice.
-    let values: BTreeSet<&String> = values.iter().collect();
-    values
-        .into_iter()
-        .flat_map(move |value| cluster.pods_labelled(key, value))
-        .filter(move |(namespace, _)| {
-            term.covers_namespace(namespace, cluster.namespace_labels(namespace))
-        })
-        .map(|(_, group)| group)
+        })),
+    }
 }
 
 /// Adds `amount` per pod the term selects to its domain (`update`: as pod counts, which
@@ -106,9 +80,12 @@ fn count_selected(
     let key = &term.topology_key;
     if *key == ZONE_LABEL
         && term.selector.requirements.len() == 1
-        && let Some((label, values)) = indexed_requirement(term)
+        && let Some((label, values)) = term.selector.first_in()
     {
-        for group in groups(term, label, values, cluster) {
+        for group in cluster
+            .pod_label_index()
+            .groups(label, values, covers(term, cluster))
+        {
             for (zone, pods) in group.zones() {
                 let n = amount * i64::from(pods);
                 if update {

@@ -150,7 +150,8 @@ fn indexed_positions(ctx: &CycleContext<'_>, constraint: &SpreadConstraint) -> O
     }
     let pods = ctx
         .cluster
-        .pods_selected(&ctx.pod.namespace, &constraint.selector)?;
+        .pod_label_index()
+        .selected(&ctx.pod.namespace, &constraint.selector)?;
     Some(pods.map(|(_, position)| position).collect())
 }
 
@@ -176,8 +177,7 @@ fn matching_pods(
 
 impl PreFilterPlugin for PodTopologySpread {
     fn pre_filter(&self, ctx: &CycleContext<'_>, state: &mut CycleState) -> Status {
-        let platforms = state.read::<CompatiblePlatforms>().cloned();
-        match FilterState::new(ctx, platforms.as_ref()) {
+        match FilterState::new(ctx, state.read::<CompatiblePlatforms>()) {
             Some(s) => {
                 state.write(s);
                 Status::success()

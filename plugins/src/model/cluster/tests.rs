@@ -337,8 +337,8 @@ fn node_updates_keep_pods_and_indexes_survive_removal() {
 proptest::proptest! {
     /// After any sequence of node adds, relabels and removals and pods (with required
     /// anti-affinity, preferred affinity, or none) coming and going, on known nodes or
-    /// not yet known ones, the counted affinity terms and the pods by label are what a
-    /// walk over every pod on every node builds.
+    /// not yet known ones, the counted affinity terms, the pods by label and the
+    /// controllers' pods per zone are what a walk over every pod on every node builds.
     #[test]
     fn the_affinity_terms_and_pod_labels_follow_every_pod_and_node_change(
         ops in proptest::collection::vec((0u8..5, 0usize..6, 0usize..12, 0u8..3), 1..80)
@@ -366,6 +366,7 @@ proptest::proptest! {
                 3 => {
                     let mut b = PodBuilder::new("ns", &format!("p{pod}"))
                         .label("app", ["a", "b"][pod % 2])
+                        .owner("ReplicaSet", ["rs0", "rs1", "rs2"][pod % 3])
                         .node(&format!("n{node}"));
                     b = match kind {
                         0 => b,
@@ -397,14 +398,26 @@ proptest::proptest! {
             }
             let mut terms = AffinityTerms::default();
             let mut labels = PodsByLabel::default();
+            let mut zones: HashMap<String, HashMap<String, u32>> = HashMap::default();
             for (position, node) in cluster.nodes().iter().enumerate() {
                 for pod in &node.pods {
                     terms.count(pod, &node.labels, true);
                     labels.add(pod, position, node.zone.as_deref());
+                    if let (Some(owner), Some(zone)) = (&pod.controller_uid, &node.zone) {
+                        *zones.entry(owner.clone()).or_default().entry(zone.to_string()).or_default() += 1;
+                    }
                 }
             }
             proptest::prop_assert_eq!(cluster.affinity_terms(), &terms);
             proptest::prop_assert_eq!(cluster.pod_label_index().entries(), labels.entries());
+            for owner in ["rs0", "rs1", "rs2"] {
+                let uid = PodBuilder::new("ns", "x").owner("ReplicaSet", owner).info().controller_uid.unwrap();
+                let got: HashMap<String, u32> = cluster
+                    .controller_zone_counts(&uid)
+                    .map(|z| z.iter().map(|(k, v)| (k.clone(), *v)).collect())
+                    .unwrap_or_default();
+                proptest::prop_assert_eq!(got, zones.remove(&uid).unwrap_or_default());
+            }
         }
     }
 }
