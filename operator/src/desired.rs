@@ -65,7 +65,17 @@ pub struct Wanted<'a> {
     /// Base64 of the CA bundle the API server verifies the webhook with.
     pub ca_bundle: &'a str,
     pub webhook_tls: &'a SecretData,
-    /// prometheus-operator's ServiceMonitor CRD exists.
+    /// The optional APIs the cluster serves.
+    pub apis: OptionalApis,
+}
+
+/// Optional APIs the operator writes objects of when the cluster serves them, as
+/// discovery found them. A kind the cluster does not serve has no objects: the operator
+/// neither writes nor deletes any (the API server answers such a path with a plain
+/// `404 page not found`, which is no object's absence).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OptionalApis {
+    /// prometheus-operator's `monitoring.coreos.com/v1` ServiceMonitors.
     pub service_monitors: bool,
 }
 
@@ -110,7 +120,7 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
     }
     let mut all = access;
     all.extend(workloads);
-    if wanted.service_monitors {
+    if wanted.apis.service_monitors {
         all.extend(monitors);
     }
     if let Some(mode) = wanted.plan.routing {
@@ -140,9 +150,9 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
         .collect()
 }
 
-/// Every object the operator may install with `settings`: what it removes when a plan no
-/// longer wants it, and at uninstall.
-pub fn every_key(settings: &Settings) -> Vec<ObjectKey> {
+/// Every object the operator may install with `settings` on a cluster serving `apis`:
+/// what it removes when a plan no longer wants it, and at uninstall.
+pub fn every_key(settings: &Settings, apis: OptionalApis) -> Vec<ObjectKey> {
     let plan = Plan {
         scheduler: true,
         enoexec_daemon: true,
@@ -158,7 +168,7 @@ pub fn every_key(settings: &Settings) -> Vec<ObjectKey> {
         owner: &Owner { uid: String::new() },
         ca_bundle: "",
         webhook_tls: &SecretData::new(),
-        service_monitors: true,
+        apis,
     };
     let mut keys: Vec<ObjectKey> = objects(&wanted).iter().map(ObjectKey::of).collect();
     keys.sort();
@@ -200,7 +210,7 @@ mod tests {
             owner: &Owner { uid: "u-1".into() },
             ca_bundle: "Q0E=",
             webhook_tls: &SecretData::from([("tls.crt".into(), b"x".to_vec())]),
-            service_monitors: false,
+            apis: OptionalApis::default(),
         });
         let kinds: Vec<&str> = objects
             .iter()
@@ -221,8 +231,30 @@ mod tests {
         assert!(!objects.iter().any(|o| o["kind"] == "ServiceMonitor"));
         let secret = objects.iter().find(|o| o["kind"] == "Secret").unwrap();
         assert_eq!(secret["data"]["tls.crt"], "eA==");
-        let keys = every_key(&settings);
+        let keys = every_key(&settings, OptionalApis::default());
         assert!(keys.contains(&webhook_configuration_key()));
         assert!(keys.iter().any(|k| k.kind == "DaemonSet"));
+    }
+
+    #[test]
+    fn kinds_the_cluster_does_not_serve_are_never_keys() {
+        let settings = Settings::default();
+        let without = every_key(&settings, OptionalApis::default());
+        assert!(!without.iter().any(|k| k.kind == "ServiceMonitor"));
+        let with = every_key(
+            &settings,
+            OptionalApis {
+                service_monitors: true,
+            },
+        );
+        let monitors: Vec<&ObjectKey> =
+            with.iter().filter(|k| k.kind == "ServiceMonitor").collect();
+        assert_eq!(monitors.len(), 6, "{monitors:?}");
+        assert!(
+            monitors
+                .iter()
+                .all(|k| k.api_version == install::SERVICE_MONITOR_API_VERSION)
+        );
+        assert_eq!(with.len(), without.len() + monitors.len());
     }
 }

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::{
     apply::{Applier, ApplyError},
-    desired::webhook_configuration_key,
+    desired::{OptionalApis, webhook_configuration_key},
     install::{
         ENOEXEC_DAEMON, ENOEXEC_HANDLER, GATE_CONTROLLER, INSPECTOR, SCHEDULER, Settings, WEBHOOK,
         review_path,
@@ -237,15 +237,33 @@ pub async fn pod_placement_configs(client: &kube::Client) -> Result<Vec<String>,
         .collect())
 }
 
-/// Whether prometheus-operator's ServiceMonitor CRD is installed.
-pub async fn service_monitors_installed(client: &kube::Client) -> Result<bool, ObserveError> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    Ok(crds
-        .get_opt(crate::install::SERVICE_MONITOR_CRD)
-        .await
-        .map_err(read_error("the ServiceMonitor CRD"))?
-        .is_some())
+/// The optional APIs the cluster serves, by discovery. A group/version the API server
+/// does not serve is a 404 (a plain `404 page not found`, not a Status): absent. Any
+/// other failure is an error, never read as absence.
+pub async fn optional_apis(client: &kube::Client) -> Result<OptionalApis, ObserveError> {
+    Ok(OptionalApis {
+        service_monitors: serves(
+            client,
+            crate::install::SERVICE_MONITOR_API_VERSION,
+            crate::install::SERVICE_MONITOR_RESOURCE,
+        )
+        .await?,
+    })
+}
+
+async fn serves(
+    client: &kube::Client,
+    api_version: &str,
+    resource: &str,
+) -> Result<bool, ObserveError> {
+    match client.list_api_group_resources(api_version).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == resource)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(source) => Err(ObserveError {
+            what: format!("the discovery of {api_version}"),
+            source,
+        }),
+    }
 }
 
 #[cfg(test)]

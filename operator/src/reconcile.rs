@@ -127,6 +127,7 @@ async fn reconcile_once(
         delete(ctx, &webhook_configuration_key()).await?;
     }
     let webhook_tls = webhook_certificate(ctx, &authority, now).await?;
+    let apis = observe::optional_apis(&ctx.client).await?;
     let objects = desired::objects(&Wanted {
         settings: &ctx.settings,
         spec,
@@ -136,7 +137,7 @@ async fn reconcile_once(
         },
         ca_bundle: &CertificateAuthority::bundle_base64(&authority),
         webhook_tls: &webhook_tls,
-        service_monitors: observe::service_monitors_installed(&ctx.client).await?,
+        apis,
     });
     let mut wanted = BTreeSet::new();
     for object in &objects {
@@ -147,7 +148,7 @@ async fn reconcile_once(
             Applied::Updated => wrote(ctx, "updated"),
         }
     }
-    for key in every_key(&ctx.settings) {
+    for key in every_key(&ctx.settings, apis) {
         if !wanted.contains(&key) {
             delete(ctx, &key).await?;
         }

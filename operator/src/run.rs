@@ -9,10 +9,13 @@ use std::{
 };
 
 use futures_util::StreamExt;
-use k8s_openapi::api::{
-    admissionregistration::v1::MutatingWebhookConfiguration,
-    apps::v1::{DaemonSet, Deployment},
-    core::v1::{Node, Secret},
+use k8s_openapi::{
+    api::{
+        admissionregistration::v1::MutatingWebhookConfiguration,
+        apps::v1::{DaemonSet, Deployment},
+        core::v1::{Node, Secret},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api,
@@ -228,6 +231,17 @@ async fn lead(
     let owned =
         watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={MANAGED_BY}"));
     let namespace = context.settings.namespace.clone();
+    // Optional APIs appearing or going (prometheus-operator installed after multiarch):
+    // the pass finds them by discovery.
+    let optional_apis = watch_into(
+        Api::<CustomResourceDefinition>::all(client.clone()),
+        watcher::Config::default().fields(&format!(
+            "metadata.name={}",
+            crate::install::SERVICE_MONITOR_CRD
+        )),
+        wake.clone(),
+        stop.clone(),
+    );
     let watches = futures_util::future::join5(
         watch_into(
             Api::<ClusterPodPlacementConfig>::all(client.clone()),
@@ -292,7 +306,7 @@ async fn lead(
             }
         }
     };
-    tokio::join!(certificates, nodes, watches, passes);
+    tokio::join!(certificates, nodes, watches, optional_apis, passes);
 }
 
 /// How long the loop waits for a burst of changes to end.

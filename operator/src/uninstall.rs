@@ -87,8 +87,9 @@ pub async fn run(
         }
     }
 
+    let apis = observe::optional_apis(&ctx.client).await?;
     // The daemon first: no new reports while the handler drains the old ones.
-    for key in every_key(&ctx.settings)
+    for key in every_key(&ctx.settings, apis)
         .into_iter()
         .filter(|k| k.kind == "DaemonSet")
     {
@@ -115,7 +116,7 @@ pub async fn run(
         .await;
     }
 
-    for key in every_key(&ctx.settings) {
+    for key in every_key(&ctx.settings, apis) {
         delete(ctx, &key).await?;
     }
     let finalizers: Vec<String> = cppc

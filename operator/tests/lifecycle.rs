@@ -420,3 +420,92 @@ async fn uninstall_strands_no_pod_and_removes_everything() {
     );
     operator.stop().await;
 }
+
+/// prometheus-operator's ServiceMonitor CRD, as far as the API server needs it.
+fn service_monitor_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com", "scope": "Namespaced",
+            "names": {"kind": "ServiceMonitor", "plural": "servicemonitors", "singular": "servicemonitor", "listKind": "ServiceMonitorList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    })
+}
+
+fn monitors(server: &FakeApiServer) -> Vec<String> {
+    let mut names: Vec<String> = server
+        .list("monitoring.coreos.com/servicemonitors")
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Seen on a real cluster without prometheus-operator: the API server answers a path of an
+/// API it does not serve with a plain `404 page not found`, which is no object's absence,
+/// and every reconcile failed deleting a ServiceMonitor it did not want: no status, and an
+/// uninstall that never finished. Optional APIs are found by discovery instead: without
+/// them nothing of theirs is read, written or deleted; once served, their objects come
+/// (the CRD's arrival wakes the operator), and an uninstall removes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_monitors_follow_the_api_the_cluster_serves() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(
+        &server,
+        json!({"plugins": {"execFormatErrorMonitor": {"enabled": true}}}),
+        Duration::from_secs(2),
+    )
+    .await;
+    let monitoring: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("monitoring.coreos.com"))
+        .collect();
+    assert!(!monitoring.is_empty(), "discovery was never asked");
+    assert!(
+        monitoring
+            .iter()
+            .all(|r| r == "GET /apis/monitoring.coreos.com/v1"),
+        "requests for an API the cluster does not serve: {monitoring:?}"
+    );
+
+    server.apply(
+        "apiextensions.k8s.io/customresourcedefinitions",
+        service_monitor_crd(),
+    );
+    eventually("a ServiceMonitor per component with metrics", || {
+        monitors(&server).len() == 6
+    })
+    .await;
+    assert_eq!(
+        monitors(&server),
+        [
+            "multiarch-enoexec-daemon",
+            "multiarch-enoexec-handler",
+            "multiarch-gate-controller",
+            "multiarch-inspector",
+            "multiarch-scheduler",
+            "multiarch-webhook"
+        ]
+    );
+
+    Api::<ClusterPodPlacementConfig>::all(client(&server))
+        .delete("cluster", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the ClusterPodPlacementConfig gone", || {
+        get(
+            &server,
+            "multiarch.openshift.io/clusterpodplacementconfigs",
+            "cluster",
+        )
+        .is_none()
+    })
+    .await;
+    assert_eq!(monitors(&server), [] as [String; 0]);
+    operator.stop().await;
+}

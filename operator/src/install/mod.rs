@@ -27,7 +27,10 @@ pub use self::{
     },
     gate_controller::{gate_controller_access, gate_controller_rules, gate_controller_workload},
     inspector::{inspector_access, inspector_endpoint, inspector_rules, inspector_workload},
-    monitoring::{SERVICE_MONITOR_CRD, service_monitor, webhook_service_monitor},
+    monitoring::{
+        SERVICE_MONITOR_API_VERSION, SERVICE_MONITOR_CRD, SERVICE_MONITOR_RESOURCE,
+        service_monitor, webhook_service_monitor,
+    },
     operator::{
         CA_SECRET, OPERATOR, OPERATOR_TLS_SECRET, PPC_NEEDS_CPPC_BINDING, PPC_NEEDS_CPPC_POLICY,
         VALIDATE_CPPC_PATH, VALIDATE_PPC_PATH, VALIDATING_WEBHOOK, operator_cluster_rules,

@@ -5,7 +5,10 @@ use serde_json::{Value, json};
 
 use super::{Settings, WEBHOOK, labels, webhook::WEBHOOK_TLS_SECRET};
 
-/// The CRD whose presence turns ServiceMonitors on.
+/// The group/version whose discovery turns ServiceMonitors on, and their resource.
+pub const SERVICE_MONITOR_API_VERSION: &str = "monitoring.coreos.com/v1";
+pub const SERVICE_MONITOR_RESOURCE: &str = "servicemonitors";
+/// Their CRD: the operator watches it only to look again when it comes or goes.
 pub const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
 
 /// A ServiceMonitor scraping `port` of the Service `name` (plain HTTP).
@@ -37,7 +40,7 @@ pub fn webhook_service_monitor(settings: &Settings) -> Value {
 
 fn monitor(settings: &Settings, name: &str, component: &str, endpoint: Value) -> Value {
     json!({
-        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "apiVersion": SERVICE_MONITOR_API_VERSION, "kind": "ServiceMonitor",
         "metadata": {"name": name, "namespace": settings.namespace, "labels": labels(component)},
         "spec": {
             "selector": {"matchLabels": labels(component)},

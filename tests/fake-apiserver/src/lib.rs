@@ -21,6 +21,7 @@
 
 mod admissionregistration;
 pub mod apiextensions;
+mod discovery;
 mod faults;
 mod lifecycle;
 pub mod managed_fields;
@@ -686,6 +687,9 @@ async fn handle(
             "",
             "",
         );
+    }
+    if let Some(answer) = discovery::answer(&shared.store.lock().unwrap().objects, uri.path()) {
+        return answer;
     }
     let Some(target) = parse_path(uri.path()) else {
         return status(
