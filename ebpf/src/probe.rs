@@ -37,7 +37,7 @@ pub enum ProbeError {
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
     #[error(
-        "loading the eBPF program failed (the daemon needs CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE, or root, and a kernel >= 5.8 with BTF at /sys/kernel/btf/vmlinux)"
+        "loading the eBPF program failed (the daemon needs CAP_BPF and CAP_PERFMON, or root, a kernel >= 5.8 with BTF at /sys/kernel/btf/vmlinux, and on kernels before 5.11, which charge eBPF maps to RLIMIT_MEMLOCK, CAP_SYS_RESOURCE: the operator's --enoexec-daemon-sys-resource)"
     )]
     Load(#[source] aya::EbpfError),
     #[error("the eBPF object has no {0}")]

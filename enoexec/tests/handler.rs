@@ -190,6 +190,75 @@ async fn the_message_says_what_is_known_about_the_image() {
     assert_eq!(metrics.reported.get(), 3);
 }
 
+/// Seen on a real node: a binary that cannot exec fails at once, and the daemon's report
+/// can reach the handler before the kubelet has written the container's ID into the pod's
+/// status. The handler waits for it (within its grace) instead of reporting "a container
+/// of this pod"; by then the container may have crashed and been replaced, so the ID is
+/// found in its last state.
+#[tokio::test]
+async fn a_report_ahead_of_the_kubelet_waits_for_the_pod_s_status() {
+    let server = FakeApiServer::start().await;
+    let metrics = HandlerMetrics::default();
+    let options = HandlerOptions {
+        namespace: "multiarch".into(),
+        identity: "test".into(),
+        // Long enough that only the status arriving can end the wait in this test.
+        incomplete_grace: Duration::from_secs(30),
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+        election: None,
+    };
+    let _h = start_with(
+        &server,
+        Some(table_inspector::standard()),
+        options,
+        &metrics,
+    );
+    node(&server, "arm-1", "arm64");
+    let spec = json!({"nodeName": "arm-1", "containers": [{"name": "app", "image": "amd:1"}]});
+    server.apply(
+        "pods",
+        json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": spec,
+               "status": {"phase": "Pending", "containerStatuses": [
+                   {"name": "app", "image": "amd:1", "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}}}]}}),
+    );
+    object(&server, "early", Some(status("web", "arm-1")));
+    // The handler has read the pod and found no such container: it waits.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !server
+        .requests()
+        .iter()
+        .any(|r| r == "GET /api/v1/namespaces/shop/pods/web")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pod was never read"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(events_on(&server, "web").is_empty(), "reported too early");
+    assert!(server.get(OBJECTS, "multiarch", "early").is_some());
+
+    // The kubelet's status: the failed container already replaced by the next attempt.
+    server.apply(
+        "pods",
+        json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": spec,
+               "status": {"phase": "Running", "containerStatuses": [
+                   {"name": "app", "image": "docker.io/library/amd:1", "imageID": "", "ready": false, "restartCount": 1,
+                    "containerID": format!("containerd://{}", "e".repeat(64)),
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"exitCode": 1, "containerID": CID}}}]}}),
+    );
+    gone(&server, "early").await;
+    handled(&metrics, 1).await;
+    // Named, with the image as the pod asks for it (not the runtime's normalised one).
+    assert_eq!(
+        events_on(&server, "web")[0]["note"],
+        "container app (image amd:1) cannot run on this arm64 node: exec format error; the image has no arm64 build"
+    );
+}
+
 #[tokio::test]
 async fn without_an_inspector_the_message_does_not_guess() {
     let server = FakeApiServer::start().await;

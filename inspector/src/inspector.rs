@@ -1,6 +1,9 @@
 //! The inspection API every caller uses, in-process or over gRPC.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::{Arc, RwLock},
+    time::Instant,
+};
 
 use async_trait::async_trait;
 use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
@@ -49,11 +52,18 @@ pub trait ImageInspector: Send + Sync {
 
 /// The in-process inspector: secrets → keyring → cache → registry.
 pub struct Inspector {
-    registry: RegistryClient,
-    settings: RegistrySettings,
+    /// Replaced whole when the registry settings change; an inspection keeps the one it
+    /// started with.
+    registries: RwLock<Arc<Registries>>,
     cache: InspectionCache,
     secrets: Arc<dyn SecretSource>,
     metrics: InspectorMetrics,
+}
+
+/// The registry client and the settings it was made with.
+struct Registries {
+    client: RegistryClient,
+    settings: RegistrySettings,
 }
 
 impl Inspector {
@@ -65,12 +75,39 @@ impl Inspector {
         metrics: InspectorMetrics,
     ) -> Self {
         Inspector {
-            registry: RegistryClient::new(registry_options, settings.clone()),
-            settings,
+            registries: RwLock::new(Arc::new(Registries {
+                client: RegistryClient::new(registry_options, settings.clone()),
+                settings,
+            })),
             cache: InspectionCache::new(cache_options, metrics.clone()),
             secrets,
             metrics,
         }
+    }
+
+    fn registries(&self) -> Arc<Registries> {
+        match self.registries.read() {
+            Ok(current) => current.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The registry settings in use.
+    pub fn settings(&self) -> RegistrySettings {
+        self.registries().settings.clone()
+    }
+
+    /// Uses `settings` from the next inspection on, and forgets every answer obtained
+    /// with the old ones (a mirror, CA or block may have changed what they say).
+    pub fn replace_settings(&self, settings: RegistrySettings) {
+        let current = self.registries();
+        let client = current.client.with_settings(settings.clone());
+        let next = Arc::new(Registries { client, settings });
+        match self.registries.write() {
+            Ok(mut slot) => *slot = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        self.cache.clear();
     }
 
     pub fn cache(&self) -> &InspectionCache {
@@ -79,7 +116,7 @@ impl Inspector {
 
     /// Manifest requests sent to registries so far.
     pub fn registry_requests(&self) -> u64 {
-        self.registry.manifest_requests()
+        self.registries().client.manifest_requests()
     }
 }
 
@@ -97,8 +134,9 @@ impl ImageInspector for Inspector {
             .await?;
         // Fingerprint every credential that could be sent for this image (source and
         // mirrors), so that answers obtained with different credentials stay apart.
+        let current = self.registries();
         let mut registries = vec![image.registry().to_owned()];
-        if let Some(s) = self.settings.for_registry(image.registry()) {
+        if let Some(s) = current.settings.for_registry(image.registry()) {
             registries.extend(s.mirrors.iter().cloned());
         }
         let mut hasher = Sha256::new();
@@ -121,7 +159,7 @@ impl ImageInspector for Inspector {
         self.cache
             .get_or_fetch(key, image.is_digest(), request.bypass_cache, || async {
                 let started = Instant::now();
-                let answer = self.registry.resolve(&image, &keyring).await.map(Arc::new);
+                let answer = current.client.resolve(&image, &keyring).await.map(Arc::new);
                 self.metrics
                     .inspection_seconds
                     .observe(started.elapsed().as_secs_f64());

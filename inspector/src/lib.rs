@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod registry;
 pub mod secrets;
 pub mod settings;
+pub mod settings_file;
 
 pub use error::InspectError;
 pub use image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry};

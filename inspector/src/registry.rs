@@ -63,7 +63,8 @@ pub struct RegistryClient {
     options: RegistryOptions,
     settings: RegistrySettings,
     clients: Mutex<LruCache<ClientKey, Arc<BoundedFetch>>>,
-    manifest_requests: AtomicU64,
+    /// Shared with the clients made from this one by [`RegistryClient::with_settings`].
+    manifest_requests: Arc<AtomicU64>,
 }
 
 enum Failure {
@@ -78,7 +79,16 @@ impl RegistryClient {
             options,
             settings,
             clients: Mutex::new(LruCache::new(NonZeroUsize::MIN.saturating_add(255))),
-            manifest_requests: AtomicU64::new(0),
+            manifest_requests: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// A client with the same options and new settings (its own connections: a CA or
+    /// plain-HTTP setting may have changed), counting requests with this one.
+    pub fn with_settings(&self, settings: RegistrySettings) -> Self {
+        RegistryClient {
+            manifest_requests: self.manifest_requests.clone(),
+            ..RegistryClient::new(self.options.clone(), settings)
         }
     }
 

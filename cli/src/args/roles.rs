@@ -197,8 +197,18 @@ pub struct InspectorArgs {
     pub metrics_addr: SocketAddr,
 
     /// Registry settings (YAML): CA bundles, plain-HTTP registries, mirrors, blocked.
+    /// Followed: a change is in use within --registries-config-check.
     #[arg(long, value_name = "FILE", env = "MULTIARCH_REGISTRIES_CONFIG")]
     pub registries_config: Option<PathBuf>,
+
+    /// The --registries-config file may be absent (an optional ConfigMap): no settings
+    /// until it appears.
+    #[arg(long, requires = "registries_config")]
+    pub registries_config_optional: bool,
+
+    /// How often the --registries-config file is checked for changes.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub registries_config_check: Duration,
 
     /// Do not read pull secrets from Kubernetes (anonymous pulls only).
     #[arg(long)]
@@ -264,8 +274,8 @@ pub struct EnoexecDaemonArgs {
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
     pub namespace: String,
 
-    /// The CRI socket; by default the first of containerd's and CRI-O's that exists, under
-    /// /host/run (the DaemonSet's mount of the host's /run) or /run.
+    /// The CRI socket; by default the first of containerd's, CRI-O's and k3s's that
+    /// exists, under /host/run (the DaemonSet's mount of the host's /run) or /run.
     #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT")]
     pub runtime_endpoint: Option<String>,
 
@@ -396,6 +406,21 @@ pub struct OperatorArgs {
     /// NetworkPolicies admit only these to the webhook ports [default: from anywhere].
     #[arg(long, value_delimiter = ',', env = "MULTIARCH_API_SERVER_CIDRS")]
     pub api_server_cidrs: Vec<String>,
+
+    /// Give the exec-format-error daemon CAP_SYS_RESOURCE, which only nodes with kernels
+    /// before 5.11 need (they charge eBPF maps to RLIMIT_MEMLOCK).
+    #[arg(long, env = "MULTIARCH_ENOEXEC_DAEMON_SYS_RESOURCE")]
+    pub enoexec_daemon_sys_resource: bool,
+
+    /// The nodes' CRI socket, as a host path, for runtimes whose socket is not one of
+    /// containerd's, CRI-O's or k3s's under /run (the daemon maps processes to pods
+    /// through it) [default: found under the host's /run].
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "MULTIARCH_ENOEXEC_DAEMON_RUNTIME_SOCKET"
+    )]
+    pub enoexec_daemon_runtime_socket: Option<PathBuf>,
 
     /// How long pods (and exec-format-error reports) may wait for a component that is
     /// being removed (uninstall, mode switch) before the operator releases them itself.

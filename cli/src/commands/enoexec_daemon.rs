@@ -17,13 +17,15 @@ use tracing::info;
 use super::role::Role;
 use crate::args::EnoexecDaemonArgs;
 
-/// containerd's and CRI-O's default sockets, through the DaemonSet's mount of the host's
-/// /run first, then as seen on the host itself.
-const RUNTIME_SOCKETS: [&str; 4] = [
+/// containerd's, CRI-O's and k3s's (and RKE2's) default sockets, through the DaemonSet's
+/// mount of the host's /run first, then as seen on the host itself.
+const RUNTIME_SOCKETS: [&str; 6] = [
     "/host/run/containerd/containerd.sock",
     "/host/run/crio/crio.sock",
+    "/host/run/k3s/containerd/containerd.sock",
     "/run/containerd/containerd.sock",
     "/var/run/crio/crio.sock",
+    "/run/k3s/containerd/containerd.sock",
 ];
 
 fn runtime_socket(endpoint: Option<&str>) -> anyhow::Result<PathBuf> {

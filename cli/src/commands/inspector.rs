@@ -12,6 +12,7 @@ use multiarch_inspector::{
     registry::RegistryOptions,
     secrets::{KubeSecrets, SecretSource, StaticKeyring},
     settings::RegistrySettings,
+    settings_file::{ReloadMetrics, SettingsFile},
 };
 use multiarch_runtime::client;
 use tracing::info;
@@ -21,8 +22,12 @@ use crate::args::InspectorArgs;
 
 pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
-    let settings = match &args.registries_config {
-        Some(path) => RegistrySettings::load(path)?,
+    let settings_file = args.registries_config.as_ref().map(|path| SettingsFile {
+        path: path.clone(),
+        optional: args.registries_config_optional,
+    });
+    let settings = match &settings_file {
+        Some(file) => file.load()?,
         None => RegistrySettings::default(),
     };
     let secrets: Arc<dyn SecretSource> = if args.no_kubernetes {
@@ -45,13 +50,28 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
         total_timeout: args.timeout,
         ..RegistryOptions::default()
     };
-    let inspector: Arc<dyn ImageInspector> = Arc::new(Inspector::new(
+    let inspector = Arc::new(Inspector::new(
         settings,
         registry_options,
         cache,
         secrets,
         metrics,
     ));
+    if let Some(file) = settings_file {
+        let reloads = ReloadMetrics::default();
+        reloads.register(&mut role.registry);
+        let follower = file.follow(
+            inspector.clone(),
+            args.registries_config_check,
+            reloads,
+            role.tasks.shutdown().clone(),
+        );
+        role.tasks.spawn("registry settings follower", async move {
+            follower.await;
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+    let inspector: Arc<dyn ImageInspector> = inspector;
 
     info!(listen = %args.listen, metrics = %args.metrics_addr, "serving image inspection");
     let listen = args.listen;

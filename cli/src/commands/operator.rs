@@ -58,6 +58,8 @@ fn settings(args: &OperatorArgs, image: String) -> anyhow::Result<Settings> {
         node_selector,
         tolerations,
         api_server_cidrs: args.api_server_cidrs.clone(),
+        enoexec_daemon_sys_resource: args.enoexec_daemon_sys_resource,
+        enoexec_daemon_runtime_socket: args.enoexec_daemon_runtime_socket.clone(),
     })
 }
 

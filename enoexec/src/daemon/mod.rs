@@ -128,7 +128,7 @@ impl<D: ContainerDirectory> Daemon<D> {
                 return;
             }
         };
-        info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = ?event.filename, "exec format error");
+        info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = event.filename.as_deref().unwrap_or("unknown"), "exec format error");
         let report = LocatedFailure {
             container: info,
             executable: event.filename,

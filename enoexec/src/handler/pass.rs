@@ -20,6 +20,9 @@ use super::{
     message::{Failure, REASON, message},
 };
 
+/// How often a report waiting for the kubelet's status looks again.
+const STATUS_POLL: Duration = Duration::from_secs(1);
+
 pub(super) enum Pass {
     Done,
     /// Look again after this long (the status is not written yet).
@@ -38,17 +41,8 @@ impl HandlerContext {
         let (Some(pod_name), Some(pod_ns), Some(node_name)) =
             (status.pod_name, status.pod_namespace, status.node_name)
         else {
-            // Timed from when this replica first saw it: the API server's whole-second
-            // timestamps and clock skew make creationTimestamp too coarse for this.
-            let first_seen = *self
-                .incomplete_since
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .entry(name.to_owned())
-                .or_insert_with(Instant::now);
-            let waited = first_seen.elapsed();
-            if waited < self.options.incomplete_grace {
-                return Ok(Pass::Later(self.options.incomplete_grace - waited));
+            if let Some(wait) = self.still_waiting(name) {
+                return Ok(Pass::Later(wait));
             }
             return self.discard(&objects, name, "incomplete").await;
         };
@@ -75,6 +69,15 @@ impl HandlerContext {
             .container_id
             .as_deref()
             .and_then(|id| container_of(&pod, id));
+        if container.is_none() && status.container_id.is_some() {
+            // The kubelet records a new container's ID in the pod's status a moment after
+            // starting it, and a binary that cannot exec fails at once: the report can
+            // arrive first. Wait for the status (bounded), so the event can name the
+            // container and its image; past the grace, report what is known.
+            if let Some(wait) = self.still_waiting(name) {
+                return Ok(Pass::Later(wait.min(STATUS_POLL)));
+            }
+        }
         let image_has_arch = match (&container, &node_arch) {
             (Some((_, image)), Some(arch)) => self.image_has_arch(&pod, image, arch).await,
             _ => None,
@@ -114,6 +117,23 @@ impl HandlerContext {
         self.metrics.reported.inc();
         self.metrics.count("reported");
         Ok(Pass::Done)
+    }
+
+    /// How much longer `name` may wait for what it lacks (the daemon's status, the
+    /// kubelet's), counted from when this replica first saw it wait; `None` once the grace
+    /// is over. Timed here: the API server's whole-second timestamps and clock skew make
+    /// creationTimestamp too coarse for this.
+    fn still_waiting(&self, name: &str) -> Option<Duration> {
+        let first_seen = *self
+            .incomplete_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_insert_with(Instant::now);
+        self.options
+            .incomplete_grace
+            .checked_sub(first_seen.elapsed())
+            .filter(|left| !left.is_zero())
     }
 
     async fn discard(
@@ -167,7 +187,7 @@ async fn delete(objects: &Api<ENoExecEvent>, name: &str) -> Result<(), kube::Err
 /// container lists.
 fn container_of(pod: &Pod, container_id: &str) -> Option<(String, String)> {
     let status = pod.status.as_ref()?;
-    [
+    let name = [
         status.container_statuses.as_deref(),
         status.init_container_statuses.as_deref(),
         status.ephemeral_container_statuses.as_deref(),
@@ -175,6 +195,33 @@ fn container_of(pod: &Pod, container_id: &str) -> Option<(String, String)> {
     .into_iter()
     .flatten()
     .flatten()
-    .find(|s| s.container_id.as_deref() == Some(container_id))
-    .map(|s| (s.name.clone(), s.image.clone()))
+    .find(|s| {
+        // The running container, or the one before it (a crash-looping container is
+        // replaced before a late report is handled).
+        s.container_id.as_deref() == Some(container_id)
+            || s.last_state
+                .as_ref()
+                .and_then(|l| l.terminated.as_ref())
+                .and_then(|t| t.container_id.as_deref())
+                == Some(container_id)
+    })?
+    .name
+    .clone();
+    // The image as the pod asks for it (the status may hold the runtime's normalised or
+    // resolved reference instead).
+    let spec = pod.spec.as_ref()?;
+    let image = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+        .and_then(|c| c.image.clone())
+        .or_else(|| {
+            spec.ephemeral_containers
+                .iter()
+                .flatten()
+                .find(|c| c.name == name)
+                .and_then(|c| c.image.clone())
+        })?;
+    Some((name, image))
 }

@@ -19,6 +19,9 @@ pub const HOST_RUN: &str = "/host/run";
 /// The host's cgroup hierarchy inside the daemon, to find a container by cgroup id after its
 /// process is gone (the daemon's own /sys/fs/cgroup is its cgroup namespace's view).
 pub const HOST_CGROUP: &str = "/host/sys/fs/cgroup";
+/// The directory of a runtime socket given by the operator's settings, inside the daemon:
+/// the directory, not the socket, so that a runtime restart's new socket is seen.
+pub const HOST_RUNTIME: &str = "/host/runtime";
 
 /// What `multiarch enoexec-daemon` calls: it only writes ENoExecEvents in multiarch's namespace.
 pub fn enoexec_daemon_rules() -> Value {
@@ -134,6 +137,29 @@ pub fn enoexec_handler_workload(settings: &Settings) -> Vec<Value> {
     ]
 }
 
+/// BPF and PERFMON always; SYS_RESOURCE (RLIMIT_MEMLOCK, kernels before 5.11) when asked:
+/// later kernels ignore the limit, and a host without it in its bounding set (rootless or
+/// nested runtimes) cannot start a container that asks for it.
+fn daemon_capabilities(settings: &Settings) -> Vec<&'static str> {
+    let mut capabilities = vec!["BPF", "PERFMON"];
+    if settings.enoexec_daemon_sys_resource {
+        capabilities.push("SYS_RESOURCE");
+    }
+    capabilities
+}
+
+/// The daemon's runtime socket argument, volume and mount, when the settings name one.
+fn runtime_socket(settings: &Settings) -> Option<(String, Value, Value)> {
+    let socket = settings.enoexec_daemon_runtime_socket.as_ref()?;
+    let directory = socket.parent()?.to_str()?;
+    let file = socket.file_name()?.to_str()?;
+    Some((
+        format!("--runtime-endpoint=unix://{HOST_RUNTIME}/{file}"),
+        json!({"name": "host-runtime", "hostPath": {"path": directory, "type": "Directory"}}),
+        json!({"name": "host-runtime", "mountPath": HOST_RUNTIME, "readOnly": true}),
+    ))
+}
+
 fn enoexec_daemon_set(settings: &Settings) -> Value {
     let component = "enoexec-daemon";
     let mut daemon_set = json!({
@@ -172,14 +198,13 @@ fn enoexec_daemon_set(settings: &Settings) -> Value {
                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
                         "securityContext": {
                             // Root for the runtime socket; capabilities instead of privileged:
-                            // BPF and PERFMON load and attach the tracepoint program,
-                            // SYS_RESOURCE lifts RLIMIT_MEMLOCK on kernels before 5.11.
+                            // BPF and PERFMON load and attach the tracepoint program.
                             "runAsUser": 0,
                             "runAsNonRoot": false,
                             "privileged": false,
                             "allowPrivilegeEscalation": false,
                             "readOnlyRootFilesystem": true,
-                            "capabilities": {"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_RESOURCE"]},
+                            "capabilities": {"drop": ["ALL"], "add": daemon_capabilities(settings)},
                             // The runtimes' default seccomp profiles allow bpf(2) and
                             // perf_event_open(2) only with CAP_SYS_ADMIN.
                             "seccompProfile": {"type": "Unconfined"},
@@ -199,6 +224,18 @@ fn enoexec_daemon_set(settings: &Settings) -> Value {
             },
         },
     });
+    if let Some((argument, volume, mount)) = runtime_socket(settings) {
+        let pod = &mut daemon_set["spec"]["template"]["spec"];
+        if let Some(args) = pod["containers"][0]["args"].as_array_mut() {
+            args.push(json!(argument));
+        }
+        if let Some(mounts) = pod["containers"][0]["volumeMounts"].as_array_mut() {
+            mounts.push(mount);
+        }
+        if let Some(volumes) = pod["volumes"].as_array_mut() {
+            volumes.push(volume);
+        }
+    }
     if !settings.image_pull_secrets.is_empty() {
         daemon_set["spec"]["template"]["spec"]["imagePullSecrets"] = settings
             .image_pull_secrets
@@ -207,4 +244,57 @@ fn enoexec_daemon_set(settings: &Settings) -> Value {
             .collect();
     }
     daemon_set
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn capabilities(settings: &Settings) -> Value {
+        enoexec_daemon_set(settings)["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+            ["capabilities"]
+            .clone()
+    }
+
+    #[test]
+    fn a_runtime_socket_elsewhere_is_mounted_by_its_directory() {
+        let mut settings = Settings::default();
+        let pod = |s: &Settings| enoexec_daemon_set(s)["spec"]["template"]["spec"].clone();
+        let default = pod(&settings);
+        assert!(
+            !default["containers"][0]["args"]
+                .to_string()
+                .contains("--runtime-endpoint")
+        );
+        settings.enoexec_daemon_runtime_socket = Some(PathBuf::from(
+            "/var/snap/microk8s/common/run/containerd.sock",
+        ));
+        let pod = pod(&settings);
+        let container = &pod["containers"][0];
+        assert!(container["args"].as_array().unwrap().contains(&json!(
+            "--runtime-endpoint=unix:///host/runtime/containerd.sock"
+        )));
+        assert!(container["volumeMounts"].as_array().unwrap().contains(
+            &json!({"name": "host-runtime", "mountPath": "/host/runtime", "readOnly": true})
+        ));
+        assert!(pod["volumes"].as_array().unwrap().contains(&json!(
+            {"name": "host-runtime", "hostPath": {"path": "/var/snap/microk8s/common/run", "type": "Directory"}}
+        )));
+    }
+
+    #[test]
+    fn the_daemon_gets_sys_resource_only_when_asked() {
+        let mut settings = Settings::default();
+        assert_eq!(
+            capabilities(&settings),
+            json!({"drop": ["ALL"], "add": ["BPF", "PERFMON"]})
+        );
+        settings.enoexec_daemon_sys_resource = true;
+        assert_eq!(
+            capabilities(&settings),
+            json!({"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_RESOURCE"]})
+        );
+    }
 }

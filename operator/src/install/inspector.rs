@@ -9,6 +9,13 @@ use super::{
 
 /// The gRPC port the scheduler, the webhook, the gate controller and the handler call.
 pub const INSPECTOR_PORT: u16 = 9443;
+/// The ConfigMap (in multiarch's namespace) an admin creates for the inspector's registry
+/// settings (key [`REGISTRIES_KEY`]: CA bundles, plain-HTTP registries, mirrors, blocked);
+/// optional, followed live.
+pub const REGISTRIES_CONFIG_MAP: &str = "multiarch-registries";
+pub const REGISTRIES_KEY: &str = "registries.yaml";
+/// Where the inspector's pods see it (a CA file it names lives there too).
+pub const REGISTRIES_DIR: &str = "/etc/multiarch/registries";
 const METRICS_PORT: u16 = 8080;
 
 /// What the inspector calls: pull secrets and service accounts, read per request; list
@@ -43,6 +50,8 @@ pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
             "inspector",
             format!("--listen=0.0.0.0:{INSPECTOR_PORT}"),
             format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
+            format!("--registries-config={REGISTRIES_DIR}/{REGISTRIES_KEY}"),
+            "--registries-config-optional",
             "--log-format=json"
         ]),
         ports: json!([{"name": "grpc", "containerPort": INSPECTOR_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}]),
@@ -51,8 +60,13 @@ pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
     };
     let own_pods = json!({"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "multiarch"}}}],
                           "ports": [{"protocol": "TCP", "port": INSPECTOR_PORT}]});
+    let mut inspector = deployment(settings, &workload);
+    let pod = &mut inspector["spec"]["template"]["spec"];
+    pod["volumes"] = json!([{"name": "registries", "configMap": {"name": REGISTRIES_CONFIG_MAP, "optional": true}}]);
+    pod["containers"][0]["volumeMounts"] =
+        json!([{"name": "registries", "mountPath": REGISTRIES_DIR, "readOnly": true}]);
     vec![
-        deployment(settings, &workload),
+        inspector,
         service(
             settings,
             INSPECTOR,
@@ -78,6 +92,29 @@ pub fn inspector_endpoint(settings: &Settings) -> String {
 mod tests {
     use super::*;
     use crate::install::labels;
+
+    #[test]
+    fn the_registry_settings_come_from_an_optional_config_map() {
+        let objects = inspector_workload(&Settings::default());
+        let pod = &objects[0]["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["volumes"][0]["configMap"],
+            json!({"name": "multiarch-registries", "optional": true})
+        );
+        let container = &pod["containers"][0];
+        assert_eq!(
+            container["volumeMounts"][0]["mountPath"],
+            "/etc/multiarch/registries"
+        );
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(args.contains(&"--registries-config=/etc/multiarch/registries/registries.yaml"));
+        assert!(args.contains(&"--registries-config-optional"));
+    }
 
     #[test]
     fn only_multiarch_pods_reach_the_grpc_port() {

@@ -2,7 +2,7 @@
 //! its pods may run. `manifests/` is generated with the defaults; the operator takes them
 //! from its flags.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, path::PathBuf};
 
 use serde_json::{Value, json};
 
@@ -36,6 +36,11 @@ pub struct Settings {
     /// reach the webhook ports; empty: from anywhere (an API server's address is not a
     /// pod, so it cannot be selected otherwise).
     pub api_server_cidrs: Vec<String>,
+    /// Give the exec-format-error daemon CAP_SYS_RESOURCE: only kernels before 5.11 need
+    /// it (they charge eBPF maps to RLIMIT_MEMLOCK), and some hosts cannot grant it.
+    pub enoexec_daemon_sys_resource: bool,
+    /// The nodes' CRI socket (a host path) when it is not found under the host's /run.
+    pub enoexec_daemon_runtime_socket: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -52,6 +57,8 @@ impl Default for Settings {
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
             api_server_cidrs: Vec::new(),
+            enoexec_daemon_sys_resource: false,
+            enoexec_daemon_runtime_socket: None,
         }
     }
 }
