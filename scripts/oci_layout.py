@@ -79,7 +79,7 @@ def layer(rootfs, table, epoch):
                 tar.addfile(info)
     data = raw.getvalue()
     compressed = io.BytesIO()
-    with gzip.GzipFile(fileobj=compressed, mode="wb", mtime=0, filename="") as gz:
+    with gzip.GzipFile(fileobj=compressed, mode="wb", mtime=0, filename="", compresslevel=6) as gz:
         gz.write(data)
     return data, compressed.getvalue()
 

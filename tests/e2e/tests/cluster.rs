@@ -1,0 +1,974 @@
+//! The end-to-end cases, in order, on one real cluster: install (the README's commands,
+//! word for word), scheduler mode, exec format errors from real containers, component
+//! restarts under load, a mode switch each way under load, uninstall. Run by
+//! `scripts/e2e` once on a cluster without prometheus-operator's ServiceMonitor CRD and
+//! once with it. Without a cluster (`MULTIARCH_E2E_KUBECONFIG` unset) it says SKIPPED.
+//!
+//! Every wait has a deadline and polls the cluster's state; nothing asserts how fast a
+//! component reacted, only that the state it must reach is reached.
+
+use std::{
+    path::Path,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail, ensure};
+use multiarch_e2e::{
+    creator::Creator,
+    diagnostics,
+    pods::{
+        self, events, gates, required_architectures, running_and_ready, wait_all_running,
+        wait_event,
+    },
+    readme,
+    tier::{Tier, condition},
+    wait::{self, Check},
+};
+use serde_json::{Value, json};
+
+const ROLLOUT: Duration = Duration::from_secs(300);
+const PODS_RUNNING: Duration = Duration::from_secs(240);
+const EVENT: Duration = Duration::from_secs(120);
+
+/// The namespaces the cases create (deleted at the end, whatever happened).
+const NS_PPC: &str = "e2e-ppc";
+const NS_SCHEDULER: &str = "e2e-scheduler";
+const NS_ENOEXEC: &str = "e2e-enoexec";
+const NS_RESTARTS: &str = "e2e-restarts";
+const NS_GATE: &str = "e2e-gate";
+const TEST_NAMESPACES: [&str; 5] = [NS_PPC, NS_SCHEDULER, NS_ENOEXEC, NS_RESTARTS, NS_GATE];
+
+const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
+
+type Case = fn(&Tier) -> anyhow::Result<()>;
+
+fn main() -> ExitCode {
+    let passes: Vec<bool> = match std::env::var("MULTIARCH_E2E_PASSES").as_deref() {
+        Ok("vanilla") => vec![false],
+        Ok("service-monitors") => vec![true],
+        _ => vec![false, true],
+    };
+    let (mut passed, mut failed) = (0, 0);
+    let started = Instant::now();
+    for service_monitors in passes {
+        let tier = match Tier::from_env(service_monitors) {
+            Ok(Some(tier)) => tier,
+            Ok(None) => {
+                println!(
+                    "SKIPPED: e2e: no cluster given (MULTIARCH_E2E_KUBECONFIG); scripts/e2e starts one from the kit"
+                );
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                println!("e2e: cannot start: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let (p, f) = run_pass(&tier);
+        passed += p;
+        failed += f;
+    }
+    println!(
+        "e2e: {passed} passed, {failed} failed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn run_pass(tier: &Tier) -> (usize, usize) {
+    let pass = if tier.service_monitors {
+        "with the ServiceMonitor CRD"
+    } else {
+        "vanilla"
+    };
+    println!("e2e pass: {pass}, image {}", tier.image);
+    let cases: [(&str, Case); 6] = [
+        ("install", install),
+        ("scheduler mode", scheduler_mode),
+        ("exec format errors", exec_format_errors),
+        ("restarts under load", restarts),
+        ("mode switches under load", mode_switches),
+        ("uninstall", uninstall),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    for (name, case) in cases {
+        // After a failure only the uninstall runs: later cases need what failed.
+        if failed > 0 && name != "uninstall" {
+            println!("e2e [{pass}] {name} ... skipped (an earlier case failed)");
+            continue;
+        }
+        let started = Instant::now();
+        match case(tier) {
+            Ok(()) => {
+                passed += 1;
+                println!(
+                    "e2e [{pass}] {name} ... ok ({:.1} s)",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "e2e [{pass}] {name} ... FAILED ({:.1} s): {e:#}",
+                    started.elapsed().as_secs_f64()
+                );
+                diagnostics::dump(
+                    &tier.kubectl,
+                    &["multiarch", NS_SCHEDULER, NS_ENOEXEC, NS_RESTARTS, NS_GATE],
+                );
+            }
+        }
+    }
+    if let Err(e) = clean_up(tier) {
+        failed += 1;
+        println!("e2e [{pass}] clean-up ... FAILED: {e:#}");
+    }
+    (passed, failed)
+}
+
+// ---- install -------------------------------------------------------------------------
+
+/// Where this pass runs the README's commands: `manifests` there is the checkout's.
+fn work_dir(tier: &Tier) -> anyhow::Result<std::path::PathBuf> {
+    let dir = tier.work.join(if tier.service_monitors {
+        "service-monitors"
+    } else {
+        "vanilla"
+    });
+    std::fs::create_dir_all(dir.join("bin"))?;
+    let link = |target: &Path, at: &Path| -> anyhow::Result<()> {
+        let _ = std::fs::remove_file(at);
+        std::os::unix::fs::symlink(target, at).with_context(|| format!("link {}", at.display()))
+    };
+    link(&tier.repo.join("manifests"), &dir.join("manifests"))?;
+    link(&tier.kubectl.bin, &dir.join("bin/kubectl"))?;
+    Ok(dir)
+}
+
+/// Runs the README's block `name` in the work directory, as a user's shell would (with
+/// the cluster's kubectl first on PATH and its kubeconfig).
+fn run_readme(tier: &Tier, name: &str, env: &[(&str, &str)]) -> anyhow::Result<()> {
+    let dir = work_dir(tier)?;
+    let script = readme::block(&tier.repo.join("README.md"), name)?;
+    let path = format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let kubeconfig = tier.kubectl.kubeconfig.display().to_string();
+    let mut all = vec![("PATH", path.as_str()), ("KUBECONFIG", kubeconfig.as_str())];
+    all.extend_from_slice(env);
+    println!("e2e: running the README's <!-- e2e: {name} --> block");
+    readme::run(&script, &dir, &all)
+}
+
+fn install(tier: &Tier) -> anyhow::Result<()> {
+    if tier.service_monitors {
+        let crd =
+            std::fs::read_to_string(tier.repo.join("tests/e2e/fixtures/servicemonitor-crd.yaml"))?;
+        tier.kubectl.apply(&crd)?;
+        tier.kubectl.run(&[
+            "wait",
+            &format!("crd/{SERVICE_MONITOR_CRD}"),
+            "--for=condition=Established",
+            "--timeout=60s",
+        ])?;
+    }
+    run_readme(tier, "install", &[("IMAGE", &tier.image)])?;
+    if let Some(config) = &tier.registries_config {
+        std::fs::copy(config, work_dir(tier)?.join("registries.yaml"))?;
+        run_readme(tier, "registries", &[])?;
+    }
+    if let Ok(socket) = std::env::var("MULTIARCH_E2E_RUNTIME_SOCKET") {
+        run_readme(tier, "runtime-socket", &[("RUNTIME_SOCKET", &socket)])?;
+    }
+
+    // Before the ClusterPodPlacementConfig exists, the operator's admission policy refuses
+    // a PodPlacementConfig.
+    tier.namespace(NS_PPC, json!({}))?;
+    let refused = tier.kubectl.output(
+        &["create", "--dry-run=server", "-f", "-"],
+        &ppc("early", 1).to_string(),
+        multiarch_e2e::kubectl::CALL_DEADLINE,
+    )?;
+    ensure!(
+        !refused.success
+            && refused
+                .stderr
+                .contains("create-the-clusterpodplacementconfig-cluster-first"),
+        "a PodPlacementConfig before the ClusterPodPlacementConfig: {} {}",
+        refused.stdout,
+        refused.stderr
+    );
+
+    run_readme(tier, "configure", &[])?;
+
+    // Every operand runs and is ready.
+    let expected = [
+        "multiarch-operator",
+        "multiarch-inspector",
+        "multiarch-webhook",
+        "multiarch-gate-controller",
+        "multiarch-scheduler",
+        "multiarch-enoexec-handler",
+    ];
+    wait::until_true("every operand rolled out", ROLLOUT, || {
+        let deployments = tier.kubectl.items(&["deployments", "-n", "multiarch"])?;
+        let mut missing = Vec::new();
+        for name in expected {
+            let ready = deployments.iter().any(|d| {
+                d["metadata"]["name"] == name
+                    && d["status"]["readyReplicas"] == d["spec"]["replicas"]
+                    && d["status"]["updatedReplicas"] == d["spec"]["replicas"]
+            });
+            if !ready {
+                missing.push(name);
+            }
+        }
+        let daemon = tier.kubectl.json(&[
+            "get",
+            "daemonset",
+            "-n",
+            "multiarch",
+            "multiarch-enoexec-daemon",
+        ])?;
+        let daemon_ready = daemon["status"]["numberReady"].as_i64() >= Some(1)
+            && daemon["status"]["numberReady"] == daemon["status"]["desiredNumberScheduled"];
+        if !daemon_ready {
+            missing.push("multiarch-enoexec-daemon");
+        }
+        let pods = tier.kubectl.items(&["pods", "-n", "multiarch"])?;
+        let not_ready: Vec<String> = pods
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && !running_and_ready(p))
+            .map(|p| format!("{} {}", pods::name(p), pods::waiting_reason(p)))
+            .collect();
+        Ok((
+            missing.is_empty() && not_ready.is_empty(),
+            format!("not rolled out: {missing:?}; pods not ready: {not_ready:?}"),
+        ))
+    })?;
+
+    // The configuration says where pods go and what the nodes are.
+    let cppc = tier.cppc()?;
+    let status = &cppc["status"];
+    ensure!(
+        status["routing"] == "Scheduler",
+        "routing: {}",
+        status["routing"]
+    );
+    ensure!(condition(status, "Available") == "True", "status: {status}");
+    let archs = tier.node_architectures()?;
+    ensure!(
+        status["architectures"] == json!(archs),
+        "architectures {} for nodes of {archs:?}",
+        status["architectures"]
+    );
+    let table = tier.kubectl.run(&["get", "cppc"])?;
+    let row = table.lines().nth(1).unwrap_or_default();
+    ensure!(
+        row.contains("Scheduler")
+            && row.contains(&json!(archs).to_string())
+            && row.contains("True"),
+        "kubectl get cppc:\n{table}"
+    );
+
+    // v1alpha1 is served through the operator's conversion webhook, behind its Service;
+    // what v1alpha1 has no field for rides in annotations.
+    let old = tier.kubectl.json(&[
+        "get",
+        "clusterpodplacementconfigs.v1alpha1.multiarch.openshift.io",
+        "cluster",
+    ])?;
+    ensure!(
+        old["apiVersion"] == "multiarch.openshift.io/v1alpha1",
+        "{}",
+        old["apiVersion"]
+    );
+    ensure!(
+        old["metadata"]["annotations"]["multiarch.openshift.io/v1beta1-placement"].is_string()
+            && old["metadata"]["annotations"]["multiarch.openshift.io/v1beta1-plugins"].is_string(),
+        "v1alpha1 without the v1beta1 fields in its annotations: {}",
+        old["metadata"]
+    );
+    ensure!(
+        !old["spec"]["namespaceSelector"].is_null(),
+        "v1alpha1 spec: {}",
+        old["spec"]
+    );
+
+    // The operator's validating webhook refuses a second PodPlacementConfig of one
+    // priority in a namespace, and deleting the configuration while one exists.
+    tier.kubectl.apply(&ppc("first", 10).to_string())?;
+    let second = tier.kubectl.output(
+        &["create", "-f", "-"],
+        &ppc("second", 10).to_string(),
+        multiarch_e2e::kubectl::CALL_DEADLINE,
+    )?;
+    ensure!(
+        !second.success && second.stderr.contains("first"),
+        "a second PodPlacementConfig of priority 10: {} {}",
+        second.stdout,
+        second.stderr
+    );
+    let delete = tier.kubectl.output(
+        &["delete", "cppc", "cluster", "--dry-run=server"],
+        "",
+        multiarch_e2e::kubectl::CALL_DEADLINE,
+    )?;
+    ensure!(
+        !delete.success && delete.stderr.contains(&format!("{NS_PPC}/first")),
+        "deleting the ClusterPodPlacementConfig while a PodPlacementConfig exists: {} {}",
+        delete.stdout,
+        delete.stderr
+    );
+    tier.delete_namespace(NS_PPC)?;
+
+    // ServiceMonitors exactly when the cluster serves them.
+    if tier.service_monitors {
+        let monitors = tier
+            .kubectl
+            .items(&["servicemonitors", "-n", "multiarch"])?;
+        let mut names: Vec<&str> = monitors.iter().map(pods::name).collect();
+        names.sort_unstable();
+        ensure!(
+            names
+                == [
+                    "multiarch-enoexec-daemon",
+                    "multiarch-enoexec-handler",
+                    "multiarch-gate-controller",
+                    "multiarch-inspector",
+                    "multiarch-scheduler",
+                    "multiarch-webhook"
+                ],
+            "ServiceMonitors: {names:?}"
+        );
+    }
+    Ok(())
+}
+
+fn ppc(name: &str, priority: i64) -> Value {
+    json!({
+        "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
+        "metadata": {"name": name, "namespace": NS_PPC},
+        "spec": {"priority": priority, "plugins": {"nodeAffinityScoring": {"enabled": true,
+                 "platforms": [{"architecture": "arm64", "weight": 10}]}}},
+    })
+}
+
+// ---- scheduler mode -------------------------------------------------------------------
+
+fn scheduler_mode(tier: &Tier) -> anyhow::Result<()> {
+    tier.namespace(NS_SCHEDULER, json!({}))?;
+    let images = &tier.test_images;
+    // One pod first, so the inspector knows the image: replicas admitted after that carry
+    // the architecture constraint (a first replica may be admitted before its answer).
+    let first = pods::sleeper(NS_SCHEDULER, "first", &images.multi());
+    tier.kubectl.apply(&first.to_string())?;
+    wait_all_running(&tier.kubectl, NS_SCHEDULER, "e2e=sleeper", 1, PODS_RUNNING)?;
+
+    tier.kubectl
+        .apply(&pods::deployment(NS_SCHEDULER, "web", &images.multi(), 2).to_string())?;
+    let web = wait_all_running(&tier.kubectl, NS_SCHEDULER, "app=web", 2, PODS_RUNNING)?;
+    for pod in &web {
+        let name = pods::name(pod);
+        ensure!(
+            pod["spec"]["schedulerName"] == "multiarch-scheduler",
+            "{name}: schedulerName {}",
+            pod["spec"]["schedulerName"]
+        );
+        let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+        let (from, message) = wait_event(&tier.kubectl, NS_SCHEDULER, name, "Scheduled", EVENT)?;
+        ensure!(
+            from == "multiarch-scheduler",
+            "{name} was scheduled by {from}"
+        );
+        ensure!(
+            message.contains(&format!("to {node} ("))
+                && message.contains("images support amd64, arm64"),
+            "{name}: Scheduled says {message:?}"
+        );
+        ensure!(
+            required_architectures(pod) == ["amd64", "arm64"],
+            "{name}: the admission-time constraint for autoscalers: {}",
+            pod["spec"]["affinity"]
+        );
+    }
+
+    // An image no node can run stays Pending, and says why.
+    let foreign = tier.foreign_architecture()?;
+    let stuck = pods::sleeper(NS_SCHEDULER, "foreign-only", &images.only(&foreign));
+    tier.kubectl.apply(&stuck.to_string())?;
+    let (from, message) = wait_event(
+        &tier.kubectl,
+        NS_SCHEDULER,
+        "foreign-only",
+        "FailedScheduling",
+        EVENT,
+    )?;
+    ensure!(
+        from == "multiarch-scheduler",
+        "FailedScheduling from {from}"
+    );
+    ensure!(
+        message.contains(&format!(
+            "didn't match the pod's image architectures (images support {foreign})"
+        )),
+        "FailedScheduling says {message:?}"
+    );
+    let pod = pods::get(&tier.kubectl, NS_SCHEDULER, "foreign-only")?;
+    ensure!(
+        pods::phase(&pod) == "Pending" && pod["spec"]["nodeName"].is_null(),
+        "foreign-only: {} on {}",
+        pods::phase(&pod),
+        pod["spec"]["nodeName"]
+    );
+    // Nothing can place it: it must not hold the uninstall's drain.
+    tier.kubectl.run(&[
+        "delete",
+        "pod",
+        "-n",
+        NS_SCHEDULER,
+        "foreign-only",
+        "--wait=true",
+        "--timeout=60s",
+    ])?;
+    Ok(())
+}
+
+// ---- exec format errors ---------------------------------------------------------------
+
+fn exec_format_errors(tier: &Tier) -> anyhow::Result<()> {
+    // Placement is bypassed twice over: an excluded namespace, and a pod pinned to a node
+    // with nodeName. The container then really runs a binary of another architecture.
+    tier.namespace(
+        NS_ENOEXEC,
+        json!({"multiarch.openshift.io/exclude-pod-placement": "true"}),
+    )?;
+    let (node, node_arch) = tier.a_node()?;
+    let foreign = tier.foreign_architecture()?;
+    let image = tier.test_images.single(&foreign);
+    let mut pod = pods::sleeper(NS_ENOEXEC, "wrong-arch", &image);
+    pod["spec"]["nodeName"] = json!(node);
+    tier.kubectl.apply(&pod.to_string())?;
+
+    let (from, message) = wait_event(
+        &tier.kubectl,
+        NS_ENOEXEC,
+        "wrong-arch",
+        "ExecFormatError",
+        EVENT,
+    )?;
+    ensure!(
+        from == "multiarch-enoexec-handler",
+        "ExecFormatError from {from}"
+    );
+    let expected = format!(
+        "container app (image {image}) cannot run /bin/sleep on this {node_arch} node: exec format error; the image has no {node_arch} build"
+    );
+    ensure!(
+        message == expected,
+        "ExecFormatError says {message:?}, not {expected:?}"
+    );
+    wait::until_true("the exec-format-error label", EVENT, || {
+        let pod = pods::get(&tier.kubectl, NS_ENOEXEC, "wrong-arch")?;
+        let label = &pod["metadata"]["labels"]["multiarch.openshift.io/exec-format-error"];
+        Ok((label == "true", format!("label {label}")))
+    })?;
+
+    // The reports are handled and deleted; once the pod goes, none is left for it.
+    tier.kubectl.run(&[
+        "delete",
+        "pod",
+        "-n",
+        NS_ENOEXEC,
+        "wrong-arch",
+        "--wait=true",
+        "--timeout=60s",
+    ])?;
+    wait::until_true("no ENoExecEvent left", EVENT, || {
+        let left = tier.kubectl.items(&["enoexecevents", "-n", "multiarch"])?;
+        Ok((left.is_empty(), format!("{} left", left.len())))
+    })?;
+
+    // The node image carries the daemon alone.
+    if let Some(node_image) = &tier.node_image {
+        for (name, args, phase) in [
+            (
+                "node-image-daemon",
+                json!(["enoexec-daemon", "--help"]),
+                "Succeeded",
+            ),
+            (
+                "node-image-scheduler",
+                json!(["scheduler", "--help"]),
+                "Failed",
+            ),
+        ] {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": NS_ENOEXEC},
+                "spec": {"nodeName": node, "restartPolicy": "Never",
+                         "containers": [{"name": "node", "image": node_image, "args": args}]},
+            });
+            tier.kubectl.apply(&pod.to_string())?;
+            wait::until_true(&format!("{name} {phase}"), PODS_RUNNING, || {
+                let pod = pods::get(&tier.kubectl, NS_ENOEXEC, name)?;
+                Ok((
+                    pods::phase(&pod) == phase,
+                    format!("phase {}", pods::phase(&pod)),
+                ))
+            })?;
+        }
+    }
+    tier.delete_namespace(NS_ENOEXEC)
+}
+
+// ---- restarts -------------------------------------------------------------------------
+
+/// The pod holding `lease` in multiarch's namespace (an identity is the pod's name, or
+/// `<pod>_<uuid>` as kube-scheduler's).
+fn lease_holder(tier: &Tier, lease: &str) -> anyhow::Result<String> {
+    let lease = tier
+        .kubectl
+        .json(&["get", "lease", "-n", "multiarch", lease])?;
+    let identity = lease["spec"]["holderIdentity"]
+        .as_str()
+        .context("the lease has no holder")?;
+    Ok(identity.split('_').next().unwrap_or(identity).to_owned())
+}
+
+/// Deletes `pod` of `deployment` and waits until the Deployment has every replica
+/// ready again, none of them `pod`.
+fn replace_pod(tier: &Tier, deployment: &str, pod: &str) -> anyhow::Result<()> {
+    println!("e2e: deleting {pod} ({deployment})");
+    tier.kubectl
+        .run(&["delete", "pod", "-n", "multiarch", pod, "--wait=false"])?;
+    wait::until_true(&format!("{deployment} whole again"), ROLLOUT, || {
+        let selector = format!(
+            "app.kubernetes.io/name=multiarch,app.kubernetes.io/component={}",
+            deployment.trim_start_matches("multiarch-")
+        );
+        let pods = tier
+            .kubectl
+            .items(&["pods", "-n", "multiarch", "-l", &selector])?;
+        let ready: Vec<&str> = pods
+            .iter()
+            .filter(|p| running_and_ready(p) && p["metadata"]["deletionTimestamp"].is_null())
+            .map(pods::name)
+            .collect();
+        let want = tier
+            .kubectl
+            .json(&["get", "deployment", "-n", "multiarch", deployment])?["spec"]["replicas"]
+            .as_u64()
+            .unwrap_or(1) as usize;
+        Ok((
+            ready.len() == want && !ready.contains(&pod),
+            format!("ready: {ready:?}"),
+        ))
+    })
+}
+
+fn restarts(tier: &Tier) -> anyhow::Result<()> {
+    tier.namespace(NS_RESTARTS, json!({}))?;
+    let creator = Creator::start(
+        tier.kubectl.clone(),
+        NS_RESTARTS,
+        "load",
+        &tier.test_images.multi(),
+        Duration::from_secs(1),
+    );
+    let outcome = (|| {
+        // The leaders, so that each restart is a handover.
+        let operator = lease_holder(tier, "multiarch-operator")?;
+        replace_pod(tier, "multiarch-operator", &operator)?;
+        let scheduler = lease_holder(tier, "multiarch-scheduler")?;
+        replace_pod(tier, "multiarch-scheduler", &scheduler)?;
+        let webhooks = tier.kubectl.items(&[
+            "pods",
+            "-n",
+            "multiarch",
+            "-l",
+            "app.kubernetes.io/name=multiarch,app.kubernetes.io/component=webhook",
+        ])?;
+        let webhook = webhooks
+            .first()
+            .map(pods::name)
+            .context("no webhook pod")?
+            .to_owned();
+        replace_pod(tier, "multiarch-webhook", &webhook)?;
+        std::thread::sleep(Duration::from_secs(5));
+        Ok::<(), anyhow::Error>(())
+    })();
+    let created = creator.stop();
+    outcome?;
+    ensure!(
+        created.refused.is_empty(),
+        "pod creations refused: {:?}",
+        created.refused
+    );
+    ensure!(
+        created.names.len() >= 10,
+        "only {} pods created",
+        created.names.len()
+    );
+
+    let all = wait_all_running(
+        &tier.kubectl,
+        NS_RESTARTS,
+        "e2e=sleeper",
+        created.names.len(),
+        PODS_RUNNING,
+    )?;
+    let mut routed = 0;
+    for pod in &all {
+        let name = pods::name(pod);
+        if pod["spec"]["schedulerName"] == "multiarch-scheduler" {
+            routed += 1;
+            let (from, _) = wait_event(&tier.kubectl, NS_RESTARTS, name, "Scheduled", EVENT)?;
+            ensure!(
+                from == "multiarch-scheduler",
+                "{name}: routed, but scheduled by {from}"
+            );
+        }
+        let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+        let arch =
+            tier.kubectl.json(&["get", "node", node])?["metadata"]["labels"]["kubernetes.io/arch"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+        ensure!(
+            ["amd64", "arm64"].contains(&arch.as_str()),
+            "{name} on {node} ({arch}): misplaced"
+        );
+    }
+    println!(
+        "e2e: {} pods created while the operator, the scheduler and a webhook were replaced: {routed} routed to multiarch-scheduler, all running",
+        all.len()
+    );
+    // Pods the webhook could not route (one replica going away) are admitted unchanged
+    // (failurePolicy Ignore): most must still have been routed.
+    ensure!(
+        routed * 2 > all.len(),
+        "only {routed} of {} pods routed",
+        all.len()
+    );
+    tier.delete_namespace(NS_RESTARTS)
+}
+
+// ---- mode switches ---------------------------------------------------------------------
+
+fn set_mode(tier: &Tier, mode: &str) -> anyhow::Result<()> {
+    tier.kubectl.run(&[
+        "patch",
+        "cppc",
+        "cluster",
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"placement": {"mode": mode}}}).to_string(),
+    ])?;
+    Ok(())
+}
+
+/// Switches to `mode` while pods are created; every pod ends running and none is gated.
+/// The pods, and the names of those created once the switch was done.
+fn switch_under_load(
+    tier: &Tier,
+    mode: &str,
+    prefix: &str,
+) -> anyhow::Result<(Vec<Value>, Vec<String>)> {
+    let creator = Creator::start(
+        tier.kubectl.clone(),
+        NS_GATE,
+        prefix,
+        &tier.test_images.multi(),
+        Duration::from_secs(1),
+    );
+    let switched = (|| {
+        std::thread::sleep(Duration::from_secs(3));
+        set_mode(tier, mode)?;
+        tier.wait_routing(mode, ROLLOUT)?;
+        // The API server follows the webhook configuration through a watch: give it a
+        // moment, and count the pod that may be on its way as created before.
+        std::thread::sleep(Duration::from_secs(2));
+        let before = creator.created_so_far() + 1;
+        std::thread::sleep(Duration::from_secs(6));
+        Ok::<usize, anyhow::Error>(before)
+    })();
+    let created = creator.stop();
+    let before = switched?;
+    ensure!(
+        created.refused.is_empty(),
+        "pod creations refused: {:?}",
+        created.refused
+    );
+    let after: Vec<String> = created.names.iter().skip(before).cloned().collect();
+    let total = tier
+        .kubectl
+        .items(&["pods", "-n", NS_GATE, "-l", "e2e=sleeper"])?
+        .len();
+    let all = wait_all_running(&tier.kubectl, NS_GATE, "e2e=sleeper", total, PODS_RUNNING)?;
+    for pod in &all {
+        ensure!(gates(pod).is_empty(), "{} still gated", pods::name(pod));
+    }
+    println!(
+        "e2e: switched to {mode} while creating {} pods ({} after the switch), all running",
+        created.names.len(),
+        after.len()
+    );
+    Ok((all, after))
+}
+
+fn mode_switches(tier: &Tier) -> anyhow::Result<()> {
+    tier.namespace(NS_GATE, json!({}))?;
+
+    // To gate mode: multiarch-scheduler's pods are placed before it goes; new pods are
+    // gated, get the architecture affinity, and kube-scheduler places them.
+    let (all, after) = switch_under_load(tier, "SchedulingGate", "to-gate")?;
+    ensure!(
+        !after.is_empty(),
+        "no pod was created after the switch to gate mode"
+    );
+    for pod in all
+        .iter()
+        .filter(|p| after.iter().any(|a| a == pods::name(p)))
+    {
+        let name = pods::name(pod);
+        ensure!(
+            pod["spec"]["schedulerName"] == "default-scheduler",
+            "{name}: created in gate mode, schedulerName {}",
+            pod["spec"]["schedulerName"]
+        );
+        ensure!(
+            pod["metadata"]["labels"]["multiarch.openshift.io/scheduling-gate"] == "removed",
+            "{name}: labels {}",
+            pod["metadata"]["labels"]
+        );
+        ensure!(
+            required_architectures(pod) == ["amd64", "arm64"],
+            "{name}: affinity {}",
+            pod["spec"]["affinity"]
+        );
+        let all_events = events(&tier.kubectl, NS_GATE, name)?;
+        ensure!(
+            all_events
+                .iter()
+                .any(|(r, _, _)| r == "ArchAwareSchedGateRemovalSuccess"),
+            "{name}: events {all_events:?}"
+        );
+        let (from, _) = wait_event(&tier.kubectl, NS_GATE, name, "Scheduled", EVENT)?;
+        ensure!(from == "default-scheduler", "{name}: scheduled by {from}");
+    }
+    // The scheduler is removed once nothing waits for it.
+    wait::until_true("multiarch-scheduler removed in gate mode", ROLLOUT, || {
+        let out = tier.kubectl.output(
+            &[
+                "get",
+                "deployment",
+                "-n",
+                "multiarch",
+                "multiarch-scheduler",
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ],
+            "",
+            multiarch_e2e::kubectl::CALL_DEADLINE,
+        )?;
+        Ok((
+            out.success && out.stdout.trim().is_empty(),
+            "still installed".into(),
+        ))
+    })?;
+    no_pod_left_waiting(tier)?;
+
+    // And back: new pods go to multiarch-scheduler again.
+    let (all, after) = switch_under_load(tier, "Scheduler", "to-scheduler")?;
+    ensure!(
+        !after.is_empty(),
+        "no pod was created after the switch to scheduler mode"
+    );
+    for pod in all
+        .iter()
+        .filter(|p| after.iter().any(|a| a == pods::name(p)))
+    {
+        let name = pods::name(pod);
+        ensure!(
+            pod["spec"]["schedulerName"] == "multiarch-scheduler",
+            "{name}: created in scheduler mode, schedulerName {}",
+            pod["spec"]["schedulerName"]
+        );
+        ensure!(gates(pod).is_empty(), "{name} gated in scheduler mode");
+    }
+    no_pod_left_waiting(tier)?;
+    tier.delete_namespace(NS_GATE)
+}
+
+/// No pod anywhere carries multiarch's gate or waits unbound for multiarch-scheduler.
+fn no_pod_left_waiting(tier: &Tier) -> anyhow::Result<()> {
+    let pods = tier.kubectl.items(&["pods", "-A"])?;
+    let waiting: Vec<String> = pods
+        .iter()
+        .filter(|p| {
+            gates(p)
+                .iter()
+                .any(|g| g == "multiarch.openshift.io/scheduling-gate")
+                || (p["spec"]["schedulerName"] == "multiarch-scheduler"
+                    && p["spec"]["nodeName"].is_null()
+                    && p["metadata"]["deletionTimestamp"].is_null())
+        })
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p["metadata"]["namespace"].as_str().unwrap_or(""),
+                pods::name(p)
+            )
+        })
+        .collect();
+    ensure!(
+        waiting.is_empty(),
+        "pods gated or waiting for multiarch-scheduler: {waiting:?}"
+    );
+    Ok(())
+}
+
+// ---- uninstall ------------------------------------------------------------------------
+
+fn uninstall(tier: &Tier) -> anyhow::Result<()> {
+    run_readme(tier, "uninstall", &[])?;
+    wait::until_true("nothing of multiarch left", ROLLOUT, || {
+        let mut left = Vec::new();
+        for (kind, namespaced) in [
+            ("namespaces", false),
+            ("customresourcedefinitions", false),
+            ("clusterroles", false),
+            ("clusterrolebindings", false),
+            ("mutatingwebhookconfigurations", false),
+            ("validatingwebhookconfigurations", false),
+            ("validatingadmissionpolicies", false),
+            ("validatingadmissionpolicybindings", false),
+            ("leases", true),
+        ] {
+            let mut args = vec!["get", kind, "-o", "name"];
+            if namespaced {
+                args.push("-A");
+            }
+            let names = tier.kubectl.run(&args)?;
+            left.extend(
+                names
+                    .lines()
+                    .filter(|n| n.contains("multiarch") || n.contains("podplacementconfig"))
+                    .map(str::to_owned),
+            );
+        }
+        Ok((left.is_empty(), format!("left: {left:?}")))
+    })?;
+    no_pod_left_waiting(tier)?;
+    if tier.service_monitors {
+        let monitors = tier.kubectl.items(&["servicemonitors", "-A"])?;
+        ensure!(
+            monitors.is_empty(),
+            "ServiceMonitors left: {}",
+            monitors.len()
+        );
+    }
+    Ok(())
+}
+
+/// Whatever happened: the test namespaces go, and multiarch is uninstalled (releasing a
+/// stuck finalizer only as the last resort), so the cluster is as it was.
+fn clean_up(tier: &Tier) -> anyhow::Result<()> {
+    for namespace in TEST_NAMESPACES {
+        tier.kubectl.run(&[
+            "delete",
+            "namespace",
+            namespace,
+            "--ignore-not-found",
+            "--wait=false",
+        ])?;
+    }
+    let installed = tier
+        .kubectl
+        .output(
+            &[
+                "get",
+                "crd",
+                "clusterpodplacementconfigs.multiarch.openshift.io",
+            ],
+            "",
+            multiarch_e2e::kubectl::CALL_DEADLINE,
+        )?
+        .success;
+    if installed {
+        println!("e2e: multiarch is still installed: uninstalling");
+        let _ = tier.kubectl.output(
+            &[
+                "delete",
+                "cppc",
+                "cluster",
+                "--ignore-not-found",
+                "--timeout=120s",
+            ],
+            "",
+            Duration::from_secs(150),
+        );
+        let stuck = tier.kubectl.output(
+            &["get", "cppc", "cluster", "-o", "name"],
+            "",
+            multiarch_e2e::kubectl::CALL_DEADLINE,
+        )?;
+        if stuck.success && !stuck.stdout.trim().is_empty() {
+            println!("e2e: the ClusterPodPlacementConfig is stuck: releasing its finalizer");
+            tier.kubectl.run(&[
+                "patch",
+                "cppc",
+                "cluster",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ])?;
+        }
+        let overlay = work_dir(tier)?.join("multiarch-install");
+        if overlay.exists() {
+            let _ = tier.kubectl.output(
+                &[
+                    "delete",
+                    "-k",
+                    &overlay.display().to_string(),
+                    "--ignore-not-found",
+                    "--timeout=120s",
+                ],
+                "",
+                Duration::from_secs(150),
+            );
+        }
+    }
+    if tier.service_monitors {
+        tier.kubectl
+            .run(&["delete", "crd", SERVICE_MONITOR_CRD, "--ignore-not-found"])?;
+    }
+    for namespace in TEST_NAMESPACES {
+        tier.delete_namespace(namespace)?;
+    }
+    wait::until("clean-up", ROLLOUT, || {
+        let left = tier.kubectl.output(
+            &["get", "namespace", "multiarch", "-o", "name"],
+            "",
+            multiarch_e2e::kubectl::CALL_DEADLINE,
+        )?;
+        Ok(if left.success {
+            Check::NotYet("namespace multiarch is still there".into())
+        } else {
+            Check::Done(())
+        })
+    })?;
+    if installed {
+        bail!("an earlier case left multiarch installed (removed now)");
+    }
+    Ok(())
+}
