@@ -242,7 +242,8 @@ fn without_privileges_the_daemon_says_what_is_missing() {
     }
     let stderr = run(&["--bounding-set=-all", "--inh-caps=-all", "--"]);
     assert!(
-        stderr.contains("loading the eBPF program failed (the daemon needs CAP_BPF, CAP_PERFMON"),
+        stderr
+            .contains("loading the eBPF program failed (the daemon needs CAP_BPF and CAP_PERFMON"),
         "{stderr}"
     );
     // Not root: tracefs cannot even be read.

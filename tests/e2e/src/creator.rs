@@ -75,6 +75,14 @@ impl Creator {
         self.created.load(Ordering::SeqCst)
     }
 
+    /// Waits until `count` pods in all have been created.
+    pub fn wait_for(&self, count: usize, deadline: Duration) -> anyhow::Result<()> {
+        crate::wait::until_true(&format!("{count} pods created"), deadline, || {
+            let so_far = self.created_so_far();
+            Ok((so_far >= count, format!("{so_far} so far")))
+        })
+    }
+
     /// Stops creating; what was created.
     pub fn stop(self) -> Created {
         self.stop.store(true, Ordering::SeqCst);

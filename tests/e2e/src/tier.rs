@@ -52,6 +52,8 @@ pub struct Tier {
     /// Registry settings for the inspector's ConfigMap, when its pods need any (the kit:
     /// the registry the node pulls from at 127.0.0.1 is another address for pods).
     pub registries_config: Option<PathBuf>,
+    /// The nodes' container runtime socket, when the operator must be told it.
+    pub runtime_socket: Option<String>,
     /// This pass installs prometheus-operator's ServiceMonitor CRD first.
     pub service_monitors: bool,
 }
@@ -88,6 +90,7 @@ impl Tier {
                 prefix: need("MULTIARCH_E2E_TEST_IMAGES")?,
             },
             registries_config: var("MULTIARCH_E2E_REGISTRIES_CONFIG").map(PathBuf::from),
+            runtime_socket: var("MULTIARCH_E2E_RUNTIME_SOCKET"),
             service_monitors,
         }))
     }
