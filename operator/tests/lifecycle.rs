@@ -31,6 +31,19 @@ async fn patch_spec(server: &FakeApiServer, spec: Value) {
         .unwrap();
 }
 
+/// Waits until the uninstall has released the ClusterPodPlacementConfig's finalizer.
+async fn cppc_gone(server: &FakeApiServer) {
+    eventually("the ClusterPodPlacementConfig gone", || {
+        get(
+            server,
+            "multiarch.openshift.io/clusterpodplacementconfigs",
+            "cluster",
+        )
+        .is_none()
+    })
+    .await;
+}
+
 fn pods(server: &FakeApiServer) -> Vec<Value> {
     server.list("pods")
 }
@@ -347,15 +360,7 @@ async fn uninstall_strands_no_pod_and_removes_everything() {
     })
     .await;
     assert!(get(&server, "apps/deployments", "multiarch-scheduler").is_some());
-    eventually("the ClusterPodPlacementConfig gone", || {
-        get(
-            &server,
-            "multiarch.openshift.io/clusterpodplacementconfigs",
-            "cluster",
-        )
-        .is_none()
-    })
-    .await;
+    cppc_gone(&server).await;
     assert_eq!(gated(&server), [] as [String; 0]);
     assert_eq!(waiting_for_scheduler(&server), [] as [String; 0]);
     let ungated = server.get("pods", "lab", "gated-2").unwrap();
@@ -497,15 +502,7 @@ async fn service_monitors_follow_the_api_the_cluster_serves() {
         .delete("cluster", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the ClusterPodPlacementConfig gone", || {
-        get(
-            &server,
-            "multiarch.openshift.io/clusterpodplacementconfigs",
-            "cluster",
-        )
-        .is_none()
-    })
-    .await;
+    cppc_gone(&server).await;
     assert_eq!(monitors(&server), [] as [String; 0]);
     operator.stop().await;
 }

@@ -76,6 +76,21 @@ impl Kubectl {
         serde_json::from_str(&text).with_context(|| format!("kubectl {}: not JSON", args.join(" ")))
     }
 
+    /// `kubectl get ARGS -o json` of one object, `None` when it does not exist; any
+    /// other failure is an error, never read as absence.
+    pub fn get_opt(&self, args: &[&str]) -> anyhow::Result<Option<Value>> {
+        let mut all = vec!["get"];
+        all.extend(args);
+        all.extend(["--ignore-not-found", "-o", "json"]);
+        let text = self.run(&all)?;
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .with_context(|| format!("kubectl get {}: not JSON", args.join(" ")))
+    }
+
     /// `kubectl apply -f -` of `manifest` (YAML or JSON).
     pub fn apply(&self, manifest: &str) -> anyhow::Result<String> {
         self.run_with(&["apply", "-f", "-"], manifest, CALL_DEADLINE)

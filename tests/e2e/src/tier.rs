@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::{
@@ -163,18 +163,9 @@ impl Tier {
             &format!("namespace {name} deleted"),
             Duration::from_secs(180),
             || {
-                let out = self.kubectl.output(
-                    &["get", "namespace", name, "--ignore-not-found", "-o", "name"],
-                    "",
-                    crate::kubectl::CALL_DEADLINE,
-                )?;
-                if !out.success {
-                    bail!("{}", out.stderr.trim());
-                }
-                Ok(if out.stdout.trim().is_empty() {
-                    Check::Done(())
-                } else {
-                    Check::NotYet("still there".into())
+                Ok(match self.kubectl.get_opt(&["namespace", name])? {
+                    None => Check::Done(()),
+                    Some(_) => Check::NotYet("still there".into()),
                 })
             },
         )

@@ -707,23 +707,13 @@ fn certificate_rotation(tier: &Tier) -> anyhow::Result<()> {
     tier.kubectl
         .run(&["delete", "secret", "-n", "multiarch", WEBHOOK_TLS])?;
     wait::until_true("a new webhook certificate", ROLLOUT, || {
-        let out = tier.kubectl.output(
-            &[
-                "get",
-                "secret",
-                "-n",
-                "multiarch",
-                WEBHOOK_TLS,
-                "-o",
-                "json",
-            ],
-            "",
-            multiarch_e2e::kubectl::CALL_DEADLINE,
-        )?;
-        if !out.success {
+        let Some(secret) = tier
+            .kubectl
+            .get_opt(&["secret", "-n", "multiarch", WEBHOOK_TLS])?
+        else {
             return Ok((false, "not issued yet".into()));
-        }
-        let now = certificate(&serde_json::from_str(&out.stdout)?);
+        };
+        let now = certificate(&secret);
         Ok((
             !now.is_empty() && now != before,
             "the old certificate".into(),
@@ -774,12 +764,8 @@ fn set_mode(tier: &Tier, mode: &str) -> anyhow::Result<()> {
 }
 
 /// Switches to `mode` while pods are created; every pod ends running and none is gated.
-/// The pods, and the names of those created once the switch was done.
-fn switch_under_load(
-    tier: &Tier,
-    mode: &str,
-    prefix: &str,
-) -> anyhow::Result<(Vec<Value>, Vec<String>)> {
+/// The pods created once the switch was done (at least one).
+fn switch_under_load(tier: &Tier, mode: &str, prefix: &str) -> anyhow::Result<Vec<Value>> {
     let creator = Creator::start(
         tier.kubectl.clone(),
         NS_GATE,
@@ -820,7 +806,15 @@ fn switch_under_load(
         created.names.len(),
         after.len()
     );
-    Ok((all, after))
+    let after: Vec<Value> = all
+        .into_iter()
+        .filter(|p| after.iter().any(|a| a == pods::name(p)))
+        .collect();
+    ensure!(
+        !after.is_empty(),
+        "no pod was created after the switch to {mode}"
+    );
+    Ok(after)
 }
 
 fn mode_switches(tier: &Tier) -> anyhow::Result<()> {
@@ -828,15 +822,7 @@ fn mode_switches(tier: &Tier) -> anyhow::Result<()> {
 
     // To gate mode: multiarch-scheduler's pods are placed before it goes; new pods are
     // gated, get the architecture affinity, and kube-scheduler places them.
-    let (all, after) = switch_under_load(tier, "SchedulingGate", "to-gate")?;
-    ensure!(
-        !after.is_empty(),
-        "no pod was created after the switch to gate mode"
-    );
-    for pod in all
-        .iter()
-        .filter(|p| after.iter().any(|a| a == pods::name(p)))
-    {
+    for pod in &switch_under_load(tier, "SchedulingGate", "to-gate")? {
         let name = pods::name(pod);
         ensure!(
             pod["spec"]["schedulerName"] == "default-scheduler",
@@ -865,37 +851,15 @@ fn mode_switches(tier: &Tier) -> anyhow::Result<()> {
     }
     // The scheduler is removed once nothing waits for it.
     wait::until_true("multiarch-scheduler removed in gate mode", ROLLOUT, || {
-        let out = tier.kubectl.output(
-            &[
-                "get",
-                "deployment",
-                "-n",
-                "multiarch",
-                "multiarch-scheduler",
-                "--ignore-not-found",
-                "-o",
-                "name",
-            ],
-            "",
-            multiarch_e2e::kubectl::CALL_DEADLINE,
-        )?;
-        Ok((
-            out.success && out.stdout.trim().is_empty(),
-            "still installed".into(),
-        ))
+        let installed =
+            tier.kubectl
+                .get_opt(&["deployment", "-n", "multiarch", "multiarch-scheduler"])?;
+        Ok((installed.is_none(), "still installed".into()))
     })?;
     no_pod_left_waiting(tier)?;
 
     // And back: new pods go to multiarch-scheduler again.
-    let (all, after) = switch_under_load(tier, "Scheduler", "to-scheduler")?;
-    ensure!(
-        !after.is_empty(),
-        "no pod was created after the switch to scheduler mode"
-    );
-    for pod in all
-        .iter()
-        .filter(|p| after.iter().any(|a| a == pods::name(p)))
-    {
+    for pod in &switch_under_load(tier, "Scheduler", "to-scheduler")? {
         let name = pods::name(pod);
         ensure!(
             pod["spec"]["schedulerName"] == "multiarch-scheduler",
@@ -993,16 +957,8 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
     }
     let installed = tier
         .kubectl
-        .output(
-            &[
-                "get",
-                "crd",
-                "clusterpodplacementconfigs.multiarch.openshift.io",
-            ],
-            "",
-            multiarch_e2e::kubectl::CALL_DEADLINE,
-        )?
-        .success;
+        .get_opt(&["crd", "clusterpodplacementconfigs.multiarch.openshift.io"])?
+        .is_some();
     if installed {
         println!("e2e: multiarch is still installed: uninstalling");
         let _ = tier.kubectl.output(
@@ -1016,12 +972,7 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
             "",
             Duration::from_secs(150),
         );
-        let stuck = tier.kubectl.output(
-            &["get", "cppc", "cluster", "-o", "name"],
-            "",
-            multiarch_e2e::kubectl::CALL_DEADLINE,
-        )?;
-        if stuck.success && !stuck.stdout.trim().is_empty() {
+        if tier.kubectl.get_opt(&["cppc", "cluster"])?.is_some() {
             println!("e2e: the ClusterPodPlacementConfig is stuck: releasing its finalizer");
             tier.kubectl.run(&[
                 "patch",
@@ -1055,15 +1006,9 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
         tier.delete_namespace(namespace)?;
     }
     wait::until("clean-up", ROLLOUT, || {
-        let left = tier.kubectl.output(
-            &["get", "namespace", "multiarch", "-o", "name"],
-            "",
-            multiarch_e2e::kubectl::CALL_DEADLINE,
-        )?;
-        Ok(if left.success {
-            Check::NotYet("namespace multiarch is still there".into())
-        } else {
-            Check::Done(())
+        Ok(match tier.kubectl.get_opt(&["namespace", "multiarch"])? {
+            Some(_) => Check::NotYet("namespace multiarch is still there".into()),
+            None => Check::Done(()),
         })
     })?;
     if installed {
