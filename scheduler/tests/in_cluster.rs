@@ -292,6 +292,70 @@ async fn a_leader_whose_renewal_hangs_stops_before_a_standby_takes_over() {
     assert_eq!(changes[..2], ["a stops", "b"], "{changes:?}");
 }
 
+/// Seen on a real cluster (tests/e2e: the leader deleted while pods arrived): a binding
+/// the old leader had sent landed after its loop had stopped and its lease was released,
+/// so the pod ran without its `Scheduled` event, and a replica that had given its lease up
+/// was still writing. At shutdown the bindings under way now finish and are reported, and
+/// only then is the lease released: nothing of the old leader's is written after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_shutdown_bindings_under_way_finish_and_are_reported_before_the_lease_goes() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    let a = start(&server, "replica-a", true);
+    let mut leading = a.leading.clone();
+    tokio::time::timeout(Duration::from_secs(5), leading.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    // Each binding is served a second after it arrives.
+    server.inject(multiarch_fake_apiserver::Fault::new(
+        Some(multiarch_fake_apiserver::Method::POST),
+        "/binding",
+        multiarch_fake_apiserver::Effect::Delay(Duration::from_secs(1)),
+    ));
+    let pods = ["p0", "p1", "p2"];
+    for name in pods {
+        server.apply("pods", pod(name, "arm:1", "100m"));
+    }
+    eventually("every binding sent", || {
+        pods.iter().all(|p| bindings(&server, p) == 1)
+    })
+    .await;
+
+    a.shutdown().await.unwrap();
+    let lease = server
+        .get(
+            "coordination.k8s.io/leases",
+            "multiarch",
+            "multiarch-scheduler",
+        )
+        .unwrap();
+    assert!(lease["spec"]["holderIdentity"].is_null(), "{lease}");
+    let version = |object: &serde_json::Value| -> u64 {
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let released = version(&lease);
+    for name in pods {
+        let bound = server.get("pods", "shop", name).unwrap();
+        assert_eq!(bound["spec"]["nodeName"], "arm-1", "{name}");
+        assert!(
+            version(&bound) < released,
+            "{name} was bound after the lease was released"
+        );
+        let events = events_for(&server, name);
+        assert_eq!(events.len(), 1, "{name}: {events:?}");
+        assert_eq!(events[0]["reason"], "Scheduled");
+        assert!(
+            version(&events[0]) < released,
+            "{name}'s event was written after the lease was released"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configuration_is_hot_reloaded() {
     let server = FakeApiServer::start().await;

@@ -99,6 +99,14 @@ impl KubeBinder {
             token.cancel();
         }
     }
+
+    /// Stops every binding under way (the lease is going or gone): each reports `Gone`.
+    /// A request already on the wire may still land; none is started after this.
+    pub fn cancel_all(&self) {
+        for (_, token) in self.running().drain() {
+            token.cancel();
+        }
+    }
 }
 
 impl Binder for KubeBinder {
@@ -178,7 +186,7 @@ impl Binder for KubeBinder {
             };
             let outcome = tokio::select! {
                 () = cancel.cancelled() => {
-                    BindOutcome::Gone("the pod was deleted while it was being bound".into())
+                    BindOutcome::Gone("the binding was cancelled (the pod was deleted, or this replica stopped leading)".into())
                 }
                 outcome = work => outcome,
             };

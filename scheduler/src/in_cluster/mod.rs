@@ -101,6 +101,9 @@ pub fn start(
         limiter.clone(),
         options.volume_bind_timeout,
     );
+    // The report writer stops once the loop has ended (however it ends: the guard is
+    // dropped with the loop), so the bindings the loop finishes at shutdown are reported.
+    let reports_done = CancellationToken::new();
     let reports = PodReports::start(
         client.clone(),
         &options.scheduler_name,
@@ -108,6 +111,7 @@ pub fn start(
         options.report_capacity,
         metrics.clone(),
         limiter.clone(),
+        reports_done.clone(),
         tasks,
     );
     let evictions = Evictions::new(
@@ -144,7 +148,12 @@ pub fn start(
         ready_tx,
         verbosity_tx,
     );
-    let task = tokio::spawn(state.run(rx, stop.clone()));
+    let loop_end = reports_done.drop_guard();
+    let run = state.run(rx, stop.clone());
+    let task = tokio::spawn(async move {
+        let _loop_end = loop_end;
+        run.await
+    });
     RunningScheduler {
         ready: ready_rx,
         leading,

@@ -17,7 +17,8 @@ use multiarch_runtime::{
     supervisor::Tasks,
 };
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::metrics::SchedulerMetrics;
@@ -109,14 +110,24 @@ impl PodReport {
     }
 }
 
+/// What the writer's queue carries: reports, and marks that answer once everything
+/// queued before them is written.
+enum Queued {
+    Report(PodReport),
+    Flush(oneshot::Sender<()>),
+}
+
 #[derive(Clone)]
 pub struct PodReports {
-    tx: mpsc::Sender<PodReport>,
+    tx: mpsc::Sender<Queued>,
     metrics: SchedulerMetrics,
 }
 
 impl PodReports {
-    /// Starts the writer under `tasks`; it sends what is queued, then stops on shutdown.
+    /// Starts the writer under `tasks`; once `done` is cancelled it sends what is queued,
+    /// then stops. `done` is the scheduling loop's end, not the role's shutdown: the loop
+    /// still reports the bindings it finishes while shutting down.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         client: kube::Client,
         controller: &str,
@@ -124,11 +135,12 @@ impl PodReports {
         capacity: usize,
         metrics: SchedulerMetrics,
         limiter: Arc<TokenBucket>,
+        done: CancellationToken,
         tasks: &Tasks,
     ) -> Self {
-        let (tx, mut rx) = mpsc::channel::<PodReport>(capacity);
+        let (tx, mut rx) = mpsc::channel::<Queued>(capacity);
         let events = PodEvents::new(client.clone(), controller, instance);
-        let shutdown = tasks.shutdown().clone();
+        let shutdown = done;
         tasks.spawn("event and condition writer", async move {
             // On shutdown the queue is closed and what it holds is still written.
             let mut closing = false;
@@ -145,8 +157,13 @@ impl PodReports {
                         report = rx.recv() => report,
                     }
                 };
-                let Some(report) = report else {
-                    return Ok::<(), std::convert::Infallible>(());
+                let report = match report {
+                    None => return Ok::<(), std::convert::Infallible>(()),
+                    Some(Queued::Flush(done)) => {
+                        let _ = done.send(());
+                        continue;
+                    }
+                    Some(Queued::Report(report)) => report,
                 };
                 let reference =
                     pod_reference(&report.namespace, &report.name, Some(report.uid.clone()));
@@ -190,8 +207,19 @@ impl PodReports {
     }
 
     pub fn send(&self, report: PodReport) {
-        if self.tx.try_send(report).is_err() {
+        if self.tx.try_send(Queued::Report(report)).is_err() {
             self.metrics.events_dropped.inc();
         }
+    }
+
+    /// Waits (at most `deadline`) until every report queued so far is written; `false`
+    /// when the deadline passed first or the writer is gone.
+    pub async fn flush(&self, deadline: std::time::Duration) -> bool {
+        let (done, written) = oneshot::channel();
+        tokio::time::timeout(deadline, async {
+            self.tx.send(Queued::Flush(done)).await.is_ok() && written.await.is_ok()
+        })
+        .await
+        .unwrap_or(false)
     }
 }

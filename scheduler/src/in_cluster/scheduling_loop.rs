@@ -68,6 +68,16 @@ pub(super) struct Loop {
 /// results are never starved by a long queue.
 const PODS_PER_TURN: usize = 256;
 
+/// At shutdown, how long the bindings under way may take to finish before they are
+/// cancelled (a binding is one request; one waiting for its volumes can take minutes).
+/// Well inside the role's drain (25 s) and a pod's default grace period (30 s).
+const SHUTDOWN_BINDINGS: Duration = Duration::from_secs(10);
+/// After cancelling, how long their (immediate) results are waited for.
+const CANCELLED_BINDINGS: Duration = Duration::from_secs(2);
+/// At shutdown, how long the reports of what was decided (events, status patches) may
+/// take to be written before the lease is released anyway.
+const SHUTDOWN_REPORTS: Duration = Duration::from_secs(5);
+
 impl Loop {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
@@ -119,22 +129,31 @@ impl Loop {
             };
             tokio::select! {
                 message = inbox.recv() => match message {
-                    Some(m) => self.handle(m)?,
+                    Some(m) => self.handle_leading(m)?,
                     None => return Ok(()),
                 },
                 () = stop.cancelled() => {
-                    if let Some(leadership) = self.leadership.take() {
-                        leadership.release();
+                    // Fencing: nothing this replica started may be written once a
+                    // successor can lead, so the lease goes only after its bindings and
+                    // its reports about them.
+                    let fenced = self.finish_bindings(&mut inbox).await;
+                    if !self.reports.flush(SHUTDOWN_REPORTS).await {
+                        warn!("pod reports still queued at shutdown; releasing the lease anyway");
                     }
-                    // Give the elector a moment to release the lease.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if fenced.is_ok()
+                        && let Some(leadership) = self.leadership.take()
+                    {
+                        leadership.release();
+                        // Give the elector a moment to release the lease.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                     return Ok(());
                 }
                 () = tokio::time::sleep(wait) => {}
             }
             for _ in 0..10_000 {
                 match inbox.try_recv() {
-                    Ok(m) => self.handle(m)?,
+                    Ok(m) => self.handle_leading(m)?,
                     Err(_) => break,
                 }
             }
@@ -177,6 +196,58 @@ impl Loop {
 
     fn can_schedule(&self) -> bool {
         self.leading && *self.ready.borrow()
+    }
+
+    /// [`Loop::handle`], and on losing the lease the bindings under way are cancelled:
+    /// a replica that may no longer lead writes nothing more.
+    fn handle_leading(&mut self, message: Inbox) -> Result<(), LostLease> {
+        self.handle(message).inspect_err(|_| {
+            if !self.in_flight.is_empty() {
+                warn!(
+                    bindings = self.in_flight.len(),
+                    "lease lost: cancelling the bindings under way"
+                );
+            }
+            self.binder.cancel_all();
+        })
+    }
+
+    /// At shutdown, before the lease is released: no new decision; the bindings under way
+    /// finish and their results are reported (the `Scheduled` events), for at most
+    /// [`SHUTDOWN_BINDINGS`], then what is left is cancelled. `Err` when the lease was
+    /// lost meanwhile (everything cancelled; there is nothing to release).
+    async fn finish_bindings(
+        &mut self,
+        inbox: &mut mpsc::Receiver<Inbox>,
+    ) -> Result<(), LostLease> {
+        if self.in_flight.is_empty() {
+            return Ok(());
+        }
+        info!(
+            bindings = self.in_flight.len(),
+            "shutting down: finishing the bindings under way before releasing the lease"
+        );
+        let mut deadline = tokio::time::Instant::now() + SHUTDOWN_BINDINGS;
+        let mut cancelled = false;
+        while !self.in_flight.is_empty() {
+            tokio::select! {
+                message = inbox.recv() => match message {
+                    Some(m) => self.handle_leading(m)?,
+                    None => return Ok(()),
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    if cancelled {
+                        warn!(bindings = self.in_flight.len(), "cancelled bindings did not report back; shutting down");
+                        return Ok(());
+                    }
+                    warn!(bindings = self.in_flight.len(), "bindings still under way at shutdown: cancelling them");
+                    self.binder.cancel_all();
+                    cancelled = true;
+                    deadline = tokio::time::Instant::now() + CANCELLED_BINDINGS;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn gauges(&self) {
