@@ -184,6 +184,15 @@ impl Leadership {
     }
 }
 
+/// The lease's `leaseDurationSeconds` for `duration`, rounded up: standbys wait that long
+/// after the last renewal they saw, and this replica stops at its renew deadline, so the
+/// recorded duration must never be shorter than the configured one (1.5 s written as 1 s
+/// would let a standby take over at a 1 s renew deadline, while the leader still leads).
+fn lease_duration_seconds(duration: Duration) -> Option<i32> {
+    let seconds = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    i32::try_from(seconds).ok()
+}
+
 impl Elector {
     pub fn new(client: kube::Client, config: ElectionConfig) -> Self {
         Elector {
@@ -235,7 +244,11 @@ impl Elector {
             {
                 warn!(identity = %self.config.identity, "could not renew the lease in time; stopping");
                 let _ = leading.send(false);
-                last_renew = None;
+                // Lost for good: the role ends (`LostLease`) and a fresh replica starts
+                // over. Leading again from here could hide the loss from a reader that
+                // looked only at the latest value.
+                let _ = alive.changed().await;
+                return;
             }
             tokio::select! {
                 () = tokio::time::sleep(self.config.retry_period) => {}
@@ -284,7 +297,7 @@ impl Elector {
         let now = MicroTime(Timestamp::now());
         LeaseSpec {
             holder_identity: Some(holder.to_owned()),
-            lease_duration_seconds: i32::try_from(self.config.lease_duration.as_secs()).ok(),
+            lease_duration_seconds: lease_duration_seconds(self.config.lease_duration),
             acquire_time: Some(now.clone()),
             renew_time: Some(now),
             lease_transitions: Some(0),
@@ -362,6 +375,22 @@ mod tests {
             lease_duration: Duration::from_millis(lease),
             renew_deadline: Duration::from_millis(renew),
             retry_period: Duration::from_millis(retry),
+        }
+    }
+
+    #[test]
+    fn the_recorded_lease_duration_is_never_shorter_than_the_configured_one() {
+        for (configured, recorded) in [
+            (Duration::from_secs(15), 15),
+            (Duration::from_millis(1500), 2),
+            (Duration::from_millis(1), 1),
+            (Duration::from_millis(2000), 2),
+        ] {
+            assert_eq!(
+                lease_duration_seconds(configured),
+                Some(recorded),
+                "{configured:?}"
+            );
         }
     }
 

@@ -356,6 +356,51 @@ async fn at_shutdown_bindings_under_way_finish_and_are_reported_before_the_lease
     }
 }
 
+/// A `PodScheduled=False` decided about one pod never lands on another pod that took its
+/// name meanwhile: the status patch carries the pod's UID, which the API server refuses
+/// to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_patch_for_a_pod_never_lands_on_its_re_created_namesake() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "8"));
+    server.inject(multiarch_fake_apiserver::Fault::new(
+        Some(multiarch_fake_apiserver::Method::PATCH),
+        "/namespaces/shop/pods/web/status",
+        multiarch_fake_apiserver::Effect::Hang,
+    ));
+    let runtime = start(&server, "a", false);
+    // No amd64 node: unschedulable, and the condition's patch is held by the server.
+    let first = server.apply("pods", pod("web", "amd:1", "100m"));
+    eventually("web's status patch sent", || {
+        server
+            .requests()
+            .iter()
+            .any(|r| r == "PATCH /api/v1/namespaces/shop/pods/web/status")
+    })
+    .await;
+    // Meanwhile the pod is deleted and another one is created with its name.
+    server.delete("pods", "shop", "web");
+    let mut namesake = pod("web", "multi:1", "100m");
+    namesake["spec"]["schedulerName"] = json!("default-scheduler");
+    let second = server.apply("pods", namesake);
+    assert_ne!(first["metadata"]["uid"], second["metadata"]["uid"]);
+    server.clear_faults();
+    // The writer is sequential: once a later pod's report is written, web's patch has
+    // been answered.
+    server.apply("pods", pod("later", "amd:1", "100m"));
+    eventually("later's FailedScheduling", || {
+        !events_for(&server, "later").is_empty()
+    })
+    .await;
+    let web = server.get("pods", "shop", "web").unwrap();
+    assert_eq!(web["metadata"]["uid"], second["metadata"]["uid"]);
+    assert!(
+        web["status"]["conditions"].is_null(),
+        "the first pod's condition landed on its namesake: {web}"
+    );
+    runtime.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configuration_is_hot_reloaded() {
     let server = FakeApiServer::start().await;

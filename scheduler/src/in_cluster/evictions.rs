@@ -15,11 +15,13 @@ use kube::{
 use multiarch_plugins::model::pod::PodInfo;
 use multiarch_runtime::rate_limit::TokenBucket;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{
     inbox::Inbox,
     metrics::SchedulerMetrics,
+    pod_identity,
     pod_reports::{PodReport, PodReports},
 };
 use crate::core::scheduler::Preemption;
@@ -60,6 +62,8 @@ pub struct Evictions {
     reports: PodReports,
     metrics: SchedulerMetrics,
     scheduler_name: String,
+    /// Cancelled when this replica may no longer lead: no eviction step starts after it.
+    fenced: CancellationToken,
 }
 
 impl Evictions {
@@ -78,6 +82,7 @@ impl Evictions {
             reports,
             metrics,
             scheduler_name: scheduler_name.to_owned(),
+            fenced: CancellationToken::new(),
         }
     }
 
@@ -92,76 +97,106 @@ impl Evictions {
         let preemptor_uid = preemptor.uid.clone();
         let preemptor_key = preemptor.key();
         let preemptor_pod = (preemptor.namespace.clone(), preemptor.name.clone());
+        let fenced = self.fenced.clone();
         tokio::spawn(async move {
-            // The nomination first: the preemptor cannot be bound before its victims are
-            // gone, so it is never written after the binding (which clears it).
-            match this
-                .nominate(&preemptor_pod.0, &preemptor_pod.1, &preemption.node)
-                .await
-            {
-                Err(kube::Error::Api(status)) if status.code == 404 => {
-                    info!(preemptor = %preemptor_key, "the preemptor is gone: no eviction");
-                    done.send(false);
-                    return;
-                }
-                Err(e) => {
-                    warn!(preemptor = %preemptor_key, error = %e, "cannot write the nominated node; evicting anyway");
-                }
-                Ok(()) => {}
-            }
-            let mut ok = true;
-            for victim in &preemption.victims {
-                match this.evict_one(victim).await {
-                    Ok(()) => {
-                        this.metrics.preemption_victims.inc();
-                        info!(preemptor = %preemptor_key, victim = %victim.key(), node = %preemption.node, "preempted");
-                        this.reports.send(PodReport::about(
-                            victim,
-                            false,
-                            "Preempted",
-                            "Preempting",
-                            format!(
-                                "Preempted by pod {preemptor_uid} on node {}",
-                                preemption.node
-                            ),
-                            None,
-                        ));
-                    }
-                    Err(e) => {
-                        warn!(preemptor = %preemptor_key, victim = %victim.key(), error = %e, "cannot evict a preemption victim");
-                        ok = false;
-                        break;
-                    }
-                }
-            }
-            for displaced in &preemption.displaced {
-                this.reports.send(PodReport::nomination_of(displaced, None));
-            }
+            let work = this.preempt(&preemptor_uid, &preemptor_key, &preemptor_pod, &preemption);
+            let ok = tokio::select! {
+                biased;
+                // A request on the wire when the lease goes is dropped with its future.
+                () = fenced.cancelled() => false,
+                ok = work => ok,
+            };
             done.send(ok);
         });
     }
 
+    /// The lease is lost: every eviction under way stops where it is.
+    pub fn cancel_all(&self) {
+        self.fenced.cancel();
+    }
+
+    /// Nominates the preemptor, then evicts the victims in turn: whether every victim
+    /// went (`false` too when the preemptor is gone).
+    async fn preempt(
+        &self,
+        preemptor_uid: &str,
+        preemptor_key: &str,
+        (namespace, name): &(String, String),
+        preemption: &Preemption,
+    ) -> bool {
+        // The nomination first: the preemptor cannot be bound before its victims are
+        // gone, so it is never written after the binding (which clears it).
+        match self
+            .nominate(namespace, name, preemptor_uid, &preemption.node)
+            .await
+        {
+            Err(e) if pod_identity::is_gone_or_replaced(&e) => {
+                info!(preemptor = %preemptor_key, "the preemptor is gone or replaced: no eviction");
+                return false;
+            }
+            Err(e) => {
+                warn!(preemptor = %preemptor_key, error = %e, "cannot write the nominated node; evicting anyway");
+            }
+            Ok(()) => {}
+        }
+        let mut ok = true;
+        for victim in &preemption.victims {
+            match self.evict_one(victim).await {
+                Ok(()) => {
+                    self.metrics.preemption_victims.inc();
+                    info!(preemptor = %preemptor_key, victim = %victim.key(), node = %preemption.node, "preempted");
+                    self.reports.send(PodReport::about(
+                        victim,
+                        false,
+                        "Preempted",
+                        "Preempting",
+                        format!(
+                            "Preempted by pod {preemptor_uid} on node {}",
+                            preemption.node
+                        ),
+                        None,
+                    ));
+                }
+                Err(e) => {
+                    warn!(preemptor = %preemptor_key, victim = %victim.key(), error = %e, "cannot evict a preemption victim");
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        for displaced in &preemption.displaced {
+            self.reports.send(PodReport::nomination_of(displaced, None));
+        }
+        ok
+    }
+
     /// `status.nominatedNodeName` of the preemptor.
-    async fn nominate(&self, namespace: &str, name: &str, node: &str) -> Result<(), kube::Error> {
+    async fn nominate(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+    ) -> Result<(), kube::Error> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         self.limiter.acquire().await;
-        pods.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Strategic(&json!({"status": {"nominatedNodeName": node}})),
-        )
-        .await
-        .map(|_| ())
+        let patch = pod_identity::for_pod_uid(json!({"status": {"nominatedNodeName": node}}), uid);
+        pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .map(|_| ())
     }
 
     /// DisruptionTarget, then delete. A victim already gone is fine.
     async fn evict_one(&self, victim: &PodInfo) -> Result<(), kube::Error> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &victim.namespace);
-        let condition = json!({"status": {"conditions": [{
-            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-            "message": format!("{}: preempting to accommodate a higher priority pod", self.scheduler_name),
-            "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
-        }]}});
+        let condition = pod_identity::for_pod_uid(
+            json!({"status": {"conditions": [{
+                "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                "message": format!("{}: preempting to accommodate a higher priority pod", self.scheduler_name),
+                "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+            }]}}),
+            &victim.uid,
+        );
         self.limiter.acquire().await;
         match pods
             .patch_status(
@@ -172,7 +207,8 @@ impl Evictions {
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            // The victim is gone, or its name is another pod's now: nothing to evict.
+            Err(e) if pod_identity::is_gone_or_replaced(&e) => return Ok(()),
             Err(e) => return Err(e),
         }
         self.limiter.acquire().await;

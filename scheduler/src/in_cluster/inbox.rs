@@ -134,5 +134,4 @@ pub enum Inbox {
         uid: String,
         ok: bool,
     },
-    Leader(bool),
 }

@@ -62,22 +62,30 @@ mod tests {
     #[tokio::test]
     async fn results_wait_for_room_and_watches_are_paused() {
         let (inbox, mut rx) = InboxSender::channel(1);
-        inbox.send(Inbox::Leader(true)).await.unwrap();
+        inbox
+            .send(Inbox::NamespaceDelete("a".into()))
+            .await
+            .unwrap();
         assert_eq!(inbox.depth(), 1);
         // Full: a result is handed to a task, not dropped.
         inbox.deliver(Inbox::ImagesResolved(vec!["app:1".into()]));
         // A watch waits.
         let blocked = tokio::time::timeout(
             std::time::Duration::from_millis(50),
-            inbox.send(Inbox::Leader(false)),
+            inbox.send(Inbox::NamespaceDelete("b".into())),
         )
         .await;
         assert!(blocked.is_err(), "a send into a full inbox must wait");
-        assert!(matches!(rx.recv().await, Some(Inbox::Leader(true))));
+        assert!(matches!(rx.recv().await, Some(Inbox::NamespaceDelete(name)) if name == "a"));
         assert!(
             matches!(rx.recv().await, Some(Inbox::ImagesResolved(images)) if images == ["app:1"])
         );
         drop(rx);
-        assert!(inbox.send(Inbox::Leader(true)).await.is_err());
+        assert!(
+            inbox
+                .send(Inbox::NamespaceDelete("a".into()))
+                .await
+                .is_err()
+        );
     }
 }

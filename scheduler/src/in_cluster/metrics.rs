@@ -47,6 +47,8 @@ pub struct SchedulerMetrics {
     /// `nodes`, `pods`, `assumed_pods`.
     pub cache_size: Family<TypeLabel, Gauge>,
     pub events_dropped: Counter,
+    /// Events and status writes the API server refused or failed.
+    pub reports_failed: Counter,
     /// Messages (watch events, results) waiting for the scheduling loop.
     pub inbox_depth: Gauge,
     pub is_leader: Gauge,
@@ -67,6 +69,7 @@ impl Default for SchedulerMetrics {
             pending_pods: Family::default(),
             cache_size: Family::default(),
             events_dropped: Counter::default(),
+            reports_failed: Counter::default(),
             inbox_depth: Gauge::default(),
             is_leader: Gauge::default(),
             queueing_hints: Family::default(),
@@ -116,6 +119,11 @@ impl SchedulerMetrics {
             "events_dropped",
             "Events and status writes dropped because the writer was saturated",
             self.events_dropped.clone(),
+        );
+        sub.register(
+            "reports_failed",
+            "Events and status writes the API server refused or failed (each logged with its pod)",
+            self.reports_failed.clone(),
         );
         sub.register(
             "is_leader",

@@ -6,9 +6,11 @@ pub mod binder;
 pub mod evictions;
 pub mod file_images;
 pub mod image_lookups;
+mod in_flight;
 pub mod inbox;
 pub mod inbox_sender;
 pub mod metrics;
+pub mod pod_identity;
 pub mod pod_reports;
 mod scheduling_loop;
 pub mod volume_writer;
@@ -124,7 +126,6 @@ pub fn start(
     );
     let leadership = Leadership::start(&client, options.election.clone(), tasks);
     let leading = leadership.subscribe();
-    forward_leadership(leading.clone(), tx.clone(), tasks);
     let (verbosity_tx, verbosity_rx) = signal::channel(multiarch_crd::LogVerbosity::Normal);
     let (ready_tx, ready_rx) = signal::channel(false);
     let core = SchedulerCore::new(
@@ -182,28 +183,6 @@ fn forward_configs(
             }
             let snapshot = configs.borrow_and_update().clone();
             if inbox.send(Inbox::PlacementConfigs(snapshot)).await.is_err() {
-                return Ok(());
-            }
-        }
-    });
-}
-
-fn forward_leadership(mut leading: signal::Receiver<bool>, inbox: InboxSender, tasks: &Tasks) {
-    let shutdown = tasks.shutdown().clone();
-    tasks.spawn("leadership to the scheduling loop", async move {
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                changed = leading.changed() => {
-                    if changed.is_err() {
-                        // The elector stopped: the loop ended (or was aborted) before it.
-                        shutdown.cancelled().await;
-                        return Ok::<(), std::convert::Infallible>(());
-                    }
-                }
-            }
-            let now = *leading.borrow_and_update();
-            if inbox.send(Inbox::Leader(now)).await.is_err() {
                 return Ok(());
             }
         }

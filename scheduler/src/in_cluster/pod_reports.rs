@@ -19,9 +19,9 @@ use multiarch_runtime::{
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{debug, warn};
 
-use super::metrics::SchedulerMetrics;
+use super::{metrics::SchedulerMetrics, pod_identity};
 
 /// An event about a pod.
 #[derive(Debug)]
@@ -106,7 +106,10 @@ impl PodReport {
         if let Some(nomination) = &self.nomination {
             status.insert("nominatedNodeName".into(), json!(nomination));
         }
-        (!status.is_empty()).then(|| json!({ "status": status }))
+        // Only for the pod decided about: a stale `PodScheduled=False` never lands on a
+        // pod re-created with the same name.
+        (!status.is_empty())
+            .then(|| pod_identity::for_pod_uid(json!({ "status": status }), &self.uid))
     }
 }
 
@@ -121,6 +124,7 @@ enum Queued {
 pub struct PodReports {
     tx: mpsc::Sender<Queued>,
     metrics: SchedulerMetrics,
+    fenced: CancellationToken,
 }
 
 impl PodReports {
@@ -138,10 +142,39 @@ impl PodReports {
         done: CancellationToken,
         tasks: &Tasks,
     ) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Queued>(capacity);
+        let (tx, rx) = mpsc::channel::<Queued>(capacity);
         let events = PodEvents::new(client.clone(), controller, instance);
+        let writer_metrics = metrics.clone();
         let shutdown = done;
+        let fenced = CancellationToken::new();
+        let writer_fenced = fenced.clone();
         tasks.spawn("event and condition writer", async move {
+            let writer = Self::write_queued(rx, client, events, shutdown, limiter, writer_metrics);
+            tokio::select! {
+                biased;
+                // The lease is lost: what is queued, or on the wire, is dropped.
+                () = writer_fenced.cancelled() => Ok(()),
+                () = writer => Ok::<(), std::convert::Infallible>(()),
+            }
+        });
+        PodReports {
+            tx,
+            metrics,
+            fenced,
+        }
+    }
+
+    /// Writes what is queued in order; once `shutdown` is cancelled, what is left, then
+    /// returns.
+    async fn write_queued(
+        mut rx: mpsc::Receiver<Queued>,
+        client: kube::Client,
+        events: PodEvents,
+        shutdown: CancellationToken,
+        limiter: Arc<TokenBucket>,
+        writer_metrics: SchedulerMetrics,
+    ) {
+        {
             // On shutdown the queue is closed and what it holds is still written.
             let mut closing = false;
             loop {
@@ -158,7 +191,7 @@ impl PodReports {
                     }
                 };
                 let report = match report {
-                    None => return Ok::<(), std::convert::Infallible>(()),
+                    None => return,
                     Some(Queued::Flush(done)) => {
                         let _ = done.send(());
                         continue;
@@ -184,7 +217,8 @@ impl PodReports {
                         )
                         .await
                     {
-                        debug!(pod = %report.name, error = %e, "cannot publish event");
+                        writer_metrics.reports_failed.inc();
+                        warn!(pod = %format!("{}/{}", report.namespace, report.name), reason = event.reason, error = %e, "cannot publish the pod's event");
                     }
                 }
                 if let Some(patch) = report.status_patch() {
@@ -198,12 +232,21 @@ impl PodReports {
                         )
                         .await
                     {
-                        debug!(pod = %report.name, error = %e, "cannot write the pod's scheduling status");
+                        if pod_identity::is_gone_or_replaced(&e) {
+                            debug!(pod = %report.name, uid = %report.uid, "the pod is gone or replaced: its scheduling status is not written");
+                        } else {
+                            writer_metrics.reports_failed.inc();
+                            warn!(pod = %format!("{}/{}", report.namespace, report.name), error = %e, "cannot write the pod's scheduling status");
+                        }
                     }
                 }
             }
-        });
-        PodReports { tx, metrics }
+        }
+    }
+
+    /// This replica may no longer lead: nothing queued is written any more.
+    pub fn fence(&self) {
+        self.fenced.cancel();
     }
 
     pub fn send(&self, report: PodReport) {

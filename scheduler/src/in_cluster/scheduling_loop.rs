@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use multiarch_plugins::{model::pod::PodInfo, profile::Profile};
+use multiarch_plugins::profile::Profile;
 use multiarch_runtime::{
     leader_election::{Leadership, LostLease},
     placement_config::PlacementConfigs,
@@ -21,6 +21,7 @@ use super::{
     binder::KubeBinder,
     evictions::Evictions,
     image_lookups::InspectedImages,
+    in_flight::{InFlight, InFlightBindings},
     inbox::{BindOutcome, Inbox, Kind, deleted_watch_key, storage_watch_key},
     metrics::{AttemptResultLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel},
     pod_reports::{PodReport, PodReports},
@@ -29,12 +30,6 @@ use crate::core::{
     binder::{Binder, Binding},
     scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, SchedulerCore},
 };
-
-struct InFlight {
-    pod: Arc<PodInfo>,
-    attempts: u32,
-    message: String,
-}
 
 pub(super) struct Loop {
     core: SchedulerCore,
@@ -49,6 +44,8 @@ pub(super) struct Loop {
     led: bool,
     /// Owned by the loop: when the loop ends, however it ends, the elector stops renewing.
     leadership: Option<Leadership>,
+    /// The elector's watch closed: its last value stands.
+    elector_stopped: bool,
     synced: HashSet<Kind>,
     /// What each watch has shown, by the key it reports (pod UID, node name,
     /// `namespace/name`...): a relist drops what it no longer shows.
@@ -56,7 +53,7 @@ pub(super) struct Loop {
     /// Queueing hint counts already exported to the metrics.
     exported_hints: HashMap<(&'static str, &'static str), u64>,
     configs: Arc<PlacementConfigs>,
-    in_flight: HashMap<String, InFlight>,
+    in_flight: InFlightBindings,
     /// The last FailedScheduling message per pod: unchanged failures are not re-reported.
     last_failure: HashMap<String, String>,
     ready: signal::Sender<bool>,
@@ -103,11 +100,12 @@ impl Loop {
             evictions,
             metrics,
             leadership: Some(leadership),
+            elector_stopped: false,
             synced: HashSet::new(),
             known: HashMap::new(),
             exported_hints: HashMap::new(),
             configs: Arc::default(),
-            in_flight: HashMap::new(),
+            in_flight: InFlightBindings::default(),
             last_failure: HashMap::new(),
             ready,
             verbosity,
@@ -121,6 +119,13 @@ impl Loop {
         stop: CancellationToken,
     ) -> Result<(), LostLease> {
         let mut last_gauges = Instant::now();
+        // Leadership straight from the elector, not behind the inbox's backlog: a lost
+        // lease is acted on before the next message, and before the next decision.
+        let mut leadership = match &self.leadership {
+            Some(l) => l.subscribe(),
+            None => return Ok(()),
+        };
+        self.follow_leadership(&mut leadership)?;
         loop {
             let wait = if self.can_schedule() && self.core.queue.counts().active > 0 {
                 Duration::ZERO
@@ -128,15 +133,20 @@ impl Loop {
                 Duration::from_millis(200)
             };
             tokio::select! {
+                biased;
+                changed = leadership.changed(), if self.elector_running() => {
+                    self.elector_stopped |= changed.is_err();
+                    self.follow_leadership(&mut leadership)?;
+                }
                 message = inbox.recv() => match message {
-                    Some(m) => self.handle_leading(m)?,
+                    Some(m) => self.handle_leading(m, &mut leadership)?,
                     None => return Ok(()),
                 },
                 () = stop.cancelled() => {
                     // Fencing: nothing this replica started may be written once a
                     // successor can lead, so the lease goes only after its bindings and
                     // its reports about them.
-                    let fenced = self.finish_bindings(&mut inbox).await;
+                    let fenced = self.finish_bindings(&mut inbox, &mut leadership).await;
                     if !self.reports.flush(SHUTDOWN_REPORTS).await {
                         warn!("pod reports still queued at shutdown; releasing the lease anyway");
                     }
@@ -153,10 +163,11 @@ impl Loop {
             }
             for _ in 0..10_000 {
                 match inbox.try_recv() {
-                    Ok(m) => self.handle_leading(m)?,
+                    Ok(m) => self.handle_leading(m, &mut leadership)?,
                     Err(_) => break,
                 }
             }
+            self.follow_leadership(&mut leadership)?;
             let now = Instant::now();
             self.core.tick(now);
             if !self.synced.contains(&Kind::Configs)
@@ -194,22 +205,64 @@ impl Loop {
         }
     }
 
+    fn elector_running(&self) -> bool {
+        self.leadership.is_some() && !self.elector_stopped
+    }
+
     fn can_schedule(&self) -> bool {
         self.leading && *self.ready.borrow()
     }
 
-    /// [`Loop::handle`], and on losing the lease the bindings under way are cancelled:
-    /// a replica that may no longer lead writes nothing more.
-    fn handle_leading(&mut self, message: Inbox) -> Result<(), LostLease> {
-        self.handle(message).inspect_err(|_| {
-            if !self.in_flight.is_empty() {
-                warn!(
-                    bindings = self.in_flight.len(),
-                    "lease lost: cancelling the bindings under way"
-                );
-            }
-            self.binder.cancel_all();
-        })
+    /// [`Loop::handle`] after checking the lease: a replica that may no longer lead acts
+    /// on nothing more, however long the inbox's backlog.
+    fn handle_leading(
+        &mut self,
+        message: Inbox,
+        leadership: &mut signal::Receiver<bool>,
+    ) -> Result<(), LostLease> {
+        self.follow_leadership(leadership)?;
+        self.handle(message);
+        Ok(())
+    }
+
+    /// Reads the elector's latest word. Losing the lease after leading fences this
+    /// replica: bindings, evictions and reports under way are cancelled and nothing more
+    /// is started. The elector stops leading at the latest `renew_deadline` after its last
+    /// renewal and a standby takes over no sooner than `lease_duration` after it: the
+    /// difference (5 s by default) is the time a cancelled request has to end before the
+    /// new leader's first write.
+    fn follow_leadership(
+        &mut self,
+        leadership: &mut signal::Receiver<bool>,
+    ) -> Result<(), LostLease> {
+        if self.leadership.is_none() {
+            return Ok(());
+        }
+        // The latest value, whether or not the elector is still running (it stops for
+        // good after a loss).
+        let leading = *leadership.borrow_and_update();
+        if leading == self.leading {
+            return Ok(());
+        }
+        self.leading = leading;
+        if leading {
+            self.led = true;
+        } else if self.led {
+            warn!(
+                bindings = self.in_flight.len(),
+                "lease lost: cancelling the writes under way"
+            );
+            self.fence();
+            return Err(LostLease);
+        }
+        Ok(())
+    }
+
+    /// Nothing this replica started is written any more.
+    fn fence(&mut self) {
+        self.binder.cancel_all();
+        self.evictions.cancel_all();
+        self.reports.fence();
     }
 
     /// At shutdown, before the lease is released: no new decision; the bindings under way
@@ -219,6 +272,7 @@ impl Loop {
     async fn finish_bindings(
         &mut self,
         inbox: &mut mpsc::Receiver<Inbox>,
+        leadership: &mut signal::Receiver<bool>,
     ) -> Result<(), LostLease> {
         if self.in_flight.is_empty() {
             return Ok(());
@@ -231,8 +285,13 @@ impl Loop {
         let mut cancelled = false;
         while !self.in_flight.is_empty() {
             tokio::select! {
+                biased;
+                changed = leadership.changed(), if self.elector_running() => {
+                    self.elector_stopped |= changed.is_err();
+                    self.follow_leadership(leadership)?;
+                }
                 message = inbox.recv() => match message {
-                    Some(m) => self.handle_leading(m)?,
+                    Some(m) => self.handle_leading(m, leadership)?,
                     None => return Ok(()),
                 },
                 () = tokio::time::sleep_until(deadline) => {
@@ -326,7 +385,7 @@ impl Loop {
         }
     }
 
-    fn handle(&mut self, message: Inbox) -> Result<(), LostLease> {
+    fn handle(&mut self, message: Inbox) {
         let now = Instant::now();
         match message {
             Inbox::RelistStarted(_) => {}
@@ -386,6 +445,7 @@ impl Loop {
             Inbox::PodDelete(uid) => {
                 self.unseen(Kind::Pods, &uid);
                 self.last_failure.remove(&uid);
+                self.in_flight.pod_deleted(&uid);
                 self.binder.cancel(&uid);
                 self.core.delete_pod(&uid, now);
             }
@@ -425,16 +485,7 @@ impl Loop {
             }
             Inbox::ImagesResolved(images) => self.core.images_resolved(&images, now),
             Inbox::Bind { uid, outcome } => self.bound(&uid, outcome, now),
-            Inbox::Leader(leading) => {
-                self.leading = leading;
-                if leading {
-                    self.led = true;
-                } else if self.led {
-                    return Err(LostLease);
-                }
-            }
         }
-        Ok(())
     }
 
     fn reconfigure(&mut self, now: Instant) {
@@ -472,14 +523,11 @@ impl Loop {
                     })
                     .inc();
                 self.binder.bind(Binding::of(&pod, &node, volumes));
-                self.in_flight.insert(
-                    pod.uid.clone(),
-                    InFlight {
-                        pod,
-                        attempts,
-                        message,
-                    },
-                );
+                self.in_flight.start(InFlight {
+                    pod,
+                    attempts,
+                    message,
+                });
             }
             Outcome::Failed {
                 pod,
@@ -531,7 +579,8 @@ impl Loop {
     }
 
     fn bound(&mut self, uid: &str, outcome: BindOutcome, now: Instant) {
-        let Some(flight) = self.in_flight.remove(uid) else {
+        // A pod deleted meanwhile is gone for good, whatever the result.
+        let Some(flight) = self.in_flight.finish(uid) else {
             return;
         };
         let pod = &flight.pod;

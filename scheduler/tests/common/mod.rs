@@ -61,8 +61,14 @@ pub fn start_with_metrics(
     metrics: SchedulerMetrics,
 ) -> RunningScheduler {
     let supervisor = Supervisor::new(CancellationToken::new());
+    // The replica's identity as its User-Agent: the fake's commit log says who wrote what.
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(&options.identity).unwrap(),
+    ));
     multiarch_scheduler::in_cluster::start(
-        client(server),
+        kube::Client::try_from(config).unwrap(),
         options,
         inspector(),
         metrics,

@@ -89,6 +89,24 @@ struct Store {
     request_totals: BTreeMap<[String; 7], u64>,
     /// Installed CRDs by `group/plural`: custom resources are admitted against them.
     crds: BTreeMap<String, Value>,
+    /// Every write, in the order it was stored, with who sent it.
+    commits: Vec<Commit>,
+}
+
+/// A write as stored: its resourceVersion, the object, and the `User-Agent` of the
+/// request that made it (`None`: the test's own `apply`/`delete`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    pub resource_version: u64,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+    pub writer: Option<String>,
+}
+
+tokio::task_local! {
+    /// The `User-Agent` of the request being handled, for [`Commit::writer`].
+    static WRITER: Option<String>;
 }
 
 struct Shared {
@@ -305,6 +323,46 @@ fn parse_path(path: &str) -> Option<Target> {
 }
 
 impl Store {
+    /// The objects of `resource` as they were at resourceVersion `rv` (not before the
+    /// compaction): today's, with the changes made since undone.
+    fn objects_at(&self, resource: &str, rv: u64) -> BTreeMap<Key, Value> {
+        let mut objects: BTreeMap<Key, Value> = self
+            .objects
+            .range(
+                Key {
+                    resource: resource.to_owned(),
+                    namespace: String::new(),
+                    name: String::new(),
+                }..,
+            )
+            .take_while(|(k, _)| k.resource == resource)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for change in self.history.iter().rev().take_while(|c| c.rv > rv) {
+            if change.resource != resource {
+                continue;
+            }
+            let Some(name) = change
+                .new
+                .as_ref()
+                .or(change.old.as_ref())
+                .and_then(|o| o["metadata"]["name"].as_str())
+            else {
+                continue;
+            };
+            let key = Key {
+                resource: resource.to_owned(),
+                namespace: change.namespace.clone(),
+                name: name.to_owned(),
+            };
+            match &change.old {
+                Some(old) => objects.insert(key, old.clone()),
+                None => objects.remove(&key),
+            };
+        }
+        objects
+    }
+
     fn next_rv(&mut self) -> u64 {
         self.rv += 1;
         self.rv
@@ -332,6 +390,13 @@ impl Store {
             old: old.clone(),
             new: new.clone(),
         };
+        self.commits.push(Commit {
+            resource_version: rv,
+            resource: key.resource.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            writer: WRITER.try_with(Clone::clone).ok().flatten(),
+        });
         self.history.push(change.clone());
         let _ = changes.send(Message::Change(change));
         new.or(old)
@@ -511,6 +576,11 @@ impl FakeApiServer {
         self.store().requests.clone()
     }
 
+    /// Every write stored so far, in order.
+    pub fn commits(&self) -> Vec<Commit> {
+        self.store().commits.clone()
+    }
+
     /// Every request so far, as `METHOD path?query` (a list and a watch of the same
     /// resource differ only there).
     pub fn requests_with_query(&self) -> Vec<String> {
@@ -652,7 +722,16 @@ async fn counted(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/apply-patch"));
     let labels = request_labels(&method, uri.path(), watch, apply);
-    let response = handle(State(shared.clone()), method, uri, headers, query, body).await;
+    let writer = headers
+        .get("user-agent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let response = WRITER
+        .scope(
+            writer,
+            handle(State(shared.clone()), method, uri, headers, query, body),
+        )
+        .await;
     if let Some([verb, group, version, resource, subresource, scope]) = labels {
         let code = response.status().as_u16().to_string();
         *shared
@@ -842,10 +921,12 @@ fn list(
     let fields = query.get("fieldSelector").cloned().unwrap_or_default();
     let labels = query.get("labelSelector").cloned().unwrap_or_default();
     // Paging as the real server pages: `limit` items, then an opaque `continue` token
-    // that names where the next page starts (here: the last key served).
-    let after: Option<Key> = match query.get("continue") {
+    // that names where the next page starts (here: the last key served) and the
+    // resourceVersion of the first page: every page is read at that version (etcd's
+    // snapshot), so a list and the watch started from its version miss nothing.
+    let (after, at): (Option<Key>, u64) = match query.get("continue") {
         Some(token) => match continue_key(token) {
-            Some(key) => Some(key),
+            Some((key, rv)) => (Some(key), rv),
             None => {
                 return status(
                     400,
@@ -856,18 +937,26 @@ fn list(
                 );
             }
         },
-        None => None,
+        None => (None, store.rv),
     };
+    if at < store.compacted {
+        return status(
+            410,
+            "Expired",
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            "",
+            "",
+        );
+    }
     let limit = query
         .get("limit")
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0);
-    let matching: Vec<(&Key, &Value)> = store
-        .objects
+    let snapshot = store.objects_at(&target.resource, at);
+    let matching: Vec<(&Key, &Value)> = snapshot
         .iter()
         .filter(|(k, _)| {
-            k.resource == target.resource
-                && (target.namespace.is_empty() || k.namespace == target.namespace)
+            (target.namespace.is_empty() || k.namespace == target.namespace)
                 && after.as_ref().is_none_or(|a| *k > a)
         })
         .filter(|(_, v)| field_matches(v, &fields) && label_matches(v, &labels))
@@ -879,11 +968,11 @@ fn list(
         .collect();
     let remaining = matching.len() - served;
     let last = served.checked_sub(1).map(|i| matching[i].0);
-    let mut list_metadata = json!({"resourceVersion": store.rv.to_string()});
+    let mut list_metadata = json!({"resourceVersion": at.to_string()});
     if remaining > 0
         && let Some(last) = last
     {
-        list_metadata["continue"] = json!(continue_token(last));
+        list_metadata["continue"] = json!(continue_token(last, at));
         list_metadata["remainingItemCount"] = json!(remaining);
     }
     let (kind, api_version, items) = if metadata {
@@ -910,23 +999,27 @@ fn list(
     )
 }
 
-fn continue_token(key: &Key) -> String {
+fn continue_token(key: &Key, rv: u64) -> String {
     use base64::Engine;
-    let raw = json!([key.resource, key.namespace, key.name]).to_string();
+    let raw = json!([key.resource, key.namespace, key.name, rv.to_string()]).to_string();
     base64::engine::general_purpose::STANDARD.encode(raw)
 }
 
-fn continue_key(token: &str) -> Option<Key> {
+/// Where the next page starts, and the resourceVersion every page is read at.
+fn continue_key(token: &str) -> Option<(Key, u64)> {
     use base64::Engine;
     let raw = base64::engine::general_purpose::STANDARD
         .decode(token)
         .ok()?;
-    let [resource, namespace, name]: [String; 3] = serde_json::from_slice(&raw).ok()?;
-    Some(Key {
-        resource,
-        namespace,
-        name,
-    })
+    let [resource, namespace, name, rv]: [String; 4] = serde_json::from_slice(&raw).ok()?;
+    Some((
+        Key {
+            resource,
+            namespace,
+            name,
+        },
+        rv.parse().ok()?,
+    ))
 }
 
 fn get(shared: &Shared, target: &Target, name: &str) -> Response {

@@ -204,6 +204,9 @@ pub(crate) fn create(
         object.remove("status");
     }
     body["metadata"]["name"] = json!(name);
+    if let Some(refused) = event_note_too_long(target, &name, &body) {
+        return refused;
+    }
     if target.resource == "namespaces" {
         namespace_defaults(&mut body, &name);
     }
@@ -360,6 +363,14 @@ pub(crate) fn patch(
     {
         return conflict(target, name);
     }
+    // A UID in the patch must be the object's: the real server refuses to change it
+    // (an immutable field), which makes it a precondition on the pod's identity.
+    if !apply
+        && let Some(wanted) = body["metadata"]["uid"].as_str()
+        && existing["metadata"]["uid"].as_str() != Some(wanted)
+    {
+        return uid_immutable(target, name, wanted);
+    }
     let status_only = target.subresource.as_deref() == Some("status");
     let mut patched = if apply {
         match managed_fields::apply(&existing, body, request.writer, request.force) {
@@ -436,6 +447,54 @@ pub(crate) fn patch(
         managed_fields::record_update(old, &mut patched, request.writer);
     }
     store_result(shared, &mut store, key, old, patched)
+}
+
+/// An event whose note (events.k8s.io) or message (core/v1) is over 1024 bytes
+/// (`NoteLengthLimit`) is refused, as kube-apiserver 1.36.2 refuses it
+/// (`tests/fixtures/apiserver/event-note-too-long.json`; both name the field `message`).
+fn event_note_too_long(target: &Target, name: &str, body: &Value) -> Option<Response> {
+    const NOTE_LENGTH_LIMIT: usize = 1024;
+    let note = match target.resource.as_str() {
+        "events.k8s.io/events" => body["note"].as_str(),
+        "events" => body["message"].as_str(),
+        _ => None,
+    }?;
+    (note.len() > NOTE_LENGTH_LIMIT).then(|| {
+        let message = format!("Invalid value: \"\": can have at most {NOTE_LENGTH_LIMIT} characters");
+        json_response(
+            422,
+            &json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("Event \"{name}\" is invalid: message: {message}"),
+                "reason": "Invalid",
+                "details": {"name": name, "kind": "Event",
+                            "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "message"}]},
+                "code": 422,
+            }),
+        )
+    })
+}
+
+/// `422 Invalid` for a write that would change `metadata.uid`, as kube-apiserver 1.36.2
+/// answers it (`tests/fixtures/apiserver/pod-status-patch-uid-mismatch.json`: the cause
+/// is listed twice there too).
+fn uid_immutable(target: &Target, name: &str, wanted: &str) -> Response {
+    let kind = kind_of(&target.resource);
+    let cause = json!({
+        "reason": "FieldValueInvalid",
+        "message": format!("Invalid value: \"{wanted}\": field is immutable"),
+        "field": "metadata.uid",
+    });
+    json_response(
+        422,
+        &json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("{kind} \"{name}\" is invalid: metadata.uid: Invalid value: \"{wanted}\": field is immutable"),
+            "reason": "Invalid",
+            "details": {"name": name, "kind": kind, "causes": [cause.clone(), cause]},
+            "code": 422,
+        }),
+    )
 }
 
 /// `DELETE`: a UID precondition is checked; an object with finalizers is only marked
