@@ -26,6 +26,8 @@ use super::{
     metrics::{AttemptResultLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel},
     pod_reports::{PodReport, PodReports},
 };
+mod fencing;
+
 use crate::core::{
     binder::{Binder, Binding},
     scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, SchedulerCore},
@@ -64,16 +66,6 @@ pub(super) struct Loop {
 /// Pods decided per turn before the inbox is read again, so watch events and binding
 /// results are never starved by a long queue.
 const PODS_PER_TURN: usize = 256;
-
-/// At shutdown, how long the bindings under way may take to finish before they are
-/// cancelled (a binding is one request; one waiting for its volumes can take minutes).
-/// Well inside the role's drain (25 s) and a pod's default grace period (30 s).
-const SHUTDOWN_BINDINGS: Duration = Duration::from_secs(10);
-/// After cancelling, how long their (immediate) results are waited for.
-const CANCELLED_BINDINGS: Duration = Duration::from_secs(2);
-/// At shutdown, how long the reports of what was decided (events, status patches) may
-/// take to be written before the lease is released anyway.
-const SHUTDOWN_REPORTS: Duration = Duration::from_secs(5);
 
 impl Loop {
     #[allow(clippy::too_many_arguments)]
@@ -143,20 +135,7 @@ impl Loop {
                     None => return Ok(()),
                 },
                 () = stop.cancelled() => {
-                    // Fencing: nothing this replica started may be written once a
-                    // successor can lead, so the lease goes only after its bindings and
-                    // its reports about them.
-                    let fenced = self.finish_bindings(&mut inbox, &mut leadership).await;
-                    if !self.reports.flush(SHUTDOWN_REPORTS).await {
-                        warn!("pod reports still queued at shutdown; releasing the lease anyway");
-                    }
-                    if fenced.is_ok()
-                        && let Some(leadership) = self.leadership.take()
-                    {
-                        leadership.release();
-                        // Give the elector a moment to release the lease.
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
+                    self.shut_down(&mut inbox, &mut leadership).await;
                     return Ok(());
                 }
                 () = tokio::time::sleep(wait) => {}
@@ -205,108 +184,8 @@ impl Loop {
         }
     }
 
-    fn elector_running(&self) -> bool {
-        self.leadership.is_some() && !self.elector_stopped
-    }
-
     fn can_schedule(&self) -> bool {
         self.leading && *self.ready.borrow()
-    }
-
-    /// [`Loop::handle`] after checking the lease: a replica that may no longer lead acts
-    /// on nothing more, however long the inbox's backlog.
-    fn handle_leading(
-        &mut self,
-        message: Inbox,
-        leadership: &mut signal::Receiver<bool>,
-    ) -> Result<(), LostLease> {
-        self.follow_leadership(leadership)?;
-        self.handle(message);
-        Ok(())
-    }
-
-    /// Reads the elector's latest word. Losing the lease after leading fences this
-    /// replica: bindings, evictions and reports under way are cancelled and nothing more
-    /// is started. The elector stops leading at the latest `renew_deadline` after its last
-    /// renewal and a standby takes over no sooner than `lease_duration` after it: the
-    /// difference (5 s by default) is the time a cancelled request has to end before the
-    /// new leader's first write.
-    fn follow_leadership(
-        &mut self,
-        leadership: &mut signal::Receiver<bool>,
-    ) -> Result<(), LostLease> {
-        if self.leadership.is_none() {
-            return Ok(());
-        }
-        // The latest value, whether or not the elector is still running (it stops for
-        // good after a loss).
-        let leading = *leadership.borrow_and_update();
-        if leading == self.leading {
-            return Ok(());
-        }
-        self.leading = leading;
-        if leading {
-            self.led = true;
-        } else if self.led {
-            warn!(
-                bindings = self.in_flight.len(),
-                "lease lost: cancelling the writes under way"
-            );
-            self.fence();
-            return Err(LostLease);
-        }
-        Ok(())
-    }
-
-    /// Nothing this replica started is written any more.
-    fn fence(&mut self) {
-        self.binder.cancel_all();
-        self.evictions.cancel_all();
-        self.reports.fence();
-    }
-
-    /// At shutdown, before the lease is released: no new decision; the bindings under way
-    /// finish and their results are reported (the `Scheduled` events), for at most
-    /// [`SHUTDOWN_BINDINGS`], then what is left is cancelled. `Err` when the lease was
-    /// lost meanwhile (everything cancelled; there is nothing to release).
-    async fn finish_bindings(
-        &mut self,
-        inbox: &mut mpsc::Receiver<Inbox>,
-        leadership: &mut signal::Receiver<bool>,
-    ) -> Result<(), LostLease> {
-        if self.in_flight.is_empty() {
-            return Ok(());
-        }
-        info!(
-            bindings = self.in_flight.len(),
-            "shutting down: finishing the bindings under way before releasing the lease"
-        );
-        let mut deadline = tokio::time::Instant::now() + SHUTDOWN_BINDINGS;
-        let mut cancelled = false;
-        while !self.in_flight.is_empty() {
-            tokio::select! {
-                biased;
-                changed = leadership.changed(), if self.elector_running() => {
-                    self.elector_stopped |= changed.is_err();
-                    self.follow_leadership(leadership)?;
-                }
-                message = inbox.recv() => match message {
-                    Some(m) => self.handle_leading(m, leadership)?,
-                    None => return Ok(()),
-                },
-                () = tokio::time::sleep_until(deadline) => {
-                    if cancelled {
-                        warn!(bindings = self.in_flight.len(), "cancelled bindings did not report back; shutting down");
-                        return Ok(());
-                    }
-                    warn!(bindings = self.in_flight.len(), "bindings still under way at shutdown: cancelling them");
-                    self.binder.cancel_all();
-                    cancelled = true;
-                    deadline = tokio::time::Instant::now() + CANCELLED_BINDINGS;
-                }
-            }
-        }
-        Ok(())
     }
 
     fn gauges(&self) {
