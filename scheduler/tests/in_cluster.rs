@@ -536,6 +536,47 @@ async fn per_pod_writes_respect_the_client_qps() {
     runtime.shutdown().await.unwrap();
 }
 
+/// Quantities as the API server stores them (recorded from kube-apiserver 1.36.2: leading
+/// zeros kept, more digits than an i64 holds, `n` suffixes) count: a bound pod's request
+/// written that way fills its node, it is never hidden from the scheduler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_every_stored_form_count() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "4"));
+    server.apply("nodes", node("arm-2", "arm64", "4"));
+    server.apply("nodes", node("arm-3", "arm64", "4"));
+    let bound = |name: &str, node: &str, cpu: &str| {
+        let mut hog = pod(name, "arm:1", cpu);
+        hog["spec"]["schedulerName"] = json!("default-scheduler");
+        hog["spec"]["nodeName"] = json!(node);
+        hog
+    };
+    // 4 cores, 22 digits: more than the 18 this scheduler once read.
+    server.apply("pods", bound("zeros", "arm-1", "0000000000000000000004"));
+    // Far more than any node: 1.2e16 cores.
+    server.apply("pods", bound("huge", "arm-2", "12345678901234567890m"));
+    // 3.5 cores in nanocores.
+    server.apply("pods", bound("nanos", "arm-3", "3500000000n"));
+    let runtime = start(&server, "a", false);
+    server.apply("pods", pod("half", "arm:1", "500000000n"));
+    server.apply("pods", pod("one", "arm:1", "1"));
+    eventually("half bound", || node_of(&server, "half").is_some()).await;
+    assert_eq!(node_of(&server, "half").as_deref(), Some("arm-3"));
+    eventually("FailedScheduling for one", || {
+        events_for(&server, "one")
+            .iter()
+            .any(|e| e["reason"] == "FailedScheduling")
+    })
+    .await;
+    let note = events_for(&server, "one")[0]["note"].as_str().unwrap().to_owned();
+    assert!(
+        note.starts_with("0/3 nodes are available: 3 Insufficient cpu."),
+        "{note}"
+    );
+    assert_eq!(node_of(&server, "one"), None);
+    runtime.shutdown().await.unwrap();
+}
+
 /// A pod whose requests the scheduler cannot read is not dropped silently: it is told
 /// why, and the rest of the cluster is scheduled as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
