@@ -1,14 +1,61 @@
-//! Events on pods, as users read them in `kubectl describe pod`: events.k8s.io/v1 through
-//! kube's Recorder (which folds repeats into a series), reported by one controller name
-//! and this replica's identity.
+//! Events on pods, as users read them in `kubectl describe pod`: events.k8s.io/v1,
+//! reported by one controller name and this replica's identity. An event that repeats
+//! (same pod, type, reason, action and note) within six minutes is folded into a series
+//! (`x3 over 2m`), as kube's `Recorder` and client-go fold them; but a changed note is a
+//! new event. Both of those fold on everything but the note, so `kubectl describe` went
+//! on showing a reason that no longer held (kube-scheduler does: checked on
+//! kube-apiserver 1.36.2, a pod's `no nodes available to schedule pods` became `(x2)`
+//! when the next attempt failed for another reason).
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use std::{
+    num::NonZeroUsize,
+    sync::{Arc, Mutex},
+};
+
+use k8s_openapi::{
+    api::{core::v1::ObjectReference, events::v1::Event, events::v1::EventSeries},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+    jiff::{SignedDuration, Timestamp},
+};
+use kube::{
+    Api,
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
+};
+use lru::LruCache;
+use serde_json::json;
+
+/// How long a published event can be continued as a series (kube's `Recorder`: 6 min).
+const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
+/// Series remembered at most; the least recently continued go first.
+const REMEMBERED_SERIES: usize = 4096;
 
 /// Publishes the events of one role.
 #[derive(Clone)]
 pub struct PodEvents {
-    recorder: Recorder,
+    client: kube::Client,
+    controller: String,
+    instance: String,
+    series: Arc<Mutex<LruCache<SeriesKey, Published>>>,
+}
+
+/// What makes two events the same one repeated.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    namespace: String,
+    name: String,
+    uid: Option<String>,
+    warning: bool,
+    reason: String,
+    action: String,
+    note: String,
+}
+
+/// An event written, and how often it has been seen.
+#[derive(Clone, Debug)]
+struct Published {
+    name: String,
+    count: i32,
+    last: Timestamp,
 }
 
 /// Normal or Warning.
@@ -22,14 +69,19 @@ impl PodEvents {
     /// Events reported as `controller` (`reportingController`), from replica `instance`.
     pub fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
         PodEvents {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: controller.into(),
-                    instance: Some(instance.into()),
-                },
-            ),
+            client,
+            controller: controller.to_owned(),
+            instance: instance.to_owned(),
+            series: Arc::new(Mutex::new(LruCache::new(
+                NonZeroUsize::new(REMEMBERED_SERIES).unwrap_or(NonZeroUsize::MIN),
+            ))),
         }
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, LruCache<SeriesKey, Published>> {
+        self.series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub async fn publish(
@@ -40,17 +92,87 @@ impl PodEvents {
         action: &str,
         note: String,
     ) -> Result<(), kube::Error> {
-        let event = Event {
-            type_: match severity {
-                Severity::Normal => EventType::Normal,
-                Severity::Warning => EventType::Warning,
-            },
-            reason: reason.into(),
-            note: Some(truncate_note(note)),
-            action: action.into(),
-            secondary: None,
+        let note = truncate_note(note);
+        let namespace = pod.namespace.clone().unwrap_or_else(|| "default".into());
+        let key = SeriesKey {
+            namespace: namespace.clone(),
+            name: pod.name.clone().unwrap_or_default(),
+            uid: pod.uid.clone(),
+            warning: severity == Severity::Warning,
+            reason: reason.to_owned(),
+            action: action.to_owned(),
+            note: note.clone(),
         };
-        self.recorder.publish(&event, pod).await
+        let now = Timestamp::now();
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let earlier = self
+            .remembered()
+            .get(&key)
+            .filter(|p| p.last + SERIES_WINDOW > now)
+            .cloned();
+        if let Some(earlier) = earlier {
+            let count = earlier.count.saturating_add(1);
+            let series = json!({"series": EventSeries {
+                count,
+                last_observed_time: MicroTime(now),
+            }});
+            match events
+                .patch(
+                    &earlier.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&series),
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.remembered().put(
+                        key,
+                        Published {
+                            name: earlier.name,
+                            count,
+                            last: now,
+                        },
+                    );
+                    return Ok(());
+                }
+                // Gone (the API server's event TTL): a new one.
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let name = format!("{}.{:x}", key.name, now.as_nanosecond());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some(action.to_owned()),
+            reason: Some(reason.to_owned()),
+            note: Some(note),
+            type_: Some(
+                match severity {
+                    Severity::Normal => "Normal",
+                    Severity::Warning => "Warning",
+                }
+                .to_owned(),
+            ),
+            regarding: Some(pod.clone()),
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Event::default()
+        };
+        events.create(&PostParams::default(), &event).await?;
+        self.remembered().put(
+            key,
+            Published {
+                name,
+                count: 1,
+                last: now,
+            },
+        );
+        Ok(())
     }
 }
 

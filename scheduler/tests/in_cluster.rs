@@ -568,7 +568,10 @@ async fn requests_in_every_stored_form_count() {
             .any(|e| e["reason"] == "FailedScheduling")
     })
     .await;
-    let note = events_for(&server, "one")[0]["note"].as_str().unwrap().to_owned();
+    let note = events_for(&server, "one")[0]["note"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         note.starts_with("0/3 nodes are available: 3 Insufficient cpu."),
         "{note}"

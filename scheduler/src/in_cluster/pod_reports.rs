@@ -1,8 +1,8 @@
 //! What users see in `kubectl describe pod`: `Scheduled`, `FailedScheduling` and
-//! `Preempted` events (events.k8s.io/v1, repeated ones folded into a series by kube's
-//! Recorder), the `PodScheduled=False` condition and `status.nominatedNodeName`. Written
-//! by a background task from a bounded queue, so a slow API server never slows the
-//! scheduling loop (overflow is dropped and counted).
+//! `Preempted` events (events.k8s.io/v1; a repeat folds into a series, a changed reason
+//! is a new event), the `PodScheduled=False` condition and `status.nominatedNodeName`.
+//! Written by a background task from a bounded queue, so a slow API server never slows
+//! the scheduling loop (overflow is dropped and counted).
 
 use std::sync::Arc;
 
