@@ -580,6 +580,40 @@ async fn requests_in_every_stored_form_count() {
     runtime.shutdown().await.unwrap();
 }
 
+/// A bound pod whose requests cannot be read is never taken for absent: its node counts
+/// as full while it runs there, and the pod says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_pod_with_an_unreadable_request_fills_its_node() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    server.apply("nodes", node("arm-2", "arm64", "2"));
+    let mut odd = pod("odd", "arm:1", "lots");
+    odd["spec"]["schedulerName"] = json!("default-scheduler");
+    odd["spec"]["nodeName"] = json!("arm-1");
+    server.apply("pods", odd);
+    let runtime = start(&server, "a", false);
+    // arm-1 has far more room, and would be chosen if odd counted for nothing.
+    for name in ["w1", "w2"] {
+        server.apply("pods", pod(name, "arm:1", "500m"));
+    }
+    eventually("w1 and w2 bound", || {
+        node_of(&server, "w1").is_some() && node_of(&server, "w2").is_some()
+    })
+    .await;
+    assert_eq!(node_of(&server, "w1").as_deref(), Some("arm-2"));
+    assert_eq!(node_of(&server, "w2").as_deref(), Some("arm-2"));
+    eventually("odd told", || !events_for(&server, "odd").is_empty()).await;
+    let event = &events_for(&server, "odd")[0];
+    assert_eq!(event["reason"], "UnreadableResourceRequest");
+    assert_eq!(event["type"], "Warning");
+    let note = event["note"].as_str().unwrap();
+    assert!(
+        note.contains("lots") && note.contains("counts node arm-1 as full"),
+        "{note}"
+    );
+    runtime.shutdown().await.unwrap();
+}
+
 /// A pod whose requests the scheduler cannot read is not dropped silently: it is told
 /// why, and the rest of the cluster is scheduled as usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,6 +49,8 @@ pub struct SchedulerMetrics {
     pub events_dropped: Counter,
     /// Events and status writes the API server refused or failed.
     pub reports_failed: Counter,
+    /// Bound pods whose requests cannot be read (each counted as filling its node).
+    pub unreadable_bound_pods: Counter,
     /// Messages (watch events, results) waiting for the scheduling loop.
     pub inbox_depth: Gauge,
     pub is_leader: Gauge,
@@ -70,6 +72,7 @@ impl Default for SchedulerMetrics {
             cache_size: Family::default(),
             events_dropped: Counter::default(),
             reports_failed: Counter::default(),
+            unreadable_bound_pods: Counter::default(),
             inbox_depth: Gauge::default(),
             is_leader: Gauge::default(),
             queueing_hints: Family::default(),
@@ -124,6 +127,11 @@ impl SchedulerMetrics {
             "reports_failed",
             "Events and status writes the API server refused or failed (each logged with its pod)",
             self.reports_failed.clone(),
+        );
+        sub.register(
+            "unreadable_bound_pods",
+            "Bound pods whose resource requests cannot be read, each counted as filling its node",
+            self.unreadable_bound_pods.clone(),
         );
         sub.register(
             "is_leader",

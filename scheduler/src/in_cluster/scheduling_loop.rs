@@ -7,7 +7,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use multiarch_plugins::profile::Profile;
+use multiarch_plugins::{
+    model::{
+        pod::PodInfo,
+        quantity::QUANTITY_LIMIT,
+        resources::{NonZero, Resources},
+    },
+    profile::Profile,
+};
 use multiarch_runtime::{
     leader_election::{Leadership, LostLease},
     placement_config::PlacementConfigs,
@@ -299,10 +306,14 @@ impl Loop {
                 self.core.apply_pod(*pod, now);
             }
             Inbox::PodUnreadable(pod, error) => {
-                // Kept as it was known (a bound pod's usage stays counted); a pending pod
-                // of ours is told why it is not scheduled, once per message.
+                // A pending pod of ours is told why it is not scheduled, once per message;
+                // a bound pod fills its node (its usage is unknown, never nothing).
                 self.seen(Kind::Pods, pod.uid.clone());
                 warn!(pod = %pod.key(), %error, "pod has an unreadable resource request");
+                if pod.node_name.is_some() && !pod.deleting {
+                    self.unreadable_bound_pod(*pod, &error, now);
+                    return;
+                }
                 let ours = pod.scheduler_name == self.options.scheduler_name;
                 let message = format!("pod has an unreadable resource request: {error}");
                 if ours
@@ -365,6 +376,41 @@ impl Loop {
             Inbox::ImagesResolved(images) => self.core.images_resolved(&images, now),
             Inbox::Bind { uid, outcome } => self.bound(&uid, outcome, now),
         }
+    }
+
+    /// A bound pod whose requests cannot be read counts as using all of its node: nothing
+    /// more is placed there while it runs. Counted, logged, and told on the pod once per
+    /// message. (kube-apiserver stores only quantities the parser reads; this is for
+    /// objects that reach the watch some other way.)
+    fn unreadable_bound_pod(&mut self, mut pod: PodInfo, error: &str, now: Instant) {
+        let node = pod.node_name.clone().unwrap_or_default();
+        let message = format!(
+            "{} cannot read this pod's resource requests ({error}): it counts node {node} as full while the pod is there",
+            self.options.scheduler_name
+        );
+        if self.last_failure.get(&pod.uid) != Some(&message) {
+            self.metrics.unreadable_bound_pods.inc();
+            self.last_failure.insert(pod.uid.clone(), message.clone());
+            self.reports.send(PodReport::about(
+                &pod,
+                true,
+                "UnreadableResourceRequest",
+                "Scheduling",
+                message,
+                None,
+            ));
+        }
+        pod.requests = Resources {
+            milli_cpu: QUANTITY_LIMIT,
+            memory: QUANTITY_LIMIT,
+            ephemeral_storage: QUANTITY_LIMIT,
+            ..Resources::default()
+        };
+        pod.non_zero = NonZero {
+            milli_cpu: QUANTITY_LIMIT,
+            memory: QUANTITY_LIMIT,
+        };
+        self.core.apply_pod(pod, now);
     }
 
     fn reconfigure(&mut self, now: Instant) {
