@@ -11,6 +11,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use common::{eventually, leader_and_standby, node};
 use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
+use multiarch_scheduler::in_cluster::RunningScheduler;
 use serde_json::json;
 
 const NODES: usize = 25;
@@ -88,8 +89,8 @@ fn assert_one_writer_at_a_time_and_no_overcommit(server: &FakeApiServer) {
     assert_eq!(used.values().sum::<u64>(), FIT as u64 * POD_CPU);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_leader_stopped_with_a_backlog_finishes_its_writes_before_its_successor_starts() {
+/// The backlog, replica-a leading and replica-b its standby, a tenth of the pods bound.
+async fn mid_backlog() -> (FakeApiServer, RunningScheduler, RunningScheduler) {
     let server = FakeApiServer::start().await;
     backlog(&server);
     let (a, b) = leader_and_standby(&server).await;
@@ -97,6 +98,12 @@ async fn a_leader_stopped_with_a_backlog_finishes_its_writes_before_its_successo
         bound(&server) >= PODS / 10
     })
     .await;
+    (server, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_stopped_with_a_backlog_finishes_its_writes_before_its_successor_starts() {
+    let (server, a, b) = mid_backlog().await;
     a.shutdown().await.unwrap();
     eventually("every pod that fits bound", || bound(&server) == FIT).await;
     let mut b_leading = b.leading.clone();
@@ -107,13 +114,7 @@ async fn a_leader_stopped_with_a_backlog_finishes_its_writes_before_its_successo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_that_loses_its_lease_with_a_backlog_writes_nothing_more() {
-    let server = FakeApiServer::start().await;
-    backlog(&server);
-    let (a, b) = leader_and_standby(&server).await;
-    eventually("a tenth of the backlog bound", || {
-        bound(&server) >= PODS / 10
-    })
-    .await;
+    let (server, a, b) = mid_backlog().await;
     // replica-a's next renewal hangs: it stops leading at its renew deadline while its
     // bindings are under way, and replica-b takes over once the lease expires.
     server.inject(
