@@ -356,6 +356,66 @@ async fn at_shutdown_bindings_under_way_finish_and_are_reported_before_the_lease
     }
 }
 
+/// Bindings decided ahead of the API server wait in the binder's queue: a pod deleted
+/// while its binding waits there is never posted, and the others are bound once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_deleted_while_its_binding_waits_is_never_posted() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "64"));
+    // The binder's 4 workers (bind_concurrency in the tests) each hold a hung binding.
+    server.inject(multiarch_fake_apiserver::Fault::new(
+        Some(multiarch_fake_apiserver::Method::POST),
+        "/binding",
+        multiarch_fake_apiserver::Effect::Hang,
+    ));
+    let metrics = multiarch_scheduler::in_cluster::metrics::SchedulerMetrics::default();
+    let runtime = common::start_with_metrics(&server, common::options("a", false), metrics.clone());
+    let assumed = move || {
+        metrics
+            .cache_size
+            .get_or_create(&multiarch_scheduler::in_cluster::metrics::TypeLabel {
+                r#type: "assumed_pods",
+            })
+            .get()
+    };
+    let names: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    for name in &names {
+        server.apply("pods", pod(name, "arm:1", "100m"));
+    }
+    let posted = |server: &FakeApiServer| -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| bindings(server, n) > 0)
+            .cloned()
+            .collect()
+    };
+    // All ten decided (assumed), four of them posted and hung.
+    eventually("ten pods decided", || assumed() == 10).await;
+    eventually("4 bindings under way", || posted(&server).len() == 4).await;
+    let under_way = posted(&server);
+    let waiting = names
+        .iter()
+        .find(|n| !under_way.contains(n))
+        .unwrap()
+        .clone();
+    server.delete("pods", "shop", &waiting);
+    // The loop has handled the delete (and cancelled the queued binding with it).
+    eventually("the deleted pod forgotten", || assumed() == 9).await;
+    server.clear_faults();
+    eventually("every other pod bound", || {
+        names
+            .iter()
+            .filter(|n| **n != waiting)
+            .all(|n| node_of(&server, n).is_some())
+    })
+    .await;
+    assert_eq!(bindings(&server, &waiting), 0, "{waiting} was posted");
+    for name in names.iter().filter(|n| **n != waiting) {
+        assert_eq!(bindings(&server, name), 1, "{name}");
+    }
+    runtime.shutdown().await.unwrap();
+}
+
 /// A `PodScheduled=False` decided about one pod never lands on another pod that took its
 /// name meanwhile: the status patch carries the pod's UID, which the API server refuses
 /// to change.
