@@ -61,15 +61,20 @@ pub fn parse_scaled(input: &str, scale: i64) -> Result<i64, InvalidQuantity> {
 /// A signed integer exponent; one too large for an `i64` is held at ±2^62 (the value
 /// then saturates either way).
 fn parse_exponent(text: &str) -> Option<i64> {
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
+    let (negative, digits) = split_sign(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let magnitude = digits.parse::<i64>().unwrap_or(1 << 62).min(1 << 62);
     Some(if negative { -magnitude } else { magnitude })
+}
+
+/// An optional `+` or `-`: whether it was `-`, and the rest.
+fn split_sign(text: &str) -> (bool, &str) {
+    match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    }
 }
 
 /// `[+-]digits[.digits]` as significant digits and a power of ten.
@@ -85,10 +90,7 @@ struct Decimal {
 
 impl Decimal {
     fn parse(number: &str) -> Option<Self> {
-        let (negative, unsigned) = match number.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, number.strip_prefix('+').unwrap_or(number)),
-        };
+        let (negative, unsigned) = split_sign(number);
         let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
         if (int.is_empty() && frac.is_empty())
             || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())

@@ -460,17 +460,15 @@ fn event_note_too_long(target: &Target, name: &str, body: &Value) -> Option<Resp
         _ => None,
     }?;
     (note.len() > NOTE_LENGTH_LIMIT).then(|| {
-        let message = format!("Invalid value: \"\": can have at most {NOTE_LENGTH_LIMIT} characters");
+        // Validated as the core Event whatever the group: `Event "NAME" is invalid`.
+        let error = apiextensions::FieldError::invalid(
+            "message",
+            Some("\"\"".into()),
+            format!("can have at most {NOTE_LENGTH_LIMIT} characters"),
+        );
         json_response(
             422,
-            &json!({
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": format!("Event \"{name}\" is invalid: message: {message}"),
-                "reason": "Invalid",
-                "details": {"name": name, "kind": "Event",
-                            "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "message"}]},
-                "code": 422,
-            }),
+            &apiextensions::invalid_status("", "Event", name, &[error]),
         )
     })
 }
@@ -479,22 +477,12 @@ fn event_note_too_long(target: &Target, name: &str, body: &Value) -> Option<Resp
 /// answers it (`tests/fixtures/apiserver/pod-status-patch-uid-mismatch.json`: the cause
 /// is listed twice there too).
 fn uid_immutable(target: &Target, name: &str, wanted: &str) -> Response {
-    let kind = kind_of(&target.resource);
-    let cause = json!({
-        "reason": "FieldValueInvalid",
-        "message": format!("Invalid value: \"{wanted}\": field is immutable"),
-        "field": "metadata.uid",
-    });
-    json_response(
-        422,
-        &json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": format!("{kind} \"{name}\" is invalid: metadata.uid: Invalid value: \"{wanted}\": field is immutable"),
-            "reason": "Invalid",
-            "details": {"name": name, "kind": kind, "causes": [cause.clone(), cause]},
-            "code": 422,
-        }),
-    )
+    let error = apiextensions::FieldError::invalid(
+        "metadata.uid",
+        Some(format!("{wanted:?}")),
+        "field is immutable",
+    );
+    invalid(target, name, &[error.clone(), error])
 }
 
 /// `DELETE`: a UID precondition is checked; an object with finalizers is only marked
