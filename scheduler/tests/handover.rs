@@ -141,3 +141,22 @@ async fn a_leader_that_loses_its_lease_with_a_backlog_writes_nothing_more() {
     b.shutdown().await.unwrap();
     assert_one_writer_at_a_time_and_no_overcommit(&server);
 }
+
+/// Events slower than the backlog (a busy API server): at SIGTERM the leader cannot
+/// write every report in its shutdown budget, so it drops the rest before releasing the
+/// lease rather than writing them after its successor has started (kube-apiserver 1.36.2
+/// at 20 QPS showed it: the old leader's writer went on past the release).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_stopped_with_reports_queued_drops_them_before_its_successor_starts() {
+    let (server, a, b) = mid_backlog().await;
+    server.inject(Fault::new(
+        Some(Method::POST),
+        "/events",
+        Effect::Delay(Duration::from_millis(20)),
+    ));
+    a.shutdown().await.unwrap();
+    server.clear_faults();
+    eventually("every pod that fits bound", || bound(&server) == FIT).await;
+    b.shutdown().await.unwrap();
+    assert_one_writer_at_a_time_and_no_overcommit(&server);
+}

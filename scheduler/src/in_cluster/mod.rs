@@ -174,11 +174,15 @@ fn forward_configs(
     tasks.spawn("configuration to the scheduling loop", async move {
         loop {
             tokio::select! {
+                biased;
                 () = shutdown.cancelled() => return Ok(()),
-                changed = configs.changed() => {
-                    if changed.is_err() {
-                        return Err("the configuration watch ended");
-                    }
+                changed = configs.changed() => if changed.is_err() {
+                    // At shutdown the watch may end before this task sees the token.
+                    return if shutdown.is_cancelled() {
+                        Ok(())
+                    } else {
+                        Err("the configuration watch ended")
+                    };
                 }
             }
             let snapshot = configs.borrow_and_update().clone();

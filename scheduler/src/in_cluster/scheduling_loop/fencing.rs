@@ -18,7 +18,7 @@ const SHUTDOWN_BINDINGS: Duration = Duration::from_secs(10);
 /// After cancelling, how long their (immediate) results are waited for.
 const CANCELLED_BINDINGS: Duration = Duration::from_secs(2);
 /// At shutdown, how long the reports of what was decided (events, status patches) may
-/// take to be written before the lease is released anyway.
+/// take to be written; what is left then is dropped and the lease released.
 const SHUTDOWN_REPORTS: Duration = Duration::from_secs(5);
 
 impl Loop {
@@ -33,7 +33,10 @@ impl Loop {
         self.evictions.cancel_all();
         let fenced = self.finish_bindings(inbox, leadership).await;
         if !self.reports.flush(SHUTDOWN_REPORTS).await {
-            warn!("pod reports still queued at shutdown; releasing the lease anyway");
+            // Written after the release they could land after the successor's first
+            // write (and keep this process past its drain): they are dropped instead.
+            warn!("pod reports still queued at shutdown: dropping them before releasing the lease");
+            self.reports.fence();
         }
         if fenced.is_ok()
             && let Some(leadership) = self.leadership.take()
