@@ -9,7 +9,7 @@ mod kubeconfig;
 
 use std::process::Command;
 
-use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault};
 
 const PLATFORMS: &str = "images:
   quay.io/shop/web:1: [linux/amd64, linux/arm64]
@@ -59,6 +59,10 @@ async fn the_scheduler_and_the_bind_only_baseline_are_measured_and_cleaned_up() 
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("CRD is not installed"),
+        "the fake serves the CRD"
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
@@ -161,4 +165,37 @@ async fn an_interrupted_run_removes_what_it_created() {
     assert!(out.1.contains("interrupted"), "{}", out.1);
     assert!(server.list("pods").is_empty());
     assert!(server.list("nodes").is_empty());
+}
+
+/// Without the ClusterPodPlacementConfig CRD, `multiarch scheduler` waits 30 s before
+/// scheduling with defaults: the bench says so before the run is read as slow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_placement_crd_is_reported_before_the_run() {
+    let server = FakeApiServer::start().await;
+    server.inject(Fault::new(
+        None,
+        "clusterpodplacementconfigs",
+        Effect::Status(404),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    // A "scheduler" that never binds: the run ends at its timeout.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
+    command
+        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--platforms", platforms.to_str().unwrap()])
+        .args(["--nodes", "1", "--pods", "1", "--timeout", "1s"])
+        .args(["--", "sleep", "600"]);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the ClusterPodPlacementConfig CRD is not installed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not bound within"), "{stderr}");
 }

@@ -280,6 +280,10 @@ impl SchedulerCore {
     /// assumption and retry with backoff.
     pub fn binding_failed(&mut self, pod: Arc<PodInfo>, attempts: u32, now: Instant) {
         self.undo_assumption(&pod.uid, now);
+        // The outcome's pod is the placed one; it waits unassigned again.
+        let mut pod = Arc::unwrap_or_clone(pod);
+        pod.node_name = None;
+        let pod = Arc::new(pod);
         // `attempts` already counts this attempt; the error backoff counts it once more.
         self.queue
             .requeue_after_bind_error(pod, attempts.saturating_sub(1), now);
@@ -419,7 +423,11 @@ impl SchedulerCore {
             Some(c) => message.push_str(&format!("; images support {}", c.describe())),
             None => {}
         }
-        self.cluster.assume(&pod, &node_name);
+        // The queue and the nominator let go of the pod first, so the model takes it
+        // without a copy.
+        self.nominated.remove(&pod.uid);
+        self.queue.done(&pod.uid);
+        let pod = self.cluster.assume(pod, &node_name);
         if !choice.volumes.is_empty() {
             self.cluster
                 .storage_mut()
@@ -427,8 +435,6 @@ impl SchedulerCore {
             self.volume_plans
                 .insert(pod.uid.clone(), choice.volumes.clone());
         }
-        self.nominated.remove(&pod.uid);
-        self.queue.done(&pod.uid);
         Outcome::Scheduled {
             pod,
             node: node_name,

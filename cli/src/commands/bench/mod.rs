@@ -26,6 +26,7 @@ use kube::{
     Api,
     api::{DeleteParams, ListParams, PostParams},
 };
+use multiarch_crd::ClusterPodPlacementConfig;
 use multiarch_runtime::{client, rate_limit::TokenBucket};
 use multiarch_scheduler::{core::image_source::CatalogImages, simulate::scenario::Scenario};
 use serde_json::Value;
@@ -367,7 +368,24 @@ async fn stop(child: &mut tokio::process::Child) {
     }
 }
 
+/// `multiarch scheduler` waits up to 30 s for a ClusterPodPlacementConfig list before
+/// scheduling with defaults: without the CRD, that wait is most of a short run's time.
+async fn warn_without_placement_crd(client: &kube::Client) {
+    let configs: Api<ClusterPodPlacementConfig> = Api::all(client.clone());
+    match configs.list(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(s)) if s.code == 404 => tracing::warn!(
+            "the ClusterPodPlacementConfig CRD is not installed: multiarch scheduler waits \
+             30 s for it before scheduling with defaults, and that wait counts in pods/s \
+             (install it: kubectl apply -k manifests/crds)"
+        ),
+        _ => {}
+    }
+}
+
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    // Warnings (refused bindings, a failed watch, a missing CRD) on standard error;
+    // standard output is the report.
+    let _ = multiarch_runtime::logging::init(multiarch_runtime::logging::LogFormat::Text, "warn");
     if args.nodes == 0 || args.pods == 0 {
         bail!("--nodes and --pods must be at least 1");
     }
@@ -398,6 +416,9 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         catalog,
         nodes: Vec::new(),
     };
+    if !args.command.is_empty() {
+        warn_without_placement_crd(&client).await;
+    }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace_created = match namespaces
         .create(

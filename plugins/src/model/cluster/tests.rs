@@ -164,7 +164,7 @@ fn assume_then_confirm_counts_once() {
     let mut cluster = ClusterState::new();
     cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
     let p = pod("p", None);
-    cluster.assume(&p, "n1");
+    cluster.assume(p.clone(), "n1");
     assert!(cluster.is_assumed(&p.uid));
     assert_eq!(cluster.node("n1").unwrap().requested.milli_cpu, 1000);
     cluster.add_assigned_pod(pod("p", Some("n1")));
@@ -178,7 +178,7 @@ fn forget_frees_an_assumed_pod_only() {
     let mut cluster = ClusterState::new();
     cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
     let p = pod("p", None);
-    cluster.assume(&p, "n1");
+    cluster.assume(p.clone(), "n1");
     assert!(cluster.forget(&p.uid).is_some());
     assert!(cluster.node("n1").unwrap().requested.is_zero());
     cluster.add_assigned_pod(pod("q", Some("n1")));
@@ -192,7 +192,7 @@ fn a_pod_bound_elsewhere_than_assumed_moves() {
     cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
     cluster.upsert_node(NodeBuilder::new("n2", "amd64").info());
     let p = pod("p", None);
-    cluster.assume(&p, "n1");
+    cluster.assume(p.clone(), "n1");
     cluster.add_assigned_pod(pod("p", Some("n2")));
     assert!(cluster.node("n1").unwrap().pods.is_empty());
     assert_eq!(cluster.node("n2").unwrap().pods.len(), 1);
@@ -261,7 +261,7 @@ fn assigned_pod_updates_say_what_changed() {
     let mut cluster = ClusterState::new();
     cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
     let p = pod("p", None);
-    cluster.assume(&p, "n1");
+    cluster.assume(p.clone(), "n1");
     assert!(matches!(
         cluster.add_assigned_pod(pod("p", Some("n1"))),
         AssignedPodUpsert::Added
@@ -291,7 +291,7 @@ fn claims_of_placed_pods_are_counted() {
     let mut cluster = ClusterState::new();
     cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
     let p = PodBuilder::new("ns", "p").pvc("data", "claim").info();
-    cluster.assume(&p, "n1");
+    cluster.assume(Arc::new(p.clone()), "n1");
     assert_eq!(cluster.storage().claim_users("ns/claim"), 1);
     cluster.forget(&p.uid);
     assert_eq!(cluster.storage().claim_users("ns/claim"), 0);
@@ -420,4 +420,19 @@ proptest::proptest! {
             }
         }
     }
+}
+
+#[test]
+fn an_assumed_pod_is_shared_with_the_caller_not_copied() {
+    let mut cluster = ClusterState::new();
+    cluster.upsert_node(NodeBuilder::new("n1", "amd64").info());
+    let p = pod("p", None);
+    let placed = cluster.assume(p, "n1");
+    assert_eq!(placed.node_name.as_deref(), Some("n1"));
+    assert!(Arc::ptr_eq(&placed, &cluster.node("n1").unwrap().pods[0]));
+    // A caller that still shares its pod keeps its unplaced copy.
+    let q = pod("q", None);
+    let placed_q = cluster.assume(q.clone(), "n1");
+    assert_eq!(q.node_name, None);
+    assert_eq!(placed_q.node_name.as_deref(), Some("n1"));
 }
