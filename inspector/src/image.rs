@@ -229,7 +229,7 @@ pub enum ManifestKind {
     Manifest,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct PlatformEntry {
     pub os: String,
     pub architecture: String,

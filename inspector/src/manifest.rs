@@ -17,6 +17,10 @@ pub const ACCEPTED: [&str; 4] = [OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MA
 /// Manifests larger than this are refused (a real one is a few KiB).
 pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
 
+/// Entries an index may list. Real ones list a few, Windows images a few dozen; 4 MiB of
+/// JSON holds ~50,000, each kept (and cached) if nothing stopped them.
+pub const MAX_INDEX_ENTRIES: usize = 1000;
+
 /// The annotation buildx puts on attestation (SBOM, provenance) entries of an index.
 const REFERENCE_TYPE: &str = "vnd.docker.reference.type";
 
@@ -32,6 +36,10 @@ pub enum ManifestError {
     NoConfig,
     #[error("the image config does not name its architecture")]
     NoArchitecture,
+    #[error(
+        "the index lists more than {MAX_INDEX_ENTRIES} manifests, more than an image index may list here"
+    )]
+    TooManyEntries,
 }
 
 /// What a manifest says.
@@ -56,10 +64,57 @@ pub struct IndexEntry {
 struct RawManifest {
     #[serde(default)]
     media_type: Option<String>,
-    #[serde(default)]
-    manifests: Option<Vec<RawDescriptor>>,
+    /// `None` inside: more than [`MAX_INDEX_ENTRIES`] (the rest is skipped unread).
+    #[serde(default, deserialize_with = "bounded_entries")]
+    manifests: Option<Option<Vec<RawDescriptor>>>,
     #[serde(default)]
     config: Option<RawDescriptor>,
+}
+
+/// Reads at most [`MAX_INDEX_ENTRIES`] descriptors; beyond them the list is skipped
+/// without being kept, so a hostile index costs its bytes, not ~200 B per entry.
+fn bounded_entries<'de, D>(deserializer: D) -> Result<Option<Option<Vec<RawDescriptor>>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = Option<Vec<RawDescriptor>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of descriptors")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::new();
+            while let Some(entry) = seq.next_element::<RawDescriptor>()? {
+                if entries.len() == MAX_INDEX_ENTRIES {
+                    while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                    return Ok(None);
+                }
+                entries.push(entry);
+            }
+            Ok(Some(entries))
+        }
+    }
+    struct Nullable;
+    impl<'de> serde::de::Visitor<'de> for Nullable {
+        type Value = Option<Option<Vec<RawDescriptor>>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of descriptors or null")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(Bounded).map(Some)
+        }
+    }
+    deserializer.deserialize_option(Nullable)
 }
 
 #[derive(Deserialize)]
@@ -113,7 +168,8 @@ pub fn parse_manifest(bytes: &[u8], content_type: Option<&str>) -> Result<Parsed
     if is_index {
         let entries = raw
             .manifests
-            .unwrap_or_default()
+            .unwrap_or(Some(Vec::new()))
+            .ok_or(ManifestError::TooManyEntries)?
             .into_iter()
             .filter(|d| !is_attestation(d))
             .filter_map(|d| {
@@ -234,6 +290,45 @@ mod tests {
             parse_config(br#"{"architecture": "arm", "variant": "v6"}"#).unwrap(),
             Platform::new("linux", "arm", Some("v6"))
         );
+    }
+
+    fn index_of(entries: usize) -> String {
+        let entry = r#"{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:1111111111111111111111111111111111111111111111111111111111111111","size":1,"platform":{"os":"linux","architecture":"arm64"}}"#;
+        format!(
+            r#"{{"schemaVersion":2,"mediaType":"{OCI_INDEX}","manifests":[{}]}}"#,
+            vec![entry; entries].join(",")
+        )
+    }
+
+    #[test]
+    fn an_index_may_list_up_to_the_entry_limit() {
+        let Parsed::Index(entries) =
+            parse_manifest(index_of(MAX_INDEX_ENTRIES).as_bytes(), None).unwrap()
+        else {
+            panic!("not an index");
+        };
+        assert_eq!(entries.len(), MAX_INDEX_ENTRIES);
+        assert_eq!(
+            parse_manifest(index_of(MAX_INDEX_ENTRIES + 1).as_bytes(), None),
+            Err(ManifestError::TooManyEntries)
+        );
+        assert!(
+            ManifestError::TooManyEntries
+                .to_string()
+                .contains("more than 1000 manifests"),
+            "the error names the limit"
+        );
+    }
+
+    #[test]
+    fn a_null_or_empty_manifest_list_is_an_empty_index() {
+        for manifests in ["null", "[]"] {
+            let doc = format!(r#"{{"mediaType":"{OCI_INDEX}","manifests":{manifests}}}"#);
+            assert_eq!(
+                parse_manifest(doc.as_bytes(), None),
+                Ok(Parsed::Index(Vec::new()))
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! oci-client's.
 
 use std::{
+    collections::HashSet,
     num::NonZeroUsize,
     sync::{
         Arc, Mutex,
@@ -53,6 +54,16 @@ impl Default for RegistryOptions {
             max_index_depth: 2,
         }
     }
+}
+
+/// Nested indexes one inspection may fetch (each digest once). Real images have none, or
+/// one level of a few.
+pub const MAX_NESTED_INDEXES: usize = 16;
+
+/// The nested indexes an inspection has fetched so far.
+#[derive(Default)]
+struct NestedIndexes {
+    seen: HashSet<String>,
 }
 
 /// A client per registry and credential: tokens are cached per client, so that one
@@ -162,7 +173,10 @@ impl RegistryClient {
             credentials.iter().copied().map(Some).collect();
         candidates.push(None);
         for credential in candidates {
-            match self.fetch(image, credential, 0).await {
+            match self
+                .fetch(image, credential, 0, &mut NestedIndexes::default())
+                .await
+            {
                 Ok(info) => return Ok(info),
                 Err(Failure::Unauthorized) => continue,
                 Err(Failure::Other(e)) => return Err(e),
@@ -216,6 +230,7 @@ impl RegistryClient {
         image: &'a ImageRef,
         credential: Option<&'a Credential>,
         depth: usize,
+        nested: &'a mut NestedIndexes,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<ImageInfo, Failure>> + Send + 'a>>
     {
         Box::pin(async move {
@@ -246,15 +261,37 @@ impl RegistryClient {
                                         depth: self.options.max_index_depth,
                                     }));
                                 }
-                                let nested = self
-                                    .fetch(&image.with_digest(&entry.digest), credential, depth + 1)
+                                // Each nested index once per inspection, and only so
+                                // many: a fan-out of K indexes of K is not K + K² fetches.
+                                if !nested.seen.insert(entry.digest.clone()) {
+                                    continue;
+                                }
+                                if nested.seen.len() > MAX_NESTED_INDEXES {
+                                    return Err(Failure::Other(InspectError::Malformed {
+                                        image: image.to_string(),
+                                        detail: format!(
+                                            "the index refers to more than {MAX_NESTED_INDEXES} nested indexes, more than an image may have here"
+                                        ),
+                                    }));
+                                }
+                                let found = self
+                                    .fetch(
+                                        &image.with_digest(&entry.digest),
+                                        credential,
+                                        depth + 1,
+                                        nested,
+                                    )
                                     .await?;
-                                platforms.extend(nested.platforms);
+                                platforms.extend(found.platforms);
                             }
                             // An image entry without platform says nothing we can use.
                             _ => {}
                         }
                     }
+                    // Entries repeated (in one index or across nested ones) are kept
+                    // once: the answer, and the cache, hold each platform once.
+                    let mut unique = HashSet::new();
+                    platforms.retain(|p| unique.insert(p.clone()));
                     Ok(ImageInfo {
                         image: image.to_string(),
                         digest,

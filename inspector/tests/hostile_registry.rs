@@ -265,3 +265,141 @@ async fn token_auth_registries_are_answered_and_their_tokens_reused() {
         .unwrap();
     assert_eq!(tokens.load(Ordering::SeqCst), before + 1);
 }
+
+/// Serves fixed manifests by request path (`/v2/app/manifests/REF`), counting the
+/// requests for each path; anything else is a 404.
+async fn fixed_registry(
+    manifests: std::collections::HashMap<String, String>,
+) -> (
+    SocketAddr,
+    Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let counter = requests.clone();
+    let manifests = Arc::new(manifests);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (counter, manifests) = (counter.clone(), manifests.clone());
+            tokio::spawn(async move {
+                while let Some(head) = read_head(&mut socket).await {
+                    let path = head
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or_default()
+                        .to_owned();
+                    *counter.lock().unwrap().entry(path.clone()).or_insert(0) += 1;
+                    let response = match (path.as_str(), manifests.get(&path)) {
+                        ("/v2/", _) => "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
+                        (_, Some(body)) => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.index.v1+json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
+                    };
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, requests)
+}
+
+fn sha256(body: &str) -> String {
+    use sha2::Digest;
+    format!("sha256:{:x}", sha2::Sha256::digest(body.as_bytes()))
+}
+
+fn oci_index(entries: &[String]) -> String {
+    format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{}]}}"#,
+        entries.join(",")
+    )
+}
+
+fn image_entry(digest: &str, arch: &str) -> String {
+    format!(
+        r#"{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{digest}","size":1,"platform":{{"os":"linux","architecture":"{arch}"}}}}"#
+    )
+}
+
+fn index_entry(digest: &str) -> String {
+    format!(
+        r#"{{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"{digest}","size":1}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_listing_too_many_manifests_is_refused_naming_the_limit() {
+    // 15,000 entries: 3 MiB of JSON, inside the 4 MiB manifest limit.
+    let entry = image_entry(&format!("sha256:{}", "1".repeat(64)), "arm64");
+    let huge = oci_index(&vec![entry; 15_000]);
+    assert!(huge.len() < 4 * 1024 * 1024);
+    let (addr, _) = fixed_registry([("/v2/app/manifests/v1".to_owned(), huge)].into()).await;
+    let inspector = inspector(addr, Keyring::default(), Duration::from_secs(10));
+    let error = inspector
+        .inspect(&request(&format!("{addr}/app:v1")))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("more than 1000 manifests"),
+        "{error}"
+    );
+    assert!(!error.is_transient(), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_indexes_are_fetched_once_each_and_only_so_many() {
+    // 200 entries naming one nested index: one fetch of it, its platform listed once.
+    let nested = oci_index(&[image_entry(&format!("sha256:{}", "2".repeat(64)), "s390x")]);
+    let nested_digest = sha256(&nested);
+    let repeated = oci_index(&vec![index_entry(&nested_digest); 200]);
+    // 100 distinct nested indexes: refused after the sixteenth, naming the limit.
+    let mut manifests: std::collections::HashMap<String, String> = [
+        ("/v2/app/manifests/repeated".to_owned(), repeated),
+        (format!("/v2/app/manifests/{nested_digest}"), nested),
+    ]
+    .into();
+    let mut fan_out = Vec::new();
+    for i in 0..100 {
+        let doc = oci_index(&[image_entry(&format!("sha256:{i:064}"), "arm64")]);
+        let digest = sha256(&doc);
+        fan_out.push(index_entry(&digest));
+        manifests.insert(format!("/v2/app/manifests/{digest}"), doc);
+    }
+    manifests.insert("/v2/app/manifests/fan-out".to_owned(), oci_index(&fan_out));
+    let (addr, requests) = fixed_registry(manifests).await;
+    let inspector = inspector(addr, Keyring::default(), Duration::from_secs(10));
+
+    let info = inspector
+        .inspect(&request(&format!("{addr}/app:repeated")))
+        .await
+        .unwrap();
+    assert_eq!(info.platforms.len(), 1, "{info:?}");
+    assert_eq!(info.platforms[0].architecture, "s390x");
+    assert_eq!(
+        requests.lock().unwrap()[&format!("/v2/app/manifests/{nested_digest}")],
+        1
+    );
+
+    let error = inspector
+        .inspect(&request(&format!("{addr}/app:fan-out")))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("more than 16 nested indexes"),
+        "{error}"
+    );
+    let nested_fetches: usize = requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(path, _)| path.starts_with("/v2/app/manifests/sha256:"))
+        .map(|(_, n)| n)
+        .sum();
+    // The repeated one's single fetch, then sixteen of the fan-out.
+    assert_eq!(nested_fetches, 1 + 16);
+}
