@@ -19,6 +19,9 @@ use crate::{error::InspectError, image::ImageInfo, metrics::InspectorMetrics};
 #[derive(Clone, Debug)]
 pub struct CacheOptions {
     pub capacity: usize,
+    /// Bytes the entries may hold in all (their estimated size): answers vary from a few
+    /// hundred bytes to a few MiB, so a count alone does not bound the memory.
+    pub max_bytes: usize,
     /// How long a tag's answer is trusted (tags can move).
     pub tag_ttl: Duration,
     /// How long a failure is remembered before the registry is asked again.
@@ -29,6 +32,7 @@ impl Default for CacheOptions {
     fn default() -> Self {
         CacheOptions {
             capacity: 10_000,
+            max_bytes: 64 * 1024 * 1024,
             tag_ttl: Duration::from_secs(6 * 3600),
             negative_ttl: Duration::from_secs(30),
         }
@@ -48,11 +52,67 @@ struct Entry {
     answer: Answer,
     /// `None`: never expires (a digest).
     expires: Option<Instant>,
+    /// Estimated bytes of the entry, key included.
+    weight: usize,
+}
+
+/// The LRU and the bytes its entries hold.
+struct Entries {
+    lru: LruCache<CacheKey, Entry>,
+    bytes: usize,
+}
+
+impl Entries {
+    fn remove(&mut self, key: &CacheKey) {
+        if let Some(old) = self.lru.pop(key) {
+            self.bytes -= old.weight;
+        }
+    }
+
+    /// Adds an entry, then evicts the least recently used until both bounds hold (an
+    /// entry larger than the whole budget is not kept).
+    fn insert(&mut self, key: CacheKey, entry: Entry, max_bytes: usize) {
+        self.bytes += entry.weight;
+        if let Some((_, old)) = self.lru.push(key, entry) {
+            self.bytes -= old.weight;
+        }
+        while self.bytes > max_bytes {
+            match self.lru.pop_lru() {
+                Some((_, old)) => self.bytes -= old.weight,
+                None => break,
+            }
+        }
+    }
+}
+
+/// What an entry costs in memory, approximately: its strings and their headers.
+fn weight(key: &CacheKey, answer: &Answer) -> usize {
+    const STRING: usize = std::mem::size_of::<String>();
+    let answer = match answer {
+        Ok(info) => {
+            std::mem::size_of::<ImageInfo>()
+                + info.image.len()
+                + info.digest.len()
+                + info
+                    .platforms
+                    .iter()
+                    .map(|p| {
+                        std::mem::size_of_val(p)
+                            + p.os.len()
+                            + p.architecture.len()
+                            + p.variant.as_ref().map_or(0, |v| v.len() + STRING)
+                            + p.digest.len()
+                    })
+                    .sum::<usize>()
+        }
+        Err(e) => std::mem::size_of::<InspectError>() + e.to_string().len(),
+    };
+    std::mem::size_of::<Entry>() + std::mem::size_of::<CacheKey>() + key.image.len() + answer
 }
 
 pub struct InspectionCache {
     options: CacheOptions,
-    entries: Mutex<LruCache<CacheKey, Entry>>,
+    entries: Mutex<Entries>,
     in_flight: Mutex<HashMap<CacheKey, Arc<OnceCell<Answer>>>>,
     metrics: InspectorMetrics,
 }
@@ -62,14 +122,22 @@ impl InspectionCache {
         let capacity = NonZeroUsize::new(options.capacity).unwrap_or(NonZeroUsize::MIN);
         InspectionCache {
             options,
-            entries: Mutex::new(LruCache::new(capacity)),
+            entries: Mutex::new(Entries {
+                lru: LruCache::new(capacity),
+                bytes: 0,
+            }),
             in_flight: Mutex::new(HashMap::new()),
             metrics,
         }
     }
 
     pub fn len(&self) -> usize {
-        lock(&self.entries).len()
+        lock(&self.entries).lru.len()
+    }
+
+    /// Estimated bytes held by the entries.
+    pub fn bytes(&self) -> usize {
+        lock(&self.entries).bytes
     }
 
     pub fn is_empty(&self) -> bool {
@@ -80,15 +148,14 @@ impl InspectionCache {
     pub fn get(&self, key: &CacheKey) -> Option<Answer> {
         let mut entries = lock(&self.entries);
         let fresh = entries
+            .lru
             .get(key)
             .map(|e| e.expires.is_none_or(|t| t > Instant::now()))?;
         if fresh {
-            entries.get(key).map(|e| e.answer.clone())
+            entries.lru.get(key).map(|e| e.answer.clone())
         } else {
-            entries.pop(key);
-            self.metrics
-                .cache_entries
-                .set(i64::try_from(entries.len()).unwrap_or(i64::MAX));
+            entries.remove(key);
+            self.gauges(&entries);
             None
         }
     }
@@ -137,17 +204,35 @@ impl InspectionCache {
             Ok(_) => Some(Instant::now() + self.options.tag_ttl),
             Err(_) => Some(Instant::now() + self.options.negative_ttl),
         };
+        let weight = weight(&key, &answer);
         let mut entries = lock(&self.entries);
-        entries.put(key, Entry { answer, expires });
+        entries.insert(
+            key,
+            Entry {
+                answer,
+                expires,
+                weight,
+            },
+            self.options.max_bytes,
+        );
+        self.gauges(&entries);
+    }
+
+    fn gauges(&self, entries: &Entries) {
         self.metrics
             .cache_entries
-            .set(i64::try_from(entries.len()).unwrap_or(i64::MAX));
+            .set(i64::try_from(entries.lru.len()).unwrap_or(i64::MAX));
+        self.metrics
+            .cache_bytes
+            .set(i64::try_from(entries.bytes).unwrap_or(i64::MAX));
     }
 
     /// Forgets everything (e.g. after pull secrets changed).
     pub fn clear(&self) {
-        lock(&self.entries).clear();
-        self.metrics.cache_entries.set(0);
+        let mut entries = lock(&self.entries);
+        entries.lru.clear();
+        entries.bytes = 0;
+        self.gauges(&entries);
     }
 }
 
@@ -248,6 +333,7 @@ mod tests {
     async fn tags_and_failures_expire_digests_do_not() {
         let options = CacheOptions {
             capacity: 10,
+            max_bytes: 1 << 20,
             tag_ttl: Duration::from_millis(30),
             negative_ttl: Duration::from_millis(10),
         };
@@ -311,5 +397,78 @@ mod tests {
         assert!(cache.get(&key("b", None)).is_none());
         assert!(cache.get(&key("a", None)).is_some());
         assert_eq!(cache.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod byte_bound_tests {
+    use super::*;
+    use crate::image::{ManifestKind, PlatformEntry};
+
+    fn answer(platforms: usize) -> Answer {
+        Ok(Arc::new(ImageInfo {
+            image: "registry.example/app:1".into(),
+            digest: format!("sha256:{}", "0".repeat(64)),
+            kind: ManifestKind::Index,
+            platforms: (0..platforms)
+                .map(|i| PlatformEntry {
+                    os: "linux".into(),
+                    architecture: format!("arch{i}"),
+                    variant: None,
+                    digest: format!("sha256:{i:064}"),
+                })
+                .collect(),
+        }))
+    }
+
+    fn key(image: &str) -> CacheKey {
+        CacheKey {
+            image: image.into(),
+            credentials: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn entries_are_evicted_by_bytes_as_well_as_by_count() {
+        let max_bytes = 256 * 1024;
+        let cache = InspectionCache::new(
+            CacheOptions {
+                max_bytes,
+                ..CacheOptions::default()
+            },
+            InspectorMetrics::default(),
+        );
+        // 1,000 platforms: about 150 KB an answer, so only one fits at a time.
+        for image in ["a", "b", "c"] {
+            cache
+                .get_or_fetch(key(image), true, false, || async { answer(1000) })
+                .await
+                .unwrap();
+            assert!(cache.bytes() <= max_bytes, "{} bytes", cache.bytes());
+        }
+        assert_eq!(cache.len(), 1);
+        assert!(cache.get(&key("c")).is_some(), "the newest stays");
+        assert!(cache.bytes() > 100_000, "{} bytes", cache.bytes());
+        // Small answers share the budget: the large one goes once they need its room.
+        for i in 0..1000 {
+            let image = format!("small-{i}");
+            cache
+                .get_or_fetch(key(&image), true, false, || async { answer(2) })
+                .await
+                .unwrap();
+        }
+        assert!(cache.get(&key("c")).is_none());
+        assert!(cache.bytes() <= max_bytes);
+        assert!(cache.len() > 100, "{} entries", cache.len());
+        // An answer larger than the whole budget is answered, not kept.
+        let huge = cache
+            .get_or_fetch(key("huge"), true, false, || async { answer(5000) })
+            .await
+            .unwrap();
+        assert_eq!(huge.platforms.len(), 5000);
+        assert!(cache.get(&key("huge")).is_none());
+        assert!(cache.bytes() <= max_bytes);
+        cache.clear();
+        assert_eq!((cache.len(), cache.bytes()), (0, 0));
     }
 }

@@ -16,6 +16,8 @@ pub struct InspectorMetrics {
     pub cache_hits: Counter,
     pub cache_misses: Counter,
     pub cache_entries: Gauge,
+    /// Estimated bytes held by the cache's entries.
+    pub cache_bytes: Gauge,
     /// Inspections that went to a registry, by result (`ok` or an error label).
     pub registry_inspections: Family<InspectionResultLabel, Counter>,
     pub inspection_seconds: Histogram,
@@ -27,6 +29,7 @@ impl Default for InspectorMetrics {
             cache_hits: Counter::default(),
             cache_misses: Counter::default(),
             cache_entries: Gauge::default(),
+            cache_bytes: Gauge::default(),
             registry_inspections: Family::default(),
             inspection_seconds: Histogram::new([
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -53,6 +56,11 @@ impl InspectorMetrics {
             "cache_entries",
             "Entries in the inspection cache",
             self.cache_entries.clone(),
+        );
+        sub.register(
+            "cache_bytes",
+            "Estimated bytes held by the inspection cache's entries",
+            self.cache_bytes.clone(),
         );
         sub.register(
             "registry_inspections",

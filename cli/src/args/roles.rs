@@ -218,6 +218,11 @@ pub struct InspectorArgs {
     #[arg(long, default_value_t = 10_000)]
     pub cache_size: usize,
 
+    /// Memory the kept results may take in all, in MiB (estimated from their contents;
+    /// the least recently used go first).
+    #[arg(long, default_value_t = 64)]
+    pub cache_max_mib: usize,
+
     /// How long an answer for a tag is trusted (digests never expire).
     #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
     pub tag_ttl: Duration,

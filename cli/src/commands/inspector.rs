@@ -42,6 +42,7 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     metrics.register(&mut role.registry);
     let cache = CacheOptions {
         capacity: args.cache_size,
+        max_bytes: args.cache_max_mib.saturating_mul(1024 * 1024),
         tag_ttl: args.tag_ttl,
         negative_ttl: args.negative_ttl,
     };
