@@ -1,13 +1,17 @@
 //! The gate controller against the fake API server: success, inspection failures with
 //! backoff then fallback, no common architecture, a PodPlacementConfig created just
-//! before the pod, and a pod modified between read and write.
+//! before the pod, a pod modified between read and write, and a pod's images inspected
+//! together within a deadline.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 #[path = "../../tests/support/table_inspector.rs"]
 mod table_inspector;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use multiarch_inspector::{ImageInfo, ImageInspector, InspectError, InspectRequest};
 
 use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
 use multiarch_fake_apiserver::FakeApiServer;
@@ -20,6 +24,8 @@ fn options() -> GateOptions {
         own_namespace: "multiarch".into(),
         identity: "test".into(),
         concurrency: 4,
+        images_at_once: 4,
+        pod_inspection_deadline: Duration::from_secs(30),
         max_attempts: 3,
         initial_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_secs(1),
@@ -32,12 +38,21 @@ fn controller_with(
     options: GateOptions,
     metrics: &GateMetrics,
 ) -> Supervisor {
+    controller_using(server, options, metrics, table_inspector::standard())
+}
+
+fn controller_using(
+    server: &FakeApiServer,
+    options: GateOptions,
+    metrics: &GateMetrics,
+    inspector: Arc<dyn ImageInspector>,
+) -> Supervisor {
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
     // The controller's tasks run while the supervisor is kept.
     let supervisor = Supervisor::new(CancellationToken::new());
     start(
         client,
-        table_inspector::standard(),
+        inspector,
         options,
         metrics.clone(),
         &supervisor.tasks(),
@@ -435,5 +450,74 @@ async fn after_the_attempts_the_pod_goes_on_with_its_images_architectures_only()
             "cannot read the placement configuration after 3 attempts; placing by the images' architectures without preferences or fallback: \
           Internal error occurred: injected fault on /apis/multiarch.openshift.io/v1beta1/clusterpodplacementconfigs/cluster (500)"
         ]
+    );
+}
+
+/// Answers `amd:1`-like images only once `at_once` lookups are waiting together, and
+/// never answers `hang:1`: a pod's images inspected one after another would never pass.
+struct Gathering {
+    together: tokio::sync::Barrier,
+    table: Arc<dyn ImageInspector>,
+}
+
+#[async_trait]
+impl ImageInspector for Gathering {
+    async fn inspect(&self, request: &InspectRequest) -> Result<Arc<ImageInfo>, InspectError> {
+        if request.image == "hang:1" {
+            std::future::pending::<()>().await;
+        }
+        self.together.wait().await;
+        self.table
+            .inspect(&InspectRequest {
+                image: "amd:1".into(),
+                ..request.clone()
+            })
+            .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_images_are_inspected_together_within_a_deadline() {
+    let server = FakeApiServer::start().await;
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"metadata": {"name": "cluster"}, "spec": {"placement": {"mode": "SchedulingGate"}}}),
+    );
+    let inspector = Arc::new(Gathering {
+        together: tokio::sync::Barrier::new(4),
+        table: table_inspector::standard(),
+    });
+    let _c = controller_using(
+        &server,
+        GateOptions {
+            max_attempts: 1,
+            pod_inspection_deadline: Duration::from_millis(300),
+            ..options()
+        },
+        &GateMetrics::default(),
+        inspector,
+    );
+    // Four images, answered only when all four are asked at once.
+    server.apply(
+        "pods",
+        gated("four", &["a:1", "b:1", "c:1", "d:1"], json!({})),
+    );
+    let pod = ungated(&server, "four").await;
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["values"],
+        json!(["amd64"])
+    );
+    // An image that never answers: the pass gives up at the deadline and, its one
+    // attempt spent, the pod goes on without an architecture constraint.
+    server.apply("pods", gated("stuck", &["hang:1"], json!({})));
+    let pod = ungated(&server, "stuck").await;
+    assert!(required(&pod).is_null(), "{pod}");
+    let error = pod["metadata"]["annotations"]["multiarch.openshift.io/image-inspect-error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        error.contains("images were not all inspected within 300ms"),
+        "{error}"
     );
 }

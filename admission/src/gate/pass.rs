@@ -8,6 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt, api::PostParams, runtime::controller::Action};
 use multiarch_inspector::InspectRequest;
@@ -253,20 +254,42 @@ async fn configuration_unreadable(
     outcome
 }
 
-/// The platforms all containers and init containers support, or the first error.
+/// The platforms all containers and init containers support, or the first error. The
+/// images are inspected `images_at_once` at a time, within `pod_inspection_deadline`.
 async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
     let info = match PodInfo::from_pod(pod) {
         Ok(info) => info,
         Err(e) => return Inspection::Failed(e.to_string()),
     };
-    let mut per_image = Vec::new();
-    for image in &info.images {
-        let request = InspectRequest::for_container(&info, image);
-        match context.inspector.inspect(&request).await {
-            Ok(found) => per_image.push((image.container.clone(), found.platform_list())),
-            Err(e) => return Inspection::Failed(e.to_string()),
+    // Owned futures (not borrowing the images): the stream stays `Send` for every lifetime.
+    let lookups: Vec<_> = info
+        .images
+        .iter()
+        .map(|image| {
+            let request = InspectRequest::for_container(&info, image);
+            let (inspector, container) = (context.inspector.clone(), image.container.clone());
+            async move {
+                inspector
+                    .inspect(&request)
+                    .await
+                    .map(|found| (container, found.platform_list()))
+            }
+        })
+        .collect();
+    let lookups = futures_util::stream::iter(lookups)
+        .buffered(context.options.images_at_once.max(1))
+        .try_collect::<Vec<_>>();
+    let deadline = context.options.pod_inspection_deadline;
+    let per_image = match tokio::time::timeout(deadline, lookups).await {
+        Ok(Ok(per_image)) => per_image,
+        Ok(Err(e)) => return Inspection::Failed(e.to_string()),
+        Err(_) => {
+            return Inspection::Failed(format!(
+                "the pod's {} images were not all inspected within {deadline:?}",
+                info.images.len()
+            ));
         }
-    }
+    };
     let containers: Vec<ContainerPlatforms<'_>> = per_image
         .iter()
         .map(|(container, platforms)| ContainerPlatforms {

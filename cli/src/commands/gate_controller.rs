@@ -23,6 +23,9 @@ pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
         own_namespace: args.namespace.clone(),
         identity: identity.clone(),
         concurrency: args.concurrency,
+        images_at_once: 4,
+        // Longer than one inspection's own deadline (30 s): one slow image still gets it.
+        pod_inspection_deadline: Duration::from_secs(40),
         max_attempts: 5,
         initial_backoff: Duration::from_secs(1),
         max_backoff: Duration::from_secs(60),
