@@ -4,6 +4,7 @@
 //! configuration every role reads, and events on pods.
 
 pub mod backoff;
+pub mod bounded_server;
 pub mod client;
 pub mod controller;
 pub mod https_server;

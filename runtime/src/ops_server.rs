@@ -1,5 +1,6 @@
 //! The operations endpoint of every role: `/metrics` (Prometheus text), `/healthz`,
-//! `/readyz`.
+//! `/readyz`, with the connection bounds of every served port: a client holding idle
+//! connections cannot keep the kubelet's probes (and so the pod) from being answered.
 
 use std::{
     net::SocketAddr,
@@ -18,6 +19,15 @@ use axum::{
 };
 use prometheus_client::{encoding::text::encode, registry::Registry};
 use tokio_util::sync::CancellationToken;
+
+use crate::bounded_server::{self, ServerLimits};
+
+/// Probes and scrapes are a few connections at a time.
+pub const OPS_LIMITS: ServerLimits = ServerLimits {
+    max_connections: 256,
+    handshake_timeout: std::time::Duration::from_secs(10),
+    header_timeout: std::time::Duration::from_secs(10),
+};
 
 #[derive(Clone)]
 pub struct OpsState {
@@ -73,24 +83,27 @@ pub async fn serve(
     state: OpsState,
     shutdown: CancellationToken,
 ) -> Result<(), OpsServerError> {
+    serve_with(addr, state, shutdown, OPS_LIMITS).await
+}
+
+/// [`serve`] with other limits.
+pub async fn serve_with(
+    addr: SocketAddr,
+    state: OpsState,
+    shutdown: CancellationToken,
+    limits: ServerLimits,
+) -> Result<(), OpsServerError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| OpsServerError::Bind { addr, source })?;
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .map_err(|source| OpsServerError::Serve { addr, source })
+    bounded_server::serve(listener, None, router(state), shutdown, limits).await;
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpsServerError {
     #[error("cannot listen on {addr} for metrics and health: {source}")]
     Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("the metrics and health server on {addr} failed: {source}")]
-    Serve {
         addr: SocketAddr,
         source: std::io::Error,
     },
@@ -140,6 +153,78 @@ mod tests {
                 .await
                 .contains("multiarch_test_things_total 1")
         );
+        token.cancel();
+        server.await.unwrap().unwrap();
+    }
+
+    /// Connections that never send a request take no more than the limit and are closed
+    /// at the header deadline; the probe after them is answered.
+    #[tokio::test]
+    async fn idle_connections_are_bounded_and_closed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let state = OpsState {
+            registry: Arc::new(Registry::default()),
+            ready: Arc::new(AtomicBool::new(true)),
+        };
+        let limits = ServerLimits {
+            max_connections: 2,
+            header_timeout: std::time::Duration::from_millis(500),
+            ..OPS_LIMITS
+        };
+        let token = CancellationToken::new();
+        let server = tokio::spawn(serve_with(addr, state, token.clone(), limits));
+        let connect = || async move {
+            for _ in 0..100 {
+                if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
+                    return stream;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("the server never listened");
+        };
+        // Two connections that send nothing hold both slots: a third is closed at accept.
+        // (Should the server be so slow that the deadline freed a slot before the third
+        // was accepted, the round is tried again.)
+        let mut idle = Vec::new();
+        let mut refused = false;
+        for _ in 0..20 {
+            idle = vec![connect().await, connect().await];
+            let mut third = connect().await;
+            let _ = third
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await;
+            let mut answer = Vec::new();
+            let _ = third.read_to_end(&mut answer).await;
+            if answer.is_empty() {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "a connection over the limit was served");
+        // The idle ones are closed at the header deadline (end of stream, no answer).
+        for stream in &mut idle {
+            let mut rest = Vec::new();
+            // (A generous bound, so that a server that never closes them fails, not hangs.)
+            tokio::time::timeout(
+                std::time::Duration::from_secs(60),
+                stream.read_to_end(&mut rest),
+            )
+            .await
+            .expect("an idle connection was never closed")
+            .unwrap();
+            assert!(rest.is_empty(), "no answer to no request");
+        }
+        let mut probe = connect().await;
+        probe
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        probe.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         token.cancel();
         server.await.unwrap().unwrap();
     }
