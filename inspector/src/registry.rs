@@ -289,9 +289,12 @@ impl RegistryClient {
                         }
                     }
                     // Entries repeated (in one index or across nested ones) are kept
-                    // once: the answer, and the cache, hold each platform once.
-                    let mut unique = HashSet::new();
-                    platforms.retain(|p| unique.insert(p.clone()));
+                    // once: the answer, and the cache, hold each platform once. Nested
+                    // levels leave it to the top one, which holds them all.
+                    if depth == 0 {
+                        let mut unique = HashSet::new();
+                        platforms.retain(|p| unique.insert(p.clone()));
+                    }
                     Ok(ImageInfo {
                         image: image.to_string(),
                         digest,

@@ -113,6 +113,34 @@ pub enum OpsServerError {
 mod tests {
     use super::*;
 
+    /// A port nothing listens on (the server under test binds it).
+    async fn free_port() -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    }
+
+    /// A connection to `addr`, once the server listens.
+    async fn connect(addr: SocketAddr) -> tokio::net::TcpStream {
+        for _ in 0..100 {
+            if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
+                return stream;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the server never listened");
+    }
+
+    /// The whole response to `GET path` on a new connection.
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = connect(addr).await;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
     #[tokio::test]
     async fn health_readiness_and_metrics() {
         let ready = Arc::new(AtomicBool::new(false));
@@ -120,36 +148,19 @@ mod tests {
         let counter = prometheus_client::metrics::counter::Counter::<u64>::default();
         registry.register("multiarch_test_things", "Things", counter.clone());
         counter.inc();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
+        let addr = free_port().await;
         let token = CancellationToken::new();
         let state = OpsState {
             registry: Arc::new(registry),
             ready: ready.clone(),
         };
         let server = tokio::spawn(serve(addr, state, token.clone()));
-        let get = |path: &'static str| async move {
-            for _ in 0..100 {
-                if let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await {
-                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                    let request =
-                        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-                    stream.write_all(request.as_bytes()).await.unwrap();
-                    let mut response = String::new();
-                    stream.read_to_string(&mut response).await.unwrap();
-                    return response;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-            panic!("the server never listened");
-        };
-        assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
-        assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"));
         ready.store(true, Ordering::Relaxed);
-        assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
         assert!(
-            get("/metrics")
+            get(addr, "/metrics")
                 .await
                 .contains("multiarch_test_things_total 1")
         );
@@ -162,9 +173,7 @@ mod tests {
     #[tokio::test]
     async fn idle_connections_are_bounded_and_closed() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
+        let addr = free_port().await;
         let state = OpsState {
             registry: Arc::new(Registry::default()),
             ready: Arc::new(AtomicBool::new(true)),
@@ -176,23 +185,14 @@ mod tests {
         };
         let token = CancellationToken::new();
         let server = tokio::spawn(serve_with(addr, state, token.clone(), limits));
-        let connect = || async move {
-            for _ in 0..100 {
-                if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
-                    return stream;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-            panic!("the server never listened");
-        };
         // Two connections that send nothing hold both slots: a third is closed at accept.
         // (Should the server be so slow that the deadline freed a slot before the third
         // was accepted, the round is tried again.)
         let mut idle = Vec::new();
         let mut refused = false;
         for _ in 0..20 {
-            idle = vec![connect().await, connect().await];
-            let mut third = connect().await;
+            idle = vec![connect(addr).await, connect(addr).await];
+            let mut third = connect(addr).await;
             let _ = third
                 .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 .await;
@@ -217,13 +217,7 @@ mod tests {
             .unwrap();
             assert!(rest.is_empty(), "no answer to no request");
         }
-        let mut probe = connect().await;
-        probe
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        probe.read_to_string(&mut answer).await.unwrap();
+        let answer = get(addr, "/healthz").await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         token.cancel();
         server.await.unwrap().unwrap();
