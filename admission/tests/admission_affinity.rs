@@ -21,7 +21,7 @@ use base64::Engine;
 use multiarch_admission::webhook::{
     admission_affinity::AdmissionAffinityResult,
     decision::WebhookConfig,
-    image_lookup::AdmissionLookup,
+    image_lookup::{AdmissionLookup, Credentials},
     metrics::{ReviewResultLabel, WebhookMetrics},
     server::{WebhookState, answer},
 };
@@ -162,7 +162,12 @@ async fn cold_pods_are_routed_in_time_and_warm_the_cache_for_the_next_replica() 
         held: AtomicBool::new(true),
         release: Notify::new(),
     });
-    let lookup = AdmissionLookup::new(inspector.clone(), Duration::from_millis(200), 1);
+    let lookup = AdmissionLookup::new(
+        inspector.clone(),
+        Duration::from_millis(200),
+        1,
+        Credentials::PodSecrets,
+    );
     let state = state(Some(lookup));
 
     // Cold: the registry has not answered by the deadline; routed without the constraint.
@@ -206,7 +211,12 @@ async fn errors_and_a_disabled_field_route_without_the_constraint() {
     let registry = Registry::start(Options::default());
     let image = push_multi(&registry).await;
     let inner = Arc::new(inspector(&registry));
-    let lookup = AdmissionLookup::new(inner.clone(), Duration::from_secs(20), 8);
+    let lookup = AdmissionLookup::new(
+        inner.clone(),
+        Duration::from_secs(20),
+        8,
+        Credentials::PodSecrets,
+    );
     let state = state(Some(lookup));
 
     // An image the registry does not have: routed, no constraint, counted.

@@ -14,7 +14,10 @@ use oci_client::errors::OciDistributionError;
 use reqwest::{StatusCode, header};
 use sha2::{Digest, Sha256};
 
-use crate::{image::ImageRef, keyring::Credential, manifest::MAX_MANIFEST_BYTES};
+use crate::{
+    address_policy::AddressPolicy, image::ImageRef, keyring::Credential,
+    manifest::MAX_MANIFEST_BYTES,
+};
 
 /// A token response is a few KiB of JSON.
 const MAX_TOKEN_BYTES: usize = 64 * 1024;
@@ -26,6 +29,8 @@ pub(crate) struct BoundedFetch {
     http: reqwest::Client,
     scheme: &'static str,
     tokens: Mutex<LruCache<String, String>>,
+    /// Where the registry may send requests (its token service's address included).
+    addresses: AddressPolicy,
 }
 
 #[derive(serde::Deserialize)]
@@ -90,11 +95,12 @@ async fn error_text(response: reqwest::Response) -> String {
 }
 
 impl BoundedFetch {
-    pub(crate) fn new(http: reqwest::Client, insecure: bool) -> Self {
+    pub(crate) fn new(http: reqwest::Client, insecure: bool, addresses: AddressPolicy) -> Self {
         BoundedFetch {
             http,
             scheme: if insecure { "http" } else { "https" },
             tokens: Mutex::new(LruCache::new(NonZeroUsize::MIN.saturating_add(255))),
+            addresses,
         }
     }
 
@@ -279,6 +285,14 @@ impl BoundedFetch {
             let Some(realm) = param("realm") else {
                 continue;
             };
+            let realm_url = reqwest::Url::parse(&realm).map_err(|e| {
+                OciDistributionError::AuthenticationFailure(format!(
+                    "the registry named an invalid token service {realm:?}: {e}"
+                ))
+            })?;
+            self.addresses.check_url(&realm_url).map_err(|why| {
+                OciDistributionError::GenericError(Some(format!("its token service {why}")))
+            })?;
             let mut query = vec![("scope", format!("repository:{repository}:pull"))];
             if let Some(service) = param("service") {
                 query.push(("service", service));

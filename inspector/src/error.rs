@@ -34,6 +34,9 @@ pub enum InspectError {
     Tls { registry: String, detail: String },
     #[error("image {image}: {detail}")]
     Malformed { image: String, detail: String },
+    /// The registry sent the inspector somewhere it may not go (see `address_policy`).
+    #[error("registry {registry}: {detail}")]
+    Refused { registry: String, detail: String },
     #[error("image {image}: indexes nested deeper than {depth} levels")]
     TooDeep { image: String, depth: usize },
     #[error("cannot read pull secret {namespace}/{name}: {detail}")]
@@ -82,6 +85,7 @@ impl InspectError {
             InspectError::Server { .. } => "server_error",
             InspectError::Tls { .. } => "tls",
             InspectError::Malformed { .. } => "malformed",
+            InspectError::Refused { .. } => "refused",
             InspectError::TooDeep { .. } => "too_deep",
             InspectError::Secret { .. } => "secret",
             InspectError::Service(_) => "service",

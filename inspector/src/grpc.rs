@@ -1,9 +1,15 @@
 //! The gRPC service (`multiarch inspector --listen`) and its client, which implements the
 //! same [`ImageInspector`] trait as the in-process inspector.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+use multiarch_runtime::{
+    bounded_server::{self, ServerLimits},
+    mutual_tls::{MutualTlsConnector, TlsDir},
+};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, transport::Channel};
 
 use crate::{
@@ -23,15 +29,71 @@ pub use proto::inspector_server::InspectorServer;
 /// The error kind travels in this metadata key, so clients keep typed retry decisions.
 const ERROR_KIND: &str = "x-multiarch-error-kind";
 
+/// What the service takes on at once, and for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct ServiceLimits {
+    /// Inspections running at once; more wait for a slot within their deadline.
+    pub max_in_flight: usize,
+    /// From arrival to answer, waiting for a slot included: longer than the registry
+    /// deadline (30 s, retries included), shorter than the clients' own (45 s), so the
+    /// client reads why instead of timing out.
+    pub deadline: Duration,
+    /// The connections of the gRPC port.
+    pub connections: ServerLimits,
+}
+
+impl Default for ServiceLimits {
+    fn default() -> Self {
+        ServiceLimits {
+            max_in_flight: 512,
+            deadline: Duration::from_secs(40),
+            connections: ServerLimits {
+                max_connections: 1024,
+                ..ServerLimits::default()
+            },
+        }
+    }
+}
+
 /// Serves an inspector over gRPC.
 pub struct InspectorService {
     inner: Arc<dyn ImageInspector>,
+    in_flight: Arc<Semaphore>,
+    deadline: Duration,
 }
 
 impl InspectorService {
     pub fn new(inner: Arc<dyn ImageInspector>) -> InspectorServer<Self> {
-        InspectorServer::new(InspectorService { inner })
+        Self::with_limits(inner, &ServiceLimits::default())
     }
+
+    pub fn with_limits(
+        inner: Arc<dyn ImageInspector>,
+        limits: &ServiceLimits,
+    ) -> InspectorServer<Self> {
+        InspectorServer::new(InspectorService {
+            inner,
+            in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
+            deadline: limits.deadline,
+        })
+    }
+}
+
+/// Serves `inner` on `listener` until `shutdown` is cancelled: over mutual TLS when `tls`
+/// is given (only clients with a certificate from multiarch's CA get past the
+/// handshake), in plain HTTP/2 otherwise; with the connection bounds every served port
+/// has.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    inner: Arc<dyn ImageInspector>,
+    limits: ServiceLimits,
+    shutdown: CancellationToken,
+) {
+    let router = tonic::service::Routes::new(InspectorService::with_limits(inner, &limits))
+        .prepare()
+        .into_axum_router();
+    bounded_server::serve(listener, tls, router, shutdown, limits.connections).await;
 }
 
 fn to_status(error: &InspectError) -> Status {
@@ -70,11 +132,28 @@ impl proto::inspector_server::Inspector for InspectorService {
             service_account: Some(r.service_account).filter(|s| !s.is_empty()),
             bypass_cache: r.bypass_cache,
         };
-        let info = self
-            .inner
-            .inspect(&request)
-            .await
-            .map_err(|e| to_status(&e))?;
+        let image = request.image.clone();
+        let answer = tokio::time::timeout(self.deadline, async {
+            let _slot = self
+                .in_flight
+                .acquire()
+                .await
+                .map_err(|_| Status::unavailable("the image inspector is shutting down"))?;
+            self.inner
+                .inspect(&request)
+                .await
+                .map_err(|e| to_status(&e))
+        })
+        .await;
+        let info = match answer {
+            Ok(answer) => answer?,
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "the image inspector did not answer for {image} within {:?}",
+                    self.deadline
+                )));
+            }
+        };
         Ok(Response::new(proto::InspectResponse {
             image: info.image.clone(),
             digest: info.digest.clone(),
@@ -97,11 +176,26 @@ impl proto::inspector_server::Inspector for InspectorService {
     }
 }
 
-/// Connecting to the inspector Service.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-/// One inspection: longer than the inspector's own registry deadline (30 s by default,
-/// retries included), so its answer (or its error) arrives first.
-const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(45);
+/// Connecting to the inspector Service, TLS handshake included.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// One inspection: longer than the inspector's own deadline (40 s, see
+/// [`ServiceLimits`]), so its answer (or its error) arrives first.
+const CALL_DEADLINE: Duration = Duration::from_secs(45);
+
+/// A status's message and what caused it ("transport error" alone hides a refused
+/// certificate or a refused connection).
+fn with_causes(status: &Status) -> String {
+    let mut text = status.message().to_owned();
+    let mut cause = std::error::Error::source(status);
+    while let Some(error) = cause {
+        let next = error.to_string();
+        if !text.contains(&next) {
+            text = format!("{text}: {next}");
+        }
+        cause = error.source();
+    }
+    text
+}
 
 /// A remote inspector.
 #[derive(Clone)]
@@ -111,23 +205,50 @@ pub struct RemoteInspector {
 
 impl RemoteInspector {
     /// Connects lazily: the first call opens the connection. Every call has a deadline:
-    /// a hung inspector is an error, never a caller waiting forever.
+    /// a hung inspector is an error, never a caller waiting forever. Plain HTTP/2: for
+    /// an inspector on loopback or a trusted network; a cluster uses
+    /// [`with_tls`](Self::with_tls).
     pub fn new(endpoint: &str) -> Result<Self, InspectError> {
-        Self::with_deadline(endpoint, CALL_DEADLINE)
+        Self::connect(endpoint, None, CALL_DEADLINE)
     }
 
     /// [`new`](Self::new) with another deadline per call.
-    pub fn with_deadline(
+    pub fn with_deadline(endpoint: &str, deadline: Duration) -> Result<Self, InspectError> {
+        Self::connect(endpoint, None, deadline)
+    }
+
+    /// Over mutual TLS: presents `tls`'s certificate and checks the inspector's against
+    /// `tls`'s CAs and the endpoint's host name. The files are read for every new
+    /// connection, so renewed certificates are used without a restart.
+    pub fn with_tls(endpoint: &str, tls: TlsDir) -> Result<Self, InspectError> {
+        Self::connect(endpoint, Some(tls), CALL_DEADLINE)
+    }
+
+    /// With `tls` or in plain HTTP/2, and `deadline` per call.
+    pub fn connect(
         endpoint: &str,
-        deadline: std::time::Duration,
+        tls: Option<TlsDir>,
+        deadline: Duration,
     ) -> Result<Self, InspectError> {
-        let channel = Channel::from_shared(endpoint.to_owned())
+        // tonic refuses an `https` URI unless it does TLS itself; here the connector does
+        // (with certificates it re-reads), so tonic is given the same address as `http`.
+        let address = match (&tls, endpoint.strip_prefix("https://")) {
+            (Some(_), Some(rest)) => format!("http://{rest}"),
+            _ => endpoint.to_owned(),
+        };
+        let endpoint_config = Channel::from_shared(address)
             .map_err(|e| {
                 InspectError::Service(format!("invalid inspector endpoint {endpoint:?}: {e}"))
             })?
             .connect_timeout(CONNECT_TIMEOUT.min(deadline))
-            .timeout(deadline)
-            .connect_lazy();
+            .timeout(deadline);
+        let channel = match tls {
+            Some(dir) => endpoint_config.connect_with_connector_lazy(MutualTlsConnector::new(
+                dir,
+                CONNECT_TIMEOUT.min(deadline),
+            )),
+            None => endpoint_config.connect_lazy(),
+        };
         Ok(RemoteInspector {
             client: InspectorClient::new(channel),
         })
@@ -158,7 +279,10 @@ impl ImageInspector for RemoteInspector {
                 let message = if status.metadata().get(ERROR_KIND).is_some() {
                     status.message().to_owned()
                 } else {
-                    format!("the image inspector service failed: {}", status.message())
+                    format!(
+                        "the image inspector service failed: {}",
+                        with_causes(&status)
+                    )
                 };
                 InspectError::Remote { kind, message }
             })?;

@@ -1,6 +1,7 @@
 //! Image inspection: image reference → the platforms (os/architecture/variant) it has
 //! builds for, from the registry itself, with the pod's pull credentials, cached.
 
+mod address_policy;
 mod bounded_fetch;
 pub mod cache;
 pub mod error;

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use tracing::debug;
 
 use crate::{
+    address_policy::{self, AddressPolicy},
     bounded_fetch::BoundedFetch,
     error::InspectError,
     image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry},
@@ -209,9 +210,15 @@ impl RegistryClient {
         let settings = self.settings.for_registry(registry);
         let insecure = settings.is_some_and(|s| s.insecure);
         let ca_pem = settings.and_then(|s| s.ca_pem.clone());
+        let addresses = AddressPolicy::new(
+            registry,
+            settings.is_some_and(|s| s.allow_internal_redirects),
+        );
         let mut http = reqwest::Client::builder()
             .connect_timeout(self.options.connect_timeout)
             .read_timeout(self.options.read_timeout)
+            .redirect(addresses.redirects())
+            .dns_resolver(addresses.resolver())
             .user_agent(USER_AGENT);
         // The settings' CA was checked when the settings were read; a bad one here makes
         // the TLS handshake fail with the registry's name.
@@ -220,7 +227,7 @@ impl RegistryClient {
             http = http.tls_certs_merge([certificate]);
         }
         let http = http.build().unwrap_or_default();
-        let session = Arc::new(BoundedFetch::new(http, insecure));
+        let session = Arc::new(BoundedFetch::new(http, insecure, addresses));
         clients.put(key, session.clone());
         session
     }
@@ -445,7 +452,9 @@ fn classify(error: OciDistributionError, image: &ImageRef, attempt: u32) -> Fail
         },
         OciDistributionError::RequestError(e) => {
             let detail = error_chain(&e);
-            if e.is_timeout() {
+            if e.is_redirect() || address_policy::is_refusal(&detail) {
+                Failure::Other(InspectError::Refused { registry, detail })
+            } else if e.is_timeout() {
                 Failure::Other(InspectError::Unreachable {
                     registry,
                     detail: format!("timed out ({detail})"),
@@ -455,6 +464,9 @@ fn classify(error: OciDistributionError, image: &ImageRef, attempt: u32) -> Fail
             } else {
                 Failure::Other(InspectError::Unreachable { registry, detail })
             }
+        }
+        OciDistributionError::GenericError(Some(detail)) if address_policy::is_refusal(&detail) => {
+            Failure::Other(InspectError::Refused { registry, detail })
         }
         other => Failure::Other(InspectError::Malformed {
             image: image.to_string(),

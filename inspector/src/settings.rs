@@ -57,6 +57,11 @@ pub struct Registry {
     /// Never contact it: images from it fail with a clear reason.
     #[serde(default)]
     pub blocked: bool,
+    /// It may redirect the inspector (or name a token service) at internal addresses of
+    /// hosts other than its own: in-cluster registries whose blobs live in in-cluster
+    /// storage. Off by default: see `address_policy`.
+    #[serde(default)]
+    pub allow_internal_redirects: bool,
     /// The CA bundle's content, read by [`RegistrySettings::load`].
     #[serde(skip)]
     pub ca_pem: Option<Vec<u8>>,

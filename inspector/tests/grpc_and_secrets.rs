@@ -12,7 +12,7 @@ use base64::Engine;
 use multiarch_inspector::{
     ImageInspector, InspectError, InspectRequest, Inspector,
     cache::CacheOptions,
-    grpc::{InspectorService, RemoteInspector},
+    grpc::{self, RemoteInspector, ServiceLimits},
     metrics::InspectorMetrics,
     registry::RegistryOptions,
     secrets::{KubeSecrets, SecretSource},
@@ -158,10 +158,13 @@ async fn grpc_client_gives_the_same_answers_and_typed_errors() {
     ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tonic::transport::Server::builder()
-        .add_service(InspectorService::new(local.clone()))
-        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
-    tokio::spawn(server);
+    tokio::spawn(grpc::serve(
+        listener,
+        None,
+        local.clone(),
+        ServiceLimits::default(),
+        tokio_util::sync::CancellationToken::new(),
+    ));
 
     let remote = RemoteInspector::new(&format!("http://{addr}")).unwrap();
     let request = InspectRequest {
@@ -219,4 +222,55 @@ async fn a_hung_inspector_is_an_error_at_the_deadline() {
         .await
         .expect("the client's own deadline ends the call");
     assert!(answer.is_err(), "{answer:?}");
+}
+
+/// Never answers.
+struct Hung;
+
+#[async_trait::async_trait]
+impl ImageInspector for Hung {
+    async fn inspect(
+        &self,
+        _: &InspectRequest,
+    ) -> Result<Arc<multiarch_inspector::image::ImageInfo>, InspectError> {
+        std::future::pending().await
+    }
+}
+
+/// The service answers within its own deadline, waiting for a slot included: a hung
+/// registry (or a flood of callers) costs each caller at most the deadline, with a reason.
+#[tokio::test]
+async fn the_service_answers_every_caller_within_its_deadline() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = ServiceLimits {
+        max_in_flight: 1,
+        deadline: Duration::from_millis(200),
+        ..ServiceLimits::default()
+    };
+    tokio::spawn(grpc::serve(
+        listener,
+        None,
+        Arc::new(Hung),
+        limits,
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    let remote = RemoteInspector::new(&format!("http://{addr}")).unwrap();
+    let request = InspectRequest {
+        image: "quay.io/any/image:1".into(),
+        namespace: "ns".into(),
+        ..InspectRequest::default()
+    };
+    // Two at once with one slot: whether a call is inspecting or waiting for the slot,
+    // it is told why at the deadline.
+    let (first, second) = tokio::join!(remote.inspect(&request), remote.inspect(&request));
+    for answer in [first, second] {
+        let err = answer.unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "the image inspector did not answer for quay.io/any/image:1 within 200ms"
+            ),
+            "{err}"
+        );
+    }
 }

@@ -321,20 +321,49 @@ pub fn serving_due(
     expiring(not_before, not_after, now)
 }
 
+/// What a certificate proves, as its extended key usage says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Usage {
+    /// A server's identity: for its DNS names.
+    Server,
+    /// A client's identity: one of multiarch's components calling another (the image
+    /// inspector's callers), with no names.
+    Client,
+}
+
+/// The common name of client certificates.
+pub const CLIENT_COMMON_NAME: &str = "multiarch-component";
+
 /// A serving certificate for `dns_names` signed by `authority`, as Secret data.
 pub fn issue_serving(
     authority: &Authority,
     dns_names_wanted: &[String],
     now: SystemTime,
 ) -> Result<SecretData, CertificateError> {
+    issue(authority, dns_names_wanted, Usage::Server, now)
+}
+
+/// A certificate for `usage` (and `dns_names` when a server's) signed by `authority`,
+/// as Secret data.
+pub fn issue(
+    authority: &Authority,
+    dns_names_wanted: &[String],
+    usage: Usage,
+    now: SystemTime,
+) -> Result<SecretData, CertificateError> {
     let now = unix(now);
     let mut params = CertificateParams::new(dns_names_wanted.to_vec())?;
     let mut name = DistinguishedName::new();
-    if let Some(first) = dns_names_wanted.first() {
-        name.push(DnType::CommonName, first.clone());
+    match (usage, dns_names_wanted.first()) {
+        (Usage::Server, Some(first)) => name.push(DnType::CommonName, first.clone()),
+        (Usage::Server, None) => {}
+        (Usage::Client, _) => name.push(DnType::CommonName, CLIENT_COMMON_NAME),
     }
     params.distinguished_name = name;
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.extended_key_usages = vec![match usage {
+        Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
+        Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
+    }];
     params.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
@@ -367,8 +396,19 @@ pub fn ensure_serving(
     dns_names_wanted: &[String],
     now: SystemTime,
 ) -> Result<(SecretData, Option<Renewal>), CertificateError> {
+    ensure(stored, authority, dns_names_wanted, Usage::Server, now)
+}
+
+/// [`ensure_serving`] for a certificate of `usage`.
+pub fn ensure(
+    stored: Option<&SecretData>,
+    authority: &Authority,
+    dns_names_wanted: &[String],
+    usage: Usage,
+    now: SystemTime,
+) -> Result<(SecretData, Option<Renewal>), CertificateError> {
     match serving_due(stored, authority, dns_names_wanted, now) {
-        Some(why) => Ok((issue_serving(authority, dns_names_wanted, now)?, Some(why))),
+        Some(why) => Ok((issue(authority, dns_names_wanted, usage, now)?, Some(why))),
         None => {
             let mut data = stored.cloned().unwrap_or_default();
             data.insert(CA_KEY.to_owned(), authority.bundle_pem.as_bytes().to_vec());

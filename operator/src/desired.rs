@@ -65,6 +65,9 @@ pub struct Wanted<'a> {
     /// Base64 of the CA bundle the API server verifies the webhook with.
     pub ca_bundle: &'a str,
     pub webhook_tls: &'a SecretData,
+    /// The inspector's serving certificate, and its clients'.
+    pub inspector_tls: &'a SecretData,
+    pub inspector_client_tls: &'a SecretData,
     /// The optional APIs the cluster serves.
     pub apis: OptionalApis,
 }
@@ -119,6 +122,17 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
         ));
     }
     let mut all = access;
+    // Before the pods that mount them, which would otherwise wait for them. Every CA
+    // still valid is in each `ca.crt`, so their order against a CA rotation is free.
+    for (name, data) in [
+        (install::INSPECTOR_TLS_SECRET, wanted.inspector_tls),
+        (
+            install::INSPECTOR_CLIENT_SECRET,
+            wanted.inspector_client_tls,
+        ),
+    ] {
+        all.push(secret(s, name, "kubernetes.io/tls", data));
+    }
     all.extend(workloads);
     if wanted.apis.service_monitors {
         all.extend(monitors);
@@ -168,12 +182,47 @@ pub fn every_key(settings: &Settings, apis: OptionalApis) -> Vec<ObjectKey> {
         owner: &Owner { uid: String::new() },
         ca_bundle: "",
         webhook_tls: &SecretData::new(),
+        inspector_tls: &SecretData::new(),
+        inspector_client_tls: &SecretData::new(),
         apis,
     };
     let mut keys: Vec<ObjectKey> = objects(&wanted).iter().map(ObjectKey::of).collect();
     keys.sort();
     keys.dedup();
     keys
+}
+
+/// The certificates of an install without the operator (`multiarch certificates`): a
+/// new CA, the webhook's and the inspector's serving certificates and the inspector's
+/// clients' certificate, as Secrets, and the CA bundle (base64) the
+/// MutatingWebhookConfiguration's `caBundle` needs. The CA's key is not kept: running
+/// the command again replaces them all.
+pub fn static_install_secrets(
+    settings: &Settings,
+    now: std::time::SystemTime,
+) -> Result<(Vec<Value>, String), crate::certificates::CertificateError> {
+    use crate::certificates::{Usage, ensure_authority, issue};
+    let (authority, _) = ensure_authority(None, now)?;
+    let certificates = [
+        (
+            WEBHOOK_TLS_SECRET,
+            install::webhook_dns_names(settings),
+            Usage::Server,
+        ),
+        (
+            install::INSPECTOR_TLS_SECRET,
+            install::inspector_dns_names(settings),
+            Usage::Server,
+        ),
+        (install::INSPECTOR_CLIENT_SECRET, Vec::new(), Usage::Client),
+    ];
+    let mut secrets = Vec::new();
+    for (name, names, usage) in certificates {
+        let data = issue(&authority, &names, usage, now)?;
+        secrets.push(secret(settings, name, "kubernetes.io/tls", &data));
+    }
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&authority.bundle_pem);
+    Ok((secrets, bundle))
 }
 
 /// The key of the MutatingWebhookConfiguration.
@@ -210,6 +259,8 @@ mod tests {
             owner: &Owner { uid: "u-1".into() },
             ca_bundle: "Q0E=",
             webhook_tls: &SecretData::from([("tls.crt".into(), b"x".to_vec())]),
+            inspector_tls: &SecretData::from([("tls.crt".into(), b"i".to_vec())]),
+            inspector_client_tls: &SecretData::from([("tls.crt".into(), b"c".to_vec())]),
             apis: OptionalApis::default(),
         });
         let kinds: Vec<&str> = objects
@@ -229,11 +280,67 @@ mod tests {
         }
         assert!(!objects.iter().any(|o| o["kind"] == "DaemonSet"));
         assert!(!objects.iter().any(|o| o["kind"] == "ServiceMonitor"));
-        let secret = objects.iter().find(|o| o["kind"] == "Secret").unwrap();
-        assert_eq!(secret["data"]["tls.crt"], "eA==");
+        let position = |kind: &str, name: &str| {
+            objects
+                .iter()
+                .position(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("no {kind} {name}"))
+        };
+        let data = |name: &str| objects[position("Secret", name)]["data"]["tls.crt"].clone();
+        assert_eq!(data(WEBHOOK_TLS_SECRET), "eA==");
+        assert_eq!(data(install::INSPECTOR_TLS_SECRET), "aQ==");
+        assert_eq!(data(install::INSPECTOR_CLIENT_SECRET), "Yw==");
+        // The inspector's certificates exist before any pod that mounts them.
+        for secret in [
+            install::INSPECTOR_TLS_SECRET,
+            install::INSPECTOR_CLIENT_SECRET,
+        ] {
+            for deployment in [install::INSPECTOR, install::SCHEDULER, WEBHOOK] {
+                assert!(position("Secret", secret) < position("Deployment", deployment));
+            }
+        }
         let keys = every_key(&settings, OptionalApis::default());
         assert!(keys.contains(&webhook_configuration_key()));
         assert!(keys.iter().any(|k| k.kind == "DaemonSet"));
+    }
+
+    #[test]
+    fn an_install_without_the_operator_gets_every_certificate_from_one_ca() {
+        use x509_parser::pem::Pem;
+        let settings = Settings::default();
+        let now = std::time::SystemTime::now();
+        let (secrets, bundle) = static_install_secrets(&settings, now).unwrap();
+        let names: Vec<&str> = secrets
+            .iter()
+            .map(|s| s["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                WEBHOOK_TLS_SECRET,
+                install::INSPECTOR_TLS_SECRET,
+                install::INSPECTOR_CLIENT_SECRET
+            ]
+        );
+        let decode = |text: &str| {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .unwrap()
+        };
+        let ca_pem = decode(&bundle);
+        let ca = Pem::iter_from_buffer(&ca_pem).next().unwrap().unwrap();
+        let ca = ca.parse_x509().unwrap();
+        for secret in &secrets {
+            assert_eq!(secret["type"], "kubernetes.io/tls");
+            assert_eq!(decode(secret["data"]["ca.crt"].as_str().unwrap()), ca_pem);
+            let cert_pem = decode(secret["data"]["tls.crt"].as_str().unwrap());
+            let cert = Pem::iter_from_buffer(&cert_pem).next().unwrap().unwrap();
+            let cert = cert.parse_x509().unwrap();
+            assert!(cert.verify_signature(Some(ca.public_key())).is_ok());
+            let usage = cert.extended_key_usage().unwrap().unwrap().value;
+            let client = secret["metadata"]["name"] == install::INSPECTOR_CLIENT_SECRET;
+            assert_eq!((usage.client_auth, usage.server_auth), (client, !client));
+        }
     }
 
     #[test]

@@ -23,11 +23,14 @@ use tracing::{info, warn};
 use crate::{
     apply::{Applied, ObjectKey},
     authority::{CertificateAuthority, secret_data},
-    certificates::{ensure_serving, expires_at},
+    certificates::{Usage, ensure, expires_at},
     context::{Drain, OperatorContext},
     desired::{self, Owner, Wanted, every_key, webhook_configuration_key},
     drain,
-    install::{WEBHOOK_TLS_SECRET, webhook_dns_names},
+    install::{
+        INSPECTOR_CLIENT_SECRET, INSPECTOR_TLS_SECRET, WEBHOOK_TLS_SECRET, inspector_dns_names,
+        webhook_dns_names,
+    },
     metrics::{ResultLabel, SecretLabel},
     observe,
     plan::{Component, Expired, Observed, Plan, plan},
@@ -126,7 +129,30 @@ async fn reconcile_once(
     if plan.routing.is_none() && routing_before.is_some() {
         delete(ctx, &webhook_configuration_key()).await?;
     }
-    let webhook_tls = webhook_certificate(ctx, &authority, now).await?;
+    let webhook_tls = certificate(
+        ctx,
+        &authority,
+        WEBHOOK_TLS_SECRET,
+        (webhook_dns_names(&ctx.settings), Usage::Server),
+        now,
+    )
+    .await?;
+    let inspector_tls = certificate(
+        ctx,
+        &authority,
+        INSPECTOR_TLS_SECRET,
+        (inspector_dns_names(&ctx.settings), Usage::Server),
+        now,
+    )
+    .await?;
+    let inspector_client_tls = certificate(
+        ctx,
+        &authority,
+        INSPECTOR_CLIENT_SECRET,
+        (Vec::new(), Usage::Client),
+        now,
+    )
+    .await?;
     let apis = observe::optional_apis(&ctx.client).await?;
     let objects = desired::objects(&Wanted {
         settings: &ctx.settings,
@@ -137,6 +163,8 @@ async fn reconcile_once(
         },
         ca_bundle: &CertificateAuthority::bundle_base64(&authority),
         webhook_tls: &webhook_tls,
+        inspector_tls: &inspector_tls,
+        inspector_client_tls: &inspector_client_tls,
         apis,
     });
     let mut wanted = BTreeSet::new();
@@ -212,36 +240,29 @@ async fn deployed_scheduler_name(ctx: &OperatorContext) -> Result<String, Reconc
     Ok(from_args.unwrap_or_else(|| multiarch_crd::names::DEFAULT_SCHEDULER_NAME.to_owned()))
 }
 
-/// The webhook's serving certificate: the stored one while it is right, else a new one.
-async fn webhook_certificate(
+/// A certificate the operator keeps in `secret` (the webhook's, the inspector's, the
+/// inspector's clients'): the stored one while it is right, else a new one.
+async fn certificate(
     ctx: &OperatorContext,
     authority: &crate::certificates::Authority,
+    secret: &'static str,
+    (names, usage): (Vec<String>, Usage),
     now: SystemTime,
 ) -> Result<crate::certificates::SecretData, ReconcileError> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
     let stored = secrets
-        .get_opt(WEBHOOK_TLS_SECRET)
+        .get_opt(secret)
         .await
-        .map_err(api_error("read the webhook's certificate"))?
+        .map_err(api_error("read a certificate's Secret"))?
         .map(|s| secret_data(&s));
-    let (data, renewed) = ensure_serving(
-        stored.as_ref(),
-        authority,
-        &webhook_dns_names(&ctx.settings),
-        now,
-    )?;
+    let (data, renewed) = ensure(stored.as_ref(), authority, &names, usage, now)?;
     if let Some(why) = renewed {
-        info!(
-            secret = WEBHOOK_TLS_SECRET,
-            "serving certificate issued: {why}"
-        );
+        info!(secret, "certificate issued: {why}");
     }
     if let Some(expiry) = expires_at(&data) {
         ctx.metrics
             .certificate_expiry
-            .get_or_create(&SecretLabel {
-                secret: WEBHOOK_TLS_SECRET,
-            })
+            .get_or_create(&SecretLabel { secret })
             .set(expiry);
     }
     Ok(data)

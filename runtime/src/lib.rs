@@ -10,6 +10,7 @@ pub mod controller;
 pub mod https_server;
 pub mod leader_election;
 pub mod logging;
+pub mod mutual_tls;
 pub mod ops_server;
 pub mod placement_config;
 pub mod pod_events;

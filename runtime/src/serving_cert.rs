@@ -34,6 +34,8 @@ pub enum TlsError {
     NoCertificate { path: PathBuf },
     #[error("{path} holds no usable PEM private key: {detail}")]
     Key { path: PathBuf, detail: String },
+    #[error("{path} holds no usable CA certificates: {detail}")]
+    Ca { path: PathBuf, detail: String },
 }
 
 /// A certificate chain and its key, from PEM.

@@ -27,11 +27,28 @@ pub enum Lookup {
     Busy,
 }
 
+/// Whose credentials a lookup at admission may use. The webhook cannot tell a review
+/// sent by the API server from one any pod crafted unless the cluster proves it; a
+/// crafted review naming another namespace's pull secrets would otherwise tell its
+/// sender whether those secrets read a private image, and its architectures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Credentials {
+    /// The pod's pull secrets and service account: only when every caller is known to be
+    /// the API server (its client certificate verified, or a NetworkPolicy that admits
+    /// only the API server's addresses).
+    PodSecrets,
+    /// None: public images only. A private image's pod is routed without the constraint
+    /// and the scheduler, which reads the pod from the API server, still places it by
+    /// its images.
+    Anonymous,
+}
+
 #[derive(Clone)]
 pub struct AdmissionLookup {
     inspector: Arc<dyn ImageInspector>,
     deadline: Duration,
     in_flight: Arc<Semaphore>,
+    credentials: Credentials,
 }
 
 impl AdmissionLookup {
@@ -41,12 +58,18 @@ impl AdmissionLookup {
         inspector: Arc<dyn ImageInspector>,
         deadline: Duration,
         max_in_flight: usize,
+        credentials: Credentials,
     ) -> Self {
         AdmissionLookup {
             inspector,
             deadline,
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            credentials,
         }
+    }
+
+    pub fn credentials(&self) -> Credentials {
+        self.credentials
     }
 
     pub fn deadline(&self) -> Duration {
@@ -63,14 +86,17 @@ impl AdmissionLookup {
         let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
             return Lookup::Busy;
         };
+        let credentials = self.credentials;
         let requests: Vec<(String, InspectRequest)> = info
             .images
             .iter()
             .map(|image| {
-                (
-                    image.container.clone(),
-                    InspectRequest::for_container(&info, image),
-                )
+                let mut request = InspectRequest::for_container(&info, image);
+                if credentials == Credentials::Anonymous {
+                    request.pull_secrets.clear();
+                    request.service_account = None;
+                }
+                (image.container.clone(), request)
             })
             .collect();
         let inspector = self.inspector.clone();

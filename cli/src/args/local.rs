@@ -156,6 +156,18 @@ pub struct ManifestsArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct CertificatesArgs {
+    /// multiarch's namespace: the Secrets' and the Services' the certificates name.
+    #[arg(long, default_value = "multiarch")]
+    pub namespace: String,
+
+    /// Also write the CA bundle (base64, as a MutatingWebhookConfiguration's `caBundle`
+    /// takes it) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct CrdsArgs {
     /// Write one file per CRD into this directory (as checked in under manifests/crds)
     /// instead of printing them.

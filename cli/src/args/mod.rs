@@ -69,6 +69,10 @@ pub enum Command {
     /// for installs without it).
     #[cfg(feature = "operator")]
     Manifests(ManifestsArgs),
+    /// Print new certificates for an install without the operator (the webhook's, the
+    /// image inspector's and its callers', from one new CA) as Secrets to apply.
+    #[cfg(feature = "operator")]
+    Certificates(CertificatesArgs),
     /// Print the CustomResourceDefinitions generated from the API types.
     Crds(CrdsArgs),
 }

@@ -98,6 +98,9 @@ pub struct SchedulerArgs {
     #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
     pub inspector_endpoint: Option<String>,
 
+    #[command(flatten)]
+    pub inspector_tls: InspectorTlsArgs,
+
     /// Image platforms from this file (the `images:` map of the `simulate --scenario`
     /// format) instead of the registries: for `multiarch bench` and registry-less runs.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["inspector_endpoint", "registries_config"])]
@@ -113,6 +116,22 @@ pub struct SchedulerArgs {
 
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+/// How a role reaches the image inspector: over mutual TLS with a certificate from
+/// multiarch's CA (the operator mounts one), or in plain HTTP/2 without it.
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "enoexec-handler"
+))]
+#[derive(Debug, Default, clap::Args)]
+pub struct InspectorTlsArgs {
+    /// A directory with this role's client certificate for the inspector (`tls.crt`,
+    /// `tls.key`) and the CAs the inspector's certificate must chain to (`ca.crt`): a
+    /// mounted `kubernetes.io/tls` Secret, read again for every new connection.
+    #[arg(long, value_name = "DIR", env = "MULTIARCH_INSPECTOR_TLS_DIR")]
+    pub inspector_tls_dir: Option<std::path::PathBuf>,
 }
 
 #[cfg(feature = "admission")]
@@ -155,6 +174,24 @@ pub struct WebhookArgs {
     /// without the constraint.
     #[arg(long, env = "MULTIARCH_INSPECTOR_ENDPOINT")]
     pub inspector_endpoint: Option<String>,
+
+    #[command(flatten)]
+    pub inspector_tls: InspectorTlsArgs,
+
+    /// CAs the callers' client certificates must chain to: the one the API server
+    /// presents to webhooks (its admission configuration's kubeconfig). Other callers
+    /// are refused at the handshake, and lookups at admission use the pod's pull secrets.
+    /// Reloaded when the file changes.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+
+    /// Only the API server can reach this port (a NetworkPolicy that admits only its
+    /// addresses, enforced by the network plugin): lookups at admission use the pod's
+    /// pull secrets. Without it or --client-ca they use none: a crafted review naming
+    /// another namespace's secrets learns nothing (private images are routed without
+    /// the constraint; the scheduler still places them by their images).
+    #[arg(long)]
+    pub callers_limited_to_api_server: bool,
 
     /// How long admission waits for the images' platforms before routing the pod without
     /// the constraint (well inside the webhook's `timeoutSeconds`).
@@ -238,6 +275,13 @@ pub struct InspectorArgs {
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
 
+    /// A directory with the gRPC port's certificate (`tls.crt`, `tls.key`) and the CAs
+    /// every client's certificate must chain to (`ca.crt`): clients without one are
+    /// refused at the handshake. Files are reloaded when they change. Without it the
+    /// port speaks plain HTTP/2 to anyone who reaches it.
+    #[arg(long, value_name = "DIR", env = "MULTIARCH_INSPECTOR_TLS_DIR")]
+    pub tls_dir: Option<PathBuf>,
+
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -252,6 +296,9 @@ pub struct GateControllerArgs {
         env = "MULTIARCH_INSPECTOR_ENDPOINT"
     )]
     pub inspector_endpoint: String,
+
+    #[command(flatten)]
+    pub inspector_tls: InspectorTlsArgs,
 
     /// multiarch's namespace (never processed; holds the Lease).
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
@@ -331,6 +378,9 @@ pub struct EnoexecHandlerArgs {
         env = "MULTIARCH_INSPECTOR_ENDPOINT"
     )]
     pub inspector_endpoint: String,
+
+    #[command(flatten)]
+    pub inspector_tls: InspectorTlsArgs,
 
     #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,

@@ -3,11 +3,11 @@
 use std::{sync::Arc, time::Duration};
 
 use multiarch_enoexec::handler::{HandlerOptions, metrics::HandlerMetrics, start};
-use multiarch_inspector::{ImageInspector, grpc::RemoteInspector};
+use multiarch_inspector::ImageInspector;
 use multiarch_runtime::{client, leader_election::ElectionConfig};
 use tracing::info;
 
-use super::role::Role;
+use super::{inspector_client::remote_inspector, role::Role};
 use crate::args::EnoexecHandlerArgs;
 
 pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
@@ -16,7 +16,10 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
     let inspector: Option<Arc<dyn ImageInspector>> = if args.inspector_endpoint.is_empty() {
         None
     } else {
-        Some(Arc::new(RemoteInspector::new(&args.inspector_endpoint)?))
+        Some(Arc::new(remote_inspector(
+            &args.inspector_endpoint,
+            &args.inspector_tls,
+        )?))
     };
     let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "multiarch-enoexec-handler".into());
     let metrics = HandlerMetrics::default();

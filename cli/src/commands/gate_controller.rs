@@ -4,18 +4,20 @@
 use std::{sync::Arc, time::Duration};
 
 use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
-use multiarch_inspector::{ImageInspector, grpc::RemoteInspector};
+use multiarch_inspector::ImageInspector;
 use multiarch_runtime::{client, leader_election::ElectionConfig};
 use tracing::info;
 
-use super::role::Role;
+use super::{inspector_client::remote_inspector, role::Role};
 use crate::args::GateControllerArgs;
 
 pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
     let client = client::connect(None).await?;
-    let inspector: Arc<dyn ImageInspector> =
-        Arc::new(RemoteInspector::new(&args.inspector_endpoint)?);
+    let inspector: Arc<dyn ImageInspector> = Arc::new(remote_inspector(
+        &args.inspector_endpoint,
+        &args.inspector_tls,
+    )?);
     let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "multiarch-gate-controller".into());
     let metrics = GateMetrics::default();
     metrics.register(&mut role.registry);

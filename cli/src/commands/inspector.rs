@@ -1,21 +1,24 @@
 //! `multiarch inspector --listen ADDR`: the image-inspection gRPC service; in a cluster it
 //! reads the pods' pull secrets itself.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use multiarch_inspector::{
     ImageInspector, Inspector,
     cache::CacheOptions,
-    grpc::InspectorService,
+    grpc::{self, ServiceLimits},
     metrics::InspectorMetrics,
     registry::RegistryOptions,
     secrets::{KubeSecrets, SecretSource, StaticKeyring},
     settings::RegistrySettings,
     settings_file::{ReloadMetrics, SettingsFile},
 };
-use multiarch_runtime::client;
-use tracing::info;
+use multiarch_runtime::{
+    client,
+    mutual_tls::{self, TlsDir},
+};
+use tracing::{info, warn};
 
 use super::role::Role;
 use crate::args::InspectorArgs;
@@ -74,15 +77,24 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     }
     let inspector: Arc<dyn ImageInspector> = inspector;
 
-    info!(listen = %args.listen, metrics = %args.metrics_addr, "serving image inspection");
-    let listen = args.listen;
+    let tls = match &args.tls_dir {
+        Some(dir) => Some(
+            mutual_tls::server_config(&TlsDir::new(dir), Duration::from_secs(10))
+                .with_context(|| format!("cannot use the TLS files in {}", dir.display()))?,
+        ),
+        None => {
+            warn!(listen = %args.listen, "serving gRPC without TLS (no --tls-dir): any client that reaches the port is answered, with the pull secrets it names");
+            None
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    info!(listen = %args.listen, metrics = %args.metrics_addr, mutual_tls = tls.is_some(), "serving image inspection");
     let shutdown = role.tasks.shutdown().clone();
     role.tasks.spawn("gRPC server", async move {
-        tonic::transport::Server::builder()
-            .add_service(InspectorService::new(inspector))
-            .serve_with_shutdown(listen, shutdown.cancelled_owned())
-            .await
-            .map_err(|e| format!("cannot serve gRPC on {listen}: {e}"))
+        grpc::serve(listener, tls, inspector, ServiceLimits::default(), shutdown).await;
+        Ok::<(), std::convert::Infallible>(())
     });
     role.serve_and_wait(args.metrics_addr).await
 }

@@ -15,6 +15,12 @@ mod gate_controller;
 mod inspect;
 #[cfg(feature = "inspector")]
 mod inspector;
+#[cfg(any(
+    feature = "scheduler",
+    feature = "admission",
+    feature = "enoexec-handler"
+))]
+mod inspector_client;
 #[cfg(any(feature = "inspector", feature = "audit"))]
 mod local_inspector;
 #[cfg(feature = "operator")]
@@ -59,6 +65,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Crds(args) => crds::run(&args),
         #[cfg(feature = "operator")]
         Command::Manifests(args) => manifests::run(&args),
+        #[cfg(feature = "operator")]
+        Command::Certificates(args) => manifests::certificates(&args),
         #[cfg(feature = "operator")]
         Command::Operator(args) => runtime()?.block_on(operator::run(&args)),
         #[cfg(feature = "scheduler")]

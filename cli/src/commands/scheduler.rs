@@ -4,9 +4,8 @@ use std::{sync::Arc, sync::atomic::Ordering, time::Duration};
 
 use anyhow::Context;
 use multiarch_inspector::{
-    ImageInspector, Inspector, cache::CacheOptions, grpc::RemoteInspector,
-    metrics::InspectorMetrics, registry::RegistryOptions, secrets::KubeSecrets,
-    settings::RegistrySettings,
+    ImageInspector, Inspector, cache::CacheOptions, metrics::InspectorMetrics,
+    registry::RegistryOptions, secrets::KubeSecrets, settings::RegistrySettings,
 };
 use multiarch_runtime::{client, leader_election::ElectionConfig};
 use multiarch_scheduler::in_cluster::{
@@ -14,7 +13,7 @@ use multiarch_scheduler::in_cluster::{
 };
 use tracing::info;
 
-use super::role::Role;
+use super::{inspector_client::remote_inspector, role::Role};
 use crate::args::SchedulerArgs;
 
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
@@ -25,7 +24,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     metrics.register(&mut role.registry);
     let inspector: Arc<dyn ImageInspector> = match (&args.inspector_endpoint, &args.image_platforms)
     {
-        (Some(endpoint), _) => Arc::new(RemoteInspector::new(endpoint)?),
+        (Some(endpoint), _) => Arc::new(remote_inspector(endpoint, &args.inspector_tls)?),
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;

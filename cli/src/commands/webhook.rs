@@ -9,17 +9,22 @@ use anyhow::Context;
 use multiarch_admission::webhook::{
     configuration,
     decision::WebhookConfig,
-    image_lookup::AdmissionLookup,
+    image_lookup::{AdmissionLookup, Credentials},
     metrics::WebhookMetrics,
     server::{WebhookState, bind, serve},
     tls::server_config,
 };
 use multiarch_crd::PlacementMode;
-use multiarch_inspector::{ImageInspector, grpc::RemoteInspector};
-use multiarch_runtime::{client, placement_config, supervisor::Supervisor};
+use multiarch_inspector::ImageInspector;
+use multiarch_runtime::{
+    client,
+    mutual_tls::{self, TlsDir},
+    placement_config,
+    supervisor::Supervisor,
+};
 use tracing::info;
 
-use super::role::DRAIN_GRACE;
+use super::{inspector_client::remote_inspector, role::DRAIN_GRACE};
 use crate::args::WebhookArgs;
 
 pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
@@ -46,18 +51,35 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         let configs = placement_config::follow(&client, &tasks);
         configuration::follow(configs, config.clone(), args.mode.is_some(), &tasks);
     }
-    let tls = server_config(args.cert.clone(), args.key.clone(), Duration::from_secs(10))?;
+    let tls = match &args.client_ca {
+        Some(ca) => mutual_tls::server_config(
+            &TlsDir {
+                cert: args.cert.clone(),
+                key: args.key.clone(),
+                ca: ca.clone(),
+            },
+            Duration::from_secs(10),
+        )?,
+        None => server_config(args.cert.clone(), args.key.clone(), Duration::from_secs(10))?,
+    };
+    let credentials = if args.client_ca.is_some() || args.callers_limited_to_api_server {
+        Credentials::PodSecrets
+    } else {
+        Credentials::Anonymous
+    };
     let metrics = WebhookMetrics::default();
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
     let lookup = match &args.inspector_endpoint {
         Some(endpoint) => {
-            let inspector: Arc<dyn ImageInspector> = Arc::new(RemoteInspector::new(endpoint)?);
-            info!(%endpoint, deadline = ?args.admission_lookup_deadline, "architecture constraint at admission");
+            let inspector: Arc<dyn ImageInspector> =
+                Arc::new(remote_inspector(endpoint, &args.inspector_tls)?);
+            info!(%endpoint, deadline = ?args.admission_lookup_deadline, ?credentials, "architecture constraint at admission");
             Some(AdmissionLookup::new(
                 inspector,
                 args.admission_lookup_deadline,
                 args.admission_lookups_in_flight,
+                credentials,
             ))
         }
         None => None,

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::{
     ENOEXEC_DAEMON, ENOEXEC_HANDLER, Settings,
-    inspector::inspector_endpoint,
+    inspector::{CLIENT_DIR, inspector_endpoint, mount_inspector_client},
     labels, lease_rules, rbac_pair, service_account,
     workload::{
         Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
@@ -112,6 +112,7 @@ pub fn enoexec_handler_workload(settings: &Settings) -> Vec<Value> {
         args: json!([
             "enoexec-handler",
             format!("--inspector-endpoint={}", inspector_endpoint(settings)),
+            format!("--inspector-tls-dir={CLIENT_DIR}"),
             format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
             "--log-format=json"
         ]),
@@ -119,8 +120,10 @@ pub fn enoexec_handler_workload(settings: &Settings) -> Vec<Value> {
         probe_port: "metrics",
         env: downward_env(),
     };
+    let mut deployment = deployment(settings, &workload);
+    mount_inspector_client(&mut deployment);
     vec![
-        deployment(settings, &workload),
+        deployment,
         service(
             settings,
             ENOEXEC_HANDLER,

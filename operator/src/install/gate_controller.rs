@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{
     GATE_CONTROLLER, Settings,
-    inspector::inspector_endpoint,
+    inspector::{CLIENT_DIR, inspector_endpoint, mount_inspector_client},
     lease_role, rbac_pair, service_account,
     workload::{
         Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
@@ -44,6 +44,7 @@ pub fn gate_controller_workload(settings: &Settings) -> Vec<Value> {
         args: json!([
             "gate-controller",
             format!("--inspector-endpoint={}", inspector_endpoint(settings)),
+            format!("--inspector-tls-dir={CLIENT_DIR}"),
             format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
             "--log-format=json"
         ]),
@@ -51,8 +52,10 @@ pub fn gate_controller_workload(settings: &Settings) -> Vec<Value> {
         probe_port: "metrics",
         env: downward_env(),
     };
+    let mut deployment = deployment(settings, &workload);
+    mount_inspector_client(&mut deployment);
     vec![
-        deployment(settings, &workload),
+        deployment,
         service(
             settings,
             GATE_CONTROLLER,

@@ -9,6 +9,16 @@ use super::{
 
 /// The gRPC port the scheduler, the webhook, the gate controller and the handler call.
 pub const INSPECTOR_PORT: u16 = 9443;
+/// The inspector's serving certificate (`tls.crt`, `tls.key`) and the CAs its clients'
+/// certificates must chain to (`ca.crt`).
+pub const INSPECTOR_TLS_SECRET: &str = "multiarch-inspector-tls";
+/// The client certificate of the roles that call the inspector, and the CAs of its
+/// serving certificate: only pods that mount it are answered.
+pub const INSPECTOR_CLIENT_SECRET: &str = "multiarch-inspector-client";
+/// Where the inspector's pods see [`INSPECTOR_TLS_SECRET`].
+const SERVING_DIR: &str = "/etc/multiarch/inspector-tls";
+/// Where its clients' pods see [`INSPECTOR_CLIENT_SECRET`].
+pub const CLIENT_DIR: &str = "/etc/multiarch/inspector-client";
 /// The ConfigMap (in multiarch's namespace) an admin creates for the inspector's registry
 /// settings (key [`REGISTRIES_KEY`]: CA bundles, plain-HTTP registries, mirrors, blocked);
 /// optional, followed live.
@@ -52,6 +62,7 @@ pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
             format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
             format!("--registries-config={REGISTRIES_DIR}/{REGISTRIES_KEY}"),
             "--registries-config-optional",
+            format!("--tls-dir={SERVING_DIR}"),
             "--log-format=json"
         ]),
         ports: json!([{"name": "grpc", "containerPort": INSPECTOR_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}]),
@@ -62,9 +73,14 @@ pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
                           "ports": [{"protocol": "TCP", "port": INSPECTOR_PORT}]});
     let mut inspector = deployment(settings, &workload);
     let pod = &mut inspector["spec"]["template"]["spec"];
-    pod["volumes"] = json!([{"name": "registries", "configMap": {"name": REGISTRIES_CONFIG_MAP, "optional": true}}]);
-    pod["containers"][0]["volumeMounts"] =
-        json!([{"name": "registries", "mountPath": REGISTRIES_DIR, "readOnly": true}]);
+    pod["volumes"] = json!([
+        {"name": "registries", "configMap": {"name": REGISTRIES_CONFIG_MAP, "optional": true}},
+        {"name": "tls", "secret": {"secretName": INSPECTOR_TLS_SECRET}},
+    ]);
+    pod["containers"][0]["volumeMounts"] = json!([
+        {"name": "registries", "mountPath": REGISTRIES_DIR, "readOnly": true},
+        {"name": "tls", "mountPath": SERVING_DIR, "readOnly": true},
+    ]);
     vec![
         inspector,
         service(
@@ -83,9 +99,38 @@ pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
     ]
 }
 
-/// Where the inspector's clients reach it.
+/// Where the inspector's clients reach it: its Service, over mutual TLS.
 pub fn inspector_endpoint(settings: &Settings) -> String {
-    settings.service_url(INSPECTOR, INSPECTOR_PORT)
+    format!(
+        "https://{}:{INSPECTOR_PORT}",
+        inspector_dns_names(settings)[0]
+    )
+}
+
+/// The names in the inspector's serving certificate: its Service.
+pub fn inspector_dns_names(settings: &Settings) -> Vec<String> {
+    super::operator::dns_names(INSPECTOR, &settings.namespace)
+}
+
+/// Gives a client's Deployment the certificate it presents to the inspector, mounted
+/// where its `--inspector-tls-dir` (see [`CLIENT_DIR`]) reads it.
+pub fn mount_inspector_client(deployment: &mut Value) {
+    let pod = &mut deployment["spec"]["template"]["spec"];
+    push(
+        &mut pod["volumes"],
+        json!({"name": "inspector-client", "secret": {"secretName": INSPECTOR_CLIENT_SECRET}}),
+    );
+    push(
+        &mut pod["containers"][0]["volumeMounts"],
+        json!({"name": "inspector-client", "mountPath": CLIENT_DIR, "readOnly": true}),
+    );
+}
+
+fn push(list: &mut Value, item: Value) {
+    match list {
+        Value::Array(items) => items.push(item),
+        other => *other = json!([item]),
+    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,10 @@ pub use self::{
         enoexec_handler_namespace_rules, enoexec_handler_workload,
     },
     gate_controller::{gate_controller_access, gate_controller_rules, gate_controller_workload},
-    inspector::{inspector_access, inspector_endpoint, inspector_rules, inspector_workload},
+    inspector::{
+        INSPECTOR_CLIENT_SECRET, INSPECTOR_TLS_SECRET, inspector_access, inspector_dns_names,
+        inspector_endpoint, inspector_rules, inspector_workload,
+    },
     monitoring::{
         SERVICE_MONITOR_API_VERSION, SERVICE_MONITOR_CRD, SERVICE_MONITOR_RESOURCE,
         service_monitor, webhook_service_monitor,

@@ -287,7 +287,7 @@ pub fn webhook_dns_names(settings: &Settings) -> Vec<String> {
     dns_names(WEBHOOK, &settings.namespace)
 }
 
-fn dns_names(service: &str, namespace: &str) -> Vec<String> {
+pub(super) fn dns_names(service: &str, namespace: &str) -> Vec<String> {
     vec![
         format!("{service}.{namespace}.svc"),
         format!("{service}.{namespace}.svc.cluster.local"),

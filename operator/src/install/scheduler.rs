@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::{
     SCHEDULER, Settings,
-    inspector::inspector_endpoint,
+    inspector::{CLIENT_DIR, inspector_endpoint, mount_inspector_client},
     lease_role, rbac_pair, service_account,
     workload::{
         Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
@@ -56,6 +56,7 @@ pub fn scheduler_workload(settings: &Settings, scheduler_name: &str) -> Vec<Valu
             "scheduler",
             format!("--scheduler-name={scheduler_name}"),
             format!("--inspector-endpoint={}", inspector_endpoint(settings)),
+            format!("--inspector-tls-dir={CLIENT_DIR}"),
             format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
             "--log-format=json",
         ]),
@@ -63,8 +64,10 @@ pub fn scheduler_workload(settings: &Settings, scheduler_name: &str) -> Vec<Valu
         probe_port: "metrics",
         env: downward_env(),
     };
+    let mut deployment = deployment(settings, &workload);
+    mount_inspector_client(&mut deployment);
     vec![
-        deployment(settings, &workload),
+        deployment,
         service(
             settings,
             SCHEDULER,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{
     Settings, WEBHOOK,
-    inspector::inspector_endpoint,
+    inspector::{CLIENT_DIR, inspector_endpoint, mount_inspector_client},
     labels, rbac_pair, service_account,
     workload::{
         Workload, api_server_port, deployment, disruption_budget, downward_env, network_policy,
@@ -65,6 +65,7 @@ pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
             "--cert=/etc/multiarch/tls/tls.crt",
             "--key=/etc/multiarch/tls/tls.key",
             format!("--inspector-endpoint={}", inspector_endpoint(settings)),
+            format!("--inspector-tls-dir={CLIENT_DIR}"),
             "--log-format=json"
         ]),
         ports: json!([{"name": "https", "containerPort": PORT}]),
@@ -73,6 +74,12 @@ pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
     };
     let mut deployment = deployment(settings, &workload);
     let pod = &mut deployment["spec"]["template"]["spec"];
+    if !settings.api_server_cidrs.is_empty()
+        && let Some(args) = pod["containers"][0]["args"].as_array_mut()
+    {
+        // The NetworkPolicy below admits only the API server's addresses.
+        args.push(json!("--callers-limited-to-api-server"));
+    }
     pod["volumes"] = json!([{"name": "tls", "secret": {"secretName": WEBHOOK_TLS_SECRET}}]);
     pod["containers"][0]["volumeMounts"] =
         json!([{"name": "tls", "mountPath": "/etc/multiarch/tls", "readOnly": true}]);
@@ -80,6 +87,7 @@ pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
     for probe in ["livenessProbe", "readinessProbe"] {
         pod["containers"][0][probe]["httpGet"]["scheme"] = json!("HTTPS");
     }
+    mount_inspector_client(&mut deployment);
     vec![
         deployment,
         service(
@@ -161,6 +169,41 @@ pub fn mutating_webhook_configuration(settings: &Settings, routing: &WebhookRout
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pull secrets at admission only where the NetworkPolicy keeps every caller but the
+    /// API server out; the inspector only over mutual TLS.
+    #[test]
+    fn credentialed_lookups_follow_the_api_server_only_network_policy() {
+        let args = |settings: &Settings| -> (Vec<String>, Value) {
+            let objects = webhook_workload(settings);
+            let args = objects[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect();
+            let policy = objects
+                .iter()
+                .find(|o| o["kind"] == "NetworkPolicy")
+                .unwrap();
+            (args, policy["spec"]["ingress"][0].clone())
+        };
+        let (open, rule) = args(&Settings::default());
+        assert!(!open.contains(&"--callers-limited-to-api-server".to_owned()));
+        assert!(rule.get("from").is_none(), "{rule}");
+        assert!(open.contains(
+            &"--inspector-endpoint=https://multiarch-inspector.multiarch.svc:9443".to_owned()
+        ));
+        assert!(open.contains(&"--inspector-tls-dir=/etc/multiarch/inspector-client".to_owned()));
+
+        let narrowed = Settings {
+            api_server_cidrs: vec!["10.0.0.1/32".into()],
+            ..Settings::default()
+        };
+        let (limited, rule) = args(&narrowed);
+        assert!(limited.contains(&"--callers-limited-to-api-server".to_owned()));
+        assert_eq!(rule["from"], json!([{"ipBlock": {"cidr": "10.0.0.1/32"}}]));
+    }
 
     #[test]
     fn the_mode_is_in_the_path_and_gate_mode_keeps_mto_s_scope() {
