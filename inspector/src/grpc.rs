@@ -49,6 +49,8 @@ impl Default for ServiceLimits {
             deadline: Duration::from_secs(40),
             connections: ServerLimits {
                 max_connections: 1024,
+                // Callers reach it through its Service: serve on while the endpoint goes.
+                shutdown_delay: Duration::from_secs(5),
                 ..ServerLimits::default()
             },
         }

@@ -1,78 +1,166 @@
-//! The one HTTP connection loop every served port uses (the webhooks over TLS, the
-//! operations server in plain HTTP): a bound on connections, and deadlines on the TLS
-//! handshake and on each request head, so idle or slow clients cannot starve the callers
-//! that matter (the API server's admission calls, the kubelet's probes, Prometheus).
+//! The one HTTP connection loop every served port uses (the webhooks and the inspector
+//! over TLS, the operations server in plain HTTP): a bound on connections in all and per
+//! peer address, deadlines on the TLS handshake and on each request head, an idle
+//! timeout, so idle or slow clients cannot starve the callers that matter (the API
+//! server's admission calls, the kubelet's probes, Prometheus); and a shutdown that
+//! drops no request: the port keeps serving for a delay (while the endpoint is removed
+//! from its Service, `/readyz` answering 503), then stops accepting and lets the
+//! connections finish what they were asked.
 
-use std::{future::Future, net::SocketAddr, sync::Arc};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
-use axum::Router;
-use hyper_util::{rt::TokioIo, server::conn::auto, service::TowerToHyperService};
+use axum::{
+    Router,
+    extract::{Request, State},
+    http::StatusCode,
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
 use rustls::ServerConfig;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
-/// What a client may hold.
+use crate::served_connection::serve_connection;
+
+/// What a client may hold, and how the port shuts down.
 #[derive(Clone, Copy, Debug)]
 pub struct ServerLimits {
     /// Connections at once; beyond it new ones are closed at accept.
     pub max_connections: usize,
+    /// Connections at once from one address: one tenant's pod cannot take them all.
+    pub max_connections_per_peer: usize,
     /// From accept to a finished TLS handshake.
-    pub handshake_timeout: std::time::Duration,
+    pub handshake_timeout: Duration,
     /// From connection (or the previous response) to a complete request head.
-    pub header_timeout: std::time::Duration,
+    pub header_timeout: Duration,
+    /// A connection with no request in flight for this long is closed (gracefully).
+    pub idle_timeout: Duration,
+    /// After shutdown is asked, how long the port goes on serving (and accepting) while
+    /// `/readyz` answers 503, so that the endpoint leaves its Service before the
+    /// listener closes.
+    pub shutdown_delay: Duration,
+    /// Then, how long open connections get to finish their requests.
+    pub drain_timeout: Duration,
 }
 
 impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             max_connections: 4096,
-            handshake_timeout: std::time::Duration::from_secs(10),
-            header_timeout: std::time::Duration::from_secs(10),
+            max_connections_per_peer: 256,
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+            shutdown_delay: Duration::ZERO,
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }
 
-/// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` is
-/// cancelled; connections in progress finish on their own (each request is short).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    tls: Option<Arc<ServerConfig>>,
-    app: Router,
-    shutdown: CancellationToken,
-    limits: ServerLimits,
-) {
-    let acceptor = tls.map(TlsAcceptor::from);
-    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (socket, peer) = match accepted {
-            Ok(connection) => connection,
-            Err(e) => {
-                // Out of file descriptors and the like: wait a little instead of spinning.
-                warn!(error = %e, "cannot accept a connection");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
+/// Connections per peer address.
+#[derive(Default)]
+struct Peers(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection's place in [`Peers`], given back when dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    ip: IpAddr,
+}
+
+impl Peers {
+    fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
+        let mut counts = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(ip).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            peers: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut counts = self
+            .peers
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.ip);
             }
-        };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
+        }
+    }
+}
+
+/// `/readyz` answers 503 once the port is shutting down; everything else is served.
+async fn not_ready_while_draining(
+    State(draining): State<Arc<AtomicBool>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if draining.load(Ordering::SeqCst) && request.uri().path() == "/readyz" {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    next.run(request).await
+}
+
+/// What every accepted connection shares.
+struct Accepting {
+    acceptor: Option<TlsAcceptor>,
+    app: Router,
+    limits: ServerLimits,
+    connections: Arc<Semaphore>,
+    peers: Arc<Peers>,
+    /// Cancelled when the connections must close (gracefully).
+    stop: CancellationToken,
+}
+
+impl Accepting {
+    fn admit(&self, socket: tokio::net::TcpStream, peer: SocketAddr) {
+        let Ok(permit) = self.connections.clone().try_acquire_owned() else {
             debug!(%peer, "connection limit reached: closing");
-            drop(socket);
-            continue;
+            return;
         };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
+        let Some(slot) = self
+            .peers
+            .take(peer.ip(), self.limits.max_connections_per_peer)
+        else {
+            debug!(%peer, "connection limit for this address reached: closing");
+            return;
+        };
+        let (acceptor, app, limits, stop) = (
+            self.acceptor.clone(),
+            self.app.clone(),
+            self.limits,
+            self.stop.clone(),
+        );
         tokio::spawn(async move {
-            let _permit = permit;
+            let _held: (OwnedSemaphorePermit, PeerSlot) = (permit, slot);
             let Some(acceptor) = acceptor else {
-                return serve_connection(socket, app, limits, peer).await;
+                return serve_connection(socket, app, limits, peer, stop).await;
             };
-            match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(socket)).await {
-                Ok(Ok(stream)) => serve_connection(stream, app, limits, peer).await,
+            let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(socket));
+            match handshake.await {
+                Ok(Ok(stream)) => serve_connection(stream, app, limits, peer, stop).await,
                 Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => debug!(%peer, "TLS handshake timed out"),
             }
@@ -80,97 +168,73 @@ pub async fn serve(
     }
 }
 
-async fn serve_connection<S>(stream: S, app: Router, limits: ServerLimits, peer: SocketAddr)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let stream = OpeningDeadline::new(stream, limits.header_timeout);
-    let service = TowerToHyperService::new(app);
-    let mut builder = auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
-    if let Err(e) = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .await
-    {
-        debug!(%peer, error = %e, "connection ended with an error");
-    }
-}
-
-/// Bytes hyper-util reads to tell HTTP/2 (its 24-byte preface) from HTTP/1.
-const PROTOCOL_DETECTION_BYTES: usize = 24;
-
-/// A deadline on a connection's first bytes. hyper-util's protocol detection has no timer
-/// and hyper's `header_read_timeout` starts only after it, so a client that connects and
-/// sends nothing (or a byte) would hold its connection, and a slot of the limit, forever.
-/// Reads fail with `TimedOut` once `deadline` passes before the first
-/// [`PROTOCOL_DETECTION_BYTES`] arrived; then hyper's own timers apply.
-struct OpeningDeadline<S> {
-    inner: S,
-    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-    read: usize,
-}
-
-impl<S> OpeningDeadline<S> {
-    fn new(inner: S, deadline: std::time::Duration) -> Self {
-        OpeningDeadline {
-            inner,
-            deadline: Some(Box::pin(tokio::time::sleep(deadline))),
-            read: 0,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for OpeningDeadline<S> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let this = &mut *self;
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let std::task::Poll::Ready(Ok(())) = polled {
-            this.read += buf.filled().len() - before;
-            if this.read >= PROTOCOL_DETECTION_BYTES || buf.filled().len() == before {
-                this.deadline = None;
+/// Accepts until `until` resolves.
+async fn accept_until(
+    listener: &tokio::net::TcpListener,
+    accepting: &Accepting,
+    until: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(until);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut until => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((socket, peer)) => accepting.admit(socket, peer),
+            Err(e) => {
+                // Out of file descriptors and the like: wait a little instead of spinning.
+                warn!(error = %e, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            return polled;
         }
-        if let Some(deadline) = &mut this.deadline
-            && deadline.as_mut().poll(cx).is_ready()
-        {
-            return std::task::Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "no request within the deadline",
-            )));
-        }
-        polled
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for OpeningDeadline<S> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+/// Serves `app` on `listener` (over TLS when `tls` is given) until `shutdown` is
+/// cancelled, then for `limits.shutdown_delay` more (not ready), then lets open
+/// connections finish for at most `limits.drain_timeout`; returns when they have.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<ServerConfig>>,
+    app: Router,
+    shutdown: CancellationToken,
+    limits: ServerLimits,
+) {
+    let draining = Arc::new(AtomicBool::new(false));
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        draining.clone(),
+        not_ready_while_draining,
+    ));
+    let accepting = Accepting {
+        acceptor: tls.map(TlsAcceptor::from),
+        app,
+        limits,
+        connections: Arc::new(Semaphore::new(limits.max_connections)),
+        peers: Arc::default(),
+        stop: CancellationToken::new(),
+    };
+    accept_until(&listener, &accepting, shutdown.cancelled()).await;
+    draining.store(true, Ordering::SeqCst);
+    if !limits.shutdown_delay.is_zero() {
+        info!(delay = ?limits.shutdown_delay, "shutting down: serving on while the endpoint is removed");
+        accept_until(
+            &listener,
+            &accepting,
+            tokio::time::sleep(limits.shutdown_delay),
+        )
+        .await;
     }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    drop(listener);
+    accepting.stop.cancel();
+    let every = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let drained = tokio::time::timeout(
+        limits.drain_timeout,
+        accepting.connections.acquire_many(every),
+    )
+    .await;
+    if drained.is_err() {
+        let open = limits.max_connections - accepting.connections.available_permits();
+        warn!(open, timeout = ?limits.drain_timeout, "connections still open after the drain timeout");
     }
 }

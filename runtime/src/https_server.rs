@@ -1,6 +1,6 @@
 //! The HTTPS server of the roles the API server calls (the admission webhook, the
-//! operator's conversion and validation webhooks): TLS 1.2+, a bound on connections, and
-//! deadlines on the handshake and the request head, so idle or slow clients cannot starve
+//! operator's conversion and validation webhooks): TLS 1.2+, with the bounds and the
+//! graceful shutdown of [`crate::bounded_server`], so idle or slow clients cannot starve
 //! the API server's calls.
 
 use std::{net::SocketAddr, sync::Arc};
@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use crate::bounded_server::ServerLimits;
 
-/// Serves HTTPS on `listener` until `shutdown` is cancelled; connections in progress
-/// finish on their own (an admission review is one short request).
+/// Serves HTTPS on `listener` until `shutdown` is cancelled, then drains as
+/// [`crate::bounded_server::serve`] says.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Arc<ServerConfig>,

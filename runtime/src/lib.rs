@@ -16,6 +16,7 @@ pub mod placement_config;
 pub mod pod_events;
 pub mod rate_limit;
 pub mod request_deadline;
+mod served_connection;
 pub mod serving_cert;
 pub mod shutdown;
 pub mod supervisor;

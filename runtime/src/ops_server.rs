@@ -25,8 +25,12 @@ use crate::bounded_server::{self, ServerLimits};
 /// Probes and scrapes are a few connections at a time.
 pub const OPS_LIMITS: ServerLimits = ServerLimits {
     max_connections: 256,
+    max_connections_per_peer: 64,
     handshake_timeout: std::time::Duration::from_secs(10),
     header_timeout: std::time::Duration::from_secs(10),
+    idle_timeout: std::time::Duration::from_secs(90),
+    shutdown_delay: std::time::Duration::ZERO,
+    drain_timeout: std::time::Duration::from_secs(5),
 };
 
 #[derive(Clone)]

@@ -198,8 +198,8 @@ async fn metrics(State(state): State<WebhookState>) -> Response {
 
 pub use multiarch_runtime::https_server::{ServerLimits, bind};
 
-/// Serves the webhook on `listener` until `shutdown` is cancelled; connections in
-/// progress finish on their own (an admission review is one short request).
+/// Serves the webhook on `listener` until `shutdown` is cancelled, then for the limits'
+/// shutdown delay, then until the reviews in progress are answered.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Arc<ServerConfig>,

@@ -193,6 +193,12 @@ pub struct WebhookArgs {
     #[arg(long)]
     pub callers_limited_to_api_server: bool,
 
+    /// After SIGTERM, how long the webhook goes on answering (with `/readyz` at 503)
+    /// before it closes its port, so that the API server's requests already on their way
+    /// while the pod leaves the Service's endpoints are answered.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay: Duration,
+
     /// How long admission waits for the images' platforms before routing the pod without
     /// the constraint (well inside the webhook's `timeoutSeconds`).
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]

@@ -11,7 +11,7 @@ use multiarch_admission::webhook::{
     decision::WebhookConfig,
     image_lookup::{AdmissionLookup, Credentials},
     metrics::WebhookMetrics,
-    server::{WebhookState, bind, serve},
+    server::{ServerLimits, WebhookState, bind, serve_with},
     tls::server_config,
 };
 use multiarch_crd::PlacementMode;
@@ -95,8 +95,13 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     info!(listen = %args.listen, "serving admission reviews on /mutate-pods");
     let shutdown = tasks.shutdown().clone();
+    let shutdown_delay = args.shutdown_delay;
     tasks.spawn("admission server", async move {
-        serve(listener, tls, state, shutdown).await;
+        let limits = ServerLimits {
+            shutdown_delay,
+            ..ServerLimits::default()
+        };
+        serve_with(listener, tls, state, shutdown, limits).await;
         Ok::<(), std::convert::Infallible>(())
     });
     supervisor.wait(DRAIN_GRACE).await?;

@@ -1,0 +1,136 @@
+//! The served ports' connection loop: an idle HTTP/2 connection is closed at the idle
+//! timeout, and shutdown drops no request: the port goes on serving through the delay
+//! (not ready), then finishes what it was asked before it returns.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{Router, routing::get};
+use multiarch_runtime::bounded_server::{ServerLimits, serve};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    sync::Notify,
+};
+use tokio_util::sync::CancellationToken;
+
+/// The HTTP/2 connection preface and an empty SETTINGS frame: what a client sends before
+/// its first request.
+const H2_OPENING: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// The whole response to `GET path` on a new connection, or the error that ended it.
+async fn get_once(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    Ok(response)
+}
+
+async fn start(
+    app: Router,
+    limits: ServerLimits,
+) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(serve(listener, None, app, shutdown.clone(), limits));
+    (addr, shutdown, server)
+}
+
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_at_the_idle_timeout() {
+    let app = Router::new().route("/readyz", get(|| async { "ready" }));
+    let (addr, _shutdown, _server) = start(
+        app,
+        ServerLimits {
+            idle_timeout: Duration::from_millis(200),
+            // This client never answers the GOAWAY: dropped at the drain timeout.
+            drain_timeout: Duration::from_millis(500),
+            ..ServerLimits::default()
+        },
+    )
+    .await;
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(H2_OPENING).await.unwrap();
+    // The server's SETTINGS, then (idle) its GOAWAY and the end of the connection.
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), idle.read_to_end(&mut received)).await;
+    assert!(read.is_ok(), "the idle connection was never closed");
+    // A GOAWAY frame (type 7) is among what the server sent: a graceful close.
+    assert!(
+        received
+            .windows(4)
+            .any(|w| w[3] == 0x07 && w[0] == 0 && w[1] == 0),
+        "{received:?}"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_serves_through_the_delay_and_finishes_requests_in_flight() {
+    let release = Arc::new(Notify::new());
+    let entered = Arc::new(Notify::new());
+    let (held, arrived) = (release.clone(), entered.clone());
+    let app = Router::new()
+        .route("/readyz", get(|| async { "ready" }))
+        .route("/fast", get(|| async { "fast" }))
+        .route(
+            "/slow",
+            get(move || {
+                let (held, arrived) = (held.clone(), arrived.clone());
+                async move {
+                    arrived.notify_one();
+                    held.notified().await;
+                    "slow"
+                }
+            }),
+        );
+    let (addr, shutdown, server) = start(
+        app,
+        ServerLimits {
+            shutdown_delay: Duration::from_secs(3),
+            drain_timeout: Duration::from_secs(30),
+            ..ServerLimits::default()
+        },
+    )
+    .await;
+    assert!(
+        get_once(addr, "/readyz")
+            .await
+            .unwrap()
+            .starts_with("HTTP/1.1 200")
+    );
+    let slow = tokio::spawn(get_once(addr, "/slow"));
+    entered.notified().await;
+
+    shutdown.cancel();
+    // Within the delay: not ready, but new connections are still served.
+    let mut not_ready = false;
+    for _ in 0..100 {
+        let readyz = get_once(addr, "/readyz").await.unwrap();
+        if readyz.starts_with("HTTP/1.1 503") {
+            not_ready = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(not_ready, "/readyz never said the port is shutting down");
+    assert!(get_once(addr, "/fast").await.unwrap().ends_with("fast"));
+
+    // The request in flight since before the shutdown gets its answer.
+    release.notify_one();
+    let answer = slow.await.unwrap().unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("slow"),
+        "{answer}"
+    );
+    tokio::time::timeout(Duration::from_secs(60), server)
+        .await
+        .expect("the server returns once drained")
+        .unwrap();
+    assert!(
+        get_once(addr, "/fast").await.is_err(),
+        "the listener is closed"
+    );
+}
