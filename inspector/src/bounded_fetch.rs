@@ -7,7 +7,10 @@
 //! repository. Errors are oci-client's, so that they are classified as every other
 //! registry error.
 
-use std::{num::NonZeroUsize, sync::Mutex};
+use std::{
+    num::NonZeroUsize,
+    sync::{Arc, Mutex},
+};
 
 use lru::LruCache;
 use oci_client::errors::OciDistributionError;
@@ -15,7 +18,10 @@ use reqwest::{StatusCode, header};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    address_policy::AddressPolicy, image::ImageRef, keyring::Credential,
+    address_policy::AddressPolicy,
+    body_budget::{BodyBudget, Reservation},
+    image::ImageRef,
+    keyring::Credential,
     manifest::MAX_MANIFEST_BYTES,
 };
 
@@ -31,6 +37,9 @@ pub(crate) struct BoundedFetch {
     tokens: Mutex<LruCache<String, String>>,
     /// Where the registry may send requests (its token service's address included).
     addresses: AddressPolicy,
+    /// Shared by every session of the inspector; this one's bytes count as `registry`'s.
+    budget: Arc<BodyBudget>,
+    registry: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -45,25 +54,49 @@ enum Authorization<'a> {
     Basic(&'a Credential),
 }
 
+/// Where a body's bytes are counted while it streams: the inspector's budget, and the
+/// registry whose share they come from.
+type Budget<'a> = Option<(&'a BodyBudget, &'a str)>;
+
 /// Reads `response`'s body, or `Err(bytes)` once it passes `limit` bytes (having read
-/// no more than one chunk beyond it).
+/// no more than one chunk beyond it); each chunk is reserved from `budget` first, and
+/// the body fails when there is no room.
 async fn bounded_body(
+    response: reqwest::Response,
+    limit: usize,
+    budget: Budget<'_>,
+) -> Result<Result<Vec<u8>, usize>, OciDistributionError> {
+    Ok(held_body(response, limit, budget)
+        .await?
+        .map(|(body, _released)| body))
+}
+
+/// [`bounded_body`], with the body's reservation for the caller to hold while it uses
+/// the body (a manifest while it is parsed).
+async fn held_body(
     mut response: reqwest::Response,
     limit: usize,
-) -> Result<Result<Vec<u8>, usize>, OciDistributionError> {
+    budget: Budget<'_>,
+) -> Result<Result<(Vec<u8>, Reservation), usize>, OciDistributionError> {
     if let Some(length) = response.content_length()
         && usize::try_from(length).map_or(true, |l| l > limit)
     {
         return Ok(Err(usize::try_from(length).unwrap_or(usize::MAX)));
     }
+    let mut reservation = Reservation::default();
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         if body.len() + chunk.len() > limit {
             return Ok(Err(body.len() + chunk.len()));
         }
+        if let Some((budget, registry)) = budget {
+            budget
+                .reserve(registry, chunk.len(), &mut reservation)
+                .map_err(|why| OciDistributionError::GenericError(Some(why)))?;
+        }
         body.extend_from_slice(&chunk);
     }
-    Ok(Ok(body))
+    Ok(Ok((body, reservation)))
 }
 
 /// The body's sha256 digest, checked against `wanted` when that is a sha256 digest: what
@@ -87,7 +120,7 @@ fn content_addressed(
 
 /// The first bytes of an error body, for the message.
 async fn error_text(response: reqwest::Response) -> String {
-    match bounded_body(response, MAX_ERROR_BYTES).await {
+    match bounded_body(response, MAX_ERROR_BYTES, None).await {
         Ok(Ok(body)) => String::from_utf8_lossy(&body).trim().to_owned(),
         Ok(Err(_)) => "(an error body of over 4 KiB)".to_owned(),
         Err(e) => format!("(unreadable error body: {e})"),
@@ -95,13 +128,24 @@ async fn error_text(response: reqwest::Response) -> String {
 }
 
 impl BoundedFetch {
-    pub(crate) fn new(http: reqwest::Client, insecure: bool, addresses: AddressPolicy) -> Self {
+    pub(crate) fn new(
+        http: reqwest::Client,
+        insecure: bool,
+        addresses: AddressPolicy,
+        (budget, registry): (Arc<BodyBudget>, &str),
+    ) -> Self {
         BoundedFetch {
             http,
             scheme: if insecure { "http" } else { "https" },
             tokens: Mutex::new(LruCache::new(NonZeroUsize::MIN.saturating_add(255))),
             addresses,
+            budget,
+            registry: registry.to_owned(),
         }
+    }
+
+    fn budget(&self) -> Budget<'_> {
+        Some((&self.budget, &self.registry))
     }
 
     fn url(&self, image: &ImageRef) -> String {
@@ -212,7 +256,7 @@ impl BoundedFetch {
         let response = self
             .authorized_get(&url, "*/*", image.repository(), credential)
             .await?;
-        let body = match bounded_body(response, limit).await? {
+        let body = match bounded_body(response, limit, self.budget()).await? {
             Ok(body) => body,
             Err(bytes) => return Ok(Err(bytes)),
         };
@@ -220,14 +264,15 @@ impl BoundedFetch {
         Ok(Ok(body))
     }
 
-    /// The manifest's bytes and digest, or `Err(bytes)` when it is over
-    /// [`MAX_MANIFEST_BYTES`] (never read further than that).
+    /// The manifest's bytes, its digest and its hold on the memory budget (kept while
+    /// it is parsed), or `Err(bytes)` when it is over [`MAX_MANIFEST_BYTES`] (never read
+    /// further than that).
     pub(crate) async fn get(
         &self,
         image: &ImageRef,
         credential: Option<&Credential>,
         accepted: &[&str],
-    ) -> Result<Result<(Vec<u8>, String), usize>, OciDistributionError> {
+    ) -> Result<Result<(Vec<u8>, String, Reservation), usize>, OciDistributionError> {
         let url = self.url(image);
         let response = self
             .authorized_get(&url, &accepted.join(", "), image.repository(), credential)
@@ -237,7 +282,7 @@ impl BoundedFetch {
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = match bounded_body(response, MAX_MANIFEST_BYTES).await? {
+        let (body, held) = match held_body(response, MAX_MANIFEST_BYTES, self.budget()).await? {
             Ok(body) => body,
             Err(bytes) => return Ok(Err(bytes)),
         };
@@ -248,7 +293,7 @@ impl BoundedFetch {
             .map(str::to_owned)
             .or(header_digest)
             .unwrap_or(computed);
-        Ok(Ok((body, digest)))
+        Ok(Ok((body, digest, held)))
     }
 
     /// How to answer the registry's challenge: a token from its realm (with the
@@ -308,7 +353,7 @@ impl BoundedFetch {
                     response.status()
                 )));
             }
-            let body = bounded_body(response, MAX_TOKEN_BYTES)
+            let body = bounded_body(response, MAX_TOKEN_BYTES, self.budget())
                 .await?
                 .map_err(|bytes| {
                     OciDistributionError::AuthenticationFailure(format!(

@@ -34,6 +34,9 @@ pub enum InspectError {
     Tls { registry: String, detail: String },
     #[error("image {image}: {detail}")]
     Malformed { image: String, detail: String },
+    /// No memory left for another body being read (see `body_budget`): retried.
+    #[error("registry {registry}: {detail}")]
+    Busy { registry: String, detail: String },
     /// The registry sent the inspector somewhere it may not go (see `address_policy`).
     #[error("registry {registry}: {detail}")]
     Refused { registry: String, detail: String },
@@ -58,6 +61,7 @@ impl InspectError {
     pub fn is_transient(&self) -> bool {
         match self {
             InspectError::Unreachable { .. }
+            | InspectError::Busy { .. }
             | InspectError::Timeout { .. }
             | InspectError::Server { .. }
             | InspectError::Secret { .. }
@@ -65,7 +69,7 @@ impl InspectError {
             InspectError::Remote { kind, .. } => {
                 matches!(
                     kind.as_str(),
-                    "unreachable" | "timeout" | "server_error" | "secret" | "service"
+                    "unreachable" | "busy" | "timeout" | "server_error" | "secret" | "service"
                 )
             }
             _ => false,
@@ -86,6 +90,7 @@ impl InspectError {
             InspectError::Tls { .. } => "tls",
             InspectError::Malformed { .. } => "malformed",
             InspectError::Refused { .. } => "refused",
+            InspectError::Busy { .. } => "busy",
             InspectError::TooDeep { .. } => "too_deep",
             InspectError::Secret { .. } => "secret",
             InspectError::Service(_) => "service",

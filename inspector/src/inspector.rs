@@ -114,6 +114,11 @@ impl Inspector {
         &self.cache
     }
 
+    /// The most bytes of registry bodies held at once so far (see `body_budget`).
+    pub fn body_bytes_peak(&self) -> usize {
+        self.registries().client.body_budget().peak_bytes()
+    }
+
     /// Manifest requests sent to registries so far.
     pub fn registry_requests(&self) -> u64 {
         self.registries().client.manifest_requests()

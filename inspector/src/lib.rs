@@ -2,6 +2,7 @@
 //! builds for, from the registry itself, with the pod's pull credentials, cached.
 
 mod address_policy;
+pub mod body_budget;
 mod bounded_fetch;
 pub mod cache;
 pub mod error;

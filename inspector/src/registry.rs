@@ -21,6 +21,7 @@ use tracing::debug;
 
 use crate::{
     address_policy::{self, AddressPolicy},
+    body_budget::{self, BodyBudget},
     bounded_fetch::BoundedFetch,
     error::InspectError,
     image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry},
@@ -42,6 +43,10 @@ pub struct RegistryOptions {
     pub retry_backoff: Duration,
     /// Index inside index inside index... is refused beyond this.
     pub max_index_depth: usize,
+    /// Registry bodies being read at once, in all and from one registry (see
+    /// `body_budget`).
+    pub body_budget_bytes: usize,
+    pub body_budget_per_registry_bytes: usize,
 }
 
 impl Default for RegistryOptions {
@@ -53,6 +58,8 @@ impl Default for RegistryOptions {
             attempts: 3,
             retry_backoff: Duration::from_millis(200),
             max_index_depth: 2,
+            body_budget_bytes: body_budget::TOTAL_BYTES,
+            body_budget_per_registry_bytes: body_budget::REGISTRY_BYTES,
         }
     }
 }
@@ -77,6 +84,8 @@ pub struct RegistryClient {
     clients: Mutex<LruCache<ClientKey, Arc<BoundedFetch>>>,
     /// Shared with the clients made from this one by [`RegistryClient::with_settings`].
     manifest_requests: Arc<AtomicU64>,
+    /// Memory for bodies being read, shared likewise.
+    budget: Arc<BodyBudget>,
 }
 
 enum Failure {
@@ -87,11 +96,16 @@ enum Failure {
 impl RegistryClient {
     pub fn new(options: RegistryOptions, settings: RegistrySettings) -> Self {
         install_crypto_provider();
+        let budget = Arc::new(BodyBudget::new(
+            options.body_budget_bytes,
+            options.body_budget_per_registry_bytes,
+        ));
         RegistryClient {
             options,
             settings,
             clients: Mutex::new(LruCache::new(NonZeroUsize::MIN.saturating_add(255))),
             manifest_requests: Arc::new(AtomicU64::new(0)),
+            budget,
         }
     }
 
@@ -100,8 +114,14 @@ impl RegistryClient {
     pub fn with_settings(&self, settings: RegistrySettings) -> Self {
         RegistryClient {
             manifest_requests: self.manifest_requests.clone(),
+            budget: self.budget.clone(),
             ..RegistryClient::new(self.options.clone(), settings)
         }
+    }
+
+    /// The memory budget for bodies being read.
+    pub fn body_budget(&self) -> &BodyBudget {
+        &self.budget
     }
 
     /// Manifest GETs sent so far (for tests and the single-flight benchmark).
@@ -227,7 +247,12 @@ impl RegistryClient {
             http = http.tls_certs_merge([certificate]);
         }
         let http = http.build().unwrap_or_default();
-        let session = Arc::new(BoundedFetch::new(http, insecure, addresses));
+        let session = Arc::new(BoundedFetch::new(
+            http,
+            insecure,
+            addresses,
+            (self.budget.clone(), registry),
+        ));
         clients.put(key, session.clone());
         session
     }
@@ -242,7 +267,8 @@ impl RegistryClient {
     {
         Box::pin(async move {
             let session = self.session(image.registry(), credential);
-            let (bytes, digest) = self
+            // `_held` keeps the body counted in the memory budget until it is parsed.
+            let (bytes, digest, _held) = self
                 .with_retries(image, || async {
                     self.manifest_requests.fetch_add(1, Ordering::Relaxed);
                     session.get(image, credential, &ACCEPTED).await
@@ -467,6 +493,11 @@ fn classify(error: OciDistributionError, image: &ImageRef, attempt: u32) -> Fail
         }
         OciDistributionError::GenericError(Some(detail)) if address_policy::is_refusal(&detail) => {
             Failure::Other(InspectError::Refused { registry, detail })
+        }
+        OciDistributionError::GenericError(Some(detail))
+            if detail.contains(body_budget::EXHAUSTED) =>
+        {
+            Failure::Other(InspectError::Busy { registry, detail })
         }
         other => Failure::Other(InspectError::Malformed {
             image: image.to_string(),

@@ -66,6 +66,9 @@ const MAX_AGE: Duration = Duration::from_secs(600);
 struct Source {
     kind: &'static str,
     name: String,
+    /// A Secret's `resourceVersion` when it was read (`None`: it did not exist), checked
+    /// again before the keyring is used.
+    version: Option<String>,
 }
 
 struct Cached {
@@ -74,10 +77,14 @@ struct Cached {
     sources: Vec<Source>,
 }
 
-/// Reads Secrets and ServiceAccounts from the API server. A keyring is kept only while
-/// watches on both kinds are live, and dropped as soon as one of the objects it was read
-/// from changes or goes away: a revoked pull secret is honoured by the next request, not
-/// after a time-out. Without live watches every request reads afresh.
+/// Reads Secrets and ServiceAccounts from the API server, only those a request names: its
+/// RBAC is `get` on Secrets, never `list` or `watch` (a Secret watch, even of metadata,
+/// needs a grant that reads every Secret's data in the cluster). A keyring is kept while
+/// the ServiceAccount watch is live, dropped when a ServiceAccount it was read from
+/// changes, and used only after each of its Secrets is found at the `resourceVersion` it
+/// was read at (a metadata-only GET per Secret): a revoked, changed, deleted or newly
+/// created pull secret is honoured by the next request, not after a time-out. Without
+/// the live watch every request reads afresh.
 pub struct KubeSecrets {
     client: kube::Client,
     state: Arc<CacheState>,
@@ -87,7 +94,6 @@ struct CacheState {
     cache: Mutex<LruCache<KeyringKey, Cached>>,
     /// Bumped by every invalidation: a read that started before one is not cached.
     generation: AtomicU64,
-    secrets_live: AtomicBool,
     accounts_live: AtomicBool,
 }
 
@@ -98,7 +104,6 @@ impl CacheState {
                 NonZeroUsize::new(CACHED_KEYRINGS).unwrap_or(NonZeroUsize::MIN),
             )),
             generation: AtomicU64::new(0),
-            secrets_live: AtomicBool::new(false),
             accounts_live: AtomicBool::new(false),
         }
     }
@@ -110,7 +115,7 @@ impl CacheState {
     }
 
     fn live(&self) -> bool {
-        self.secrets_live.load(Ordering::SeqCst) && self.accounts_live.load(Ordering::SeqCst)
+        self.accounts_live.load(Ordering::SeqCst)
     }
 
     /// Drops every keyring read from `kind` `namespace/name`.
@@ -207,12 +212,9 @@ fn spawn_follow<K>(
 }
 
 impl KubeSecrets {
-    /// A source that watches Secrets and ServiceAccounts (metadata only) under `tasks`.
+    /// A source that watches ServiceAccounts (metadata only) under `tasks`.
     pub fn start(client: kube::Client, tasks: &Tasks) -> Self {
         let state = Arc::new(CacheState::new());
-        spawn_follow::<Secret>(&client, tasks, "pull secret watch", &state, |s| {
-            &s.secrets_live
-        });
         spawn_follow::<ServiceAccount>(&client, tasks, "service account watch", &state, |s| {
             &s.accounts_live
         });
@@ -224,7 +226,6 @@ impl KubeSecrets {
     /// length of the command.
     pub fn snapshot(client: kube::Client) -> Self {
         let state = CacheState::new();
-        state.secrets_live.store(true, Ordering::SeqCst);
         state.accounts_live.store(true, Ordering::SeqCst);
         KubeSecrets {
             client,
@@ -232,7 +233,7 @@ impl KubeSecrets {
         }
     }
 
-    /// Whether keyrings are being kept (both watches live).
+    /// Whether keyrings are being kept (the ServiceAccount watch is live).
     pub fn caching(&self) -> bool {
         self.state.live()
     }
@@ -240,6 +241,25 @@ impl KubeSecrets {
     /// Changes seen so far (each drops the keyrings that depend on it).
     pub fn changes_seen(&self) -> u64 {
         self.state.generation.load(Ordering::SeqCst)
+    }
+
+    /// Whether every Secret in `sources` is still at the version it was read at (a
+    /// missing one still missing). Any doubt (an API error) is a change: the caller reads
+    /// afresh and reports what went wrong.
+    async fn secrets_unchanged(&self, namespace: &str, sources: &[Source]) -> bool {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        for source in sources.iter().filter(|s| s.kind == "Secret") {
+            match api.get_metadata_opt(&source.name).await {
+                Ok(found) => {
+                    let now = found.and_then(|m| m.metadata.resource_version);
+                    if now != source.version {
+                        return false;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+        true
     }
 
     async fn read(
@@ -254,6 +274,7 @@ impl KubeSecrets {
             sources.push(Source {
                 kind: "ServiceAccount",
                 name: sa.to_owned(),
+                version: None,
             });
             let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
             match api.get_opt(sa).await {
@@ -281,17 +302,25 @@ impl KubeSecrets {
             }
         }
         names.dedup();
-        sources.extend(names.iter().map(|name| Source {
-            kind: "Secret",
-            name: name.clone(),
-        }));
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let mut keyring = Keyring::default();
         for name in names {
             let secret = match api.get_opt(&name).await {
-                Ok(Some(secret)) => secret,
+                Ok(Some(secret)) => {
+                    sources.push(Source {
+                        kind: "Secret",
+                        name: name.clone(),
+                        version: secret.metadata.resource_version.clone(),
+                    });
+                    secret
+                }
                 Ok(None) => {
                     warn!(namespace, secret = %name, "pull secret not found; skipping it");
+                    sources.push(Source {
+                        kind: "Secret",
+                        name,
+                        version: None,
+                    });
                     continue;
                 }
                 Err(e) => {
@@ -340,16 +369,24 @@ impl SecretSource for KubeSecrets {
             service_account.map(str::to_owned),
         );
         let live = self.state.live();
-        if live
-            && let Some(cached) = self.state.lock().get(&key)
-            && cached.at.elapsed() < MAX_AGE
+        let cached = if live {
+            self.state
+                .lock()
+                .get(&key)
+                .filter(|c| c.at.elapsed() < MAX_AGE)
+                .map(|c| (c.keyring.clone(), c.sources.clone()))
+        } else {
+            None
+        };
+        if let Some((keyring, sources)) = cached
+            && self.secrets_unchanged(namespace, &sources).await
         {
-            return Ok(cached.keyring.clone());
+            return Ok(keyring);
         }
         let generation = self.state.generation.load(Ordering::SeqCst);
         let (keyring, sources) = self.read(namespace, pull_secrets, service_account).await?;
         let keyring = Arc::new(keyring);
-        // Kept only if nothing changed while it was read and the watches are still live.
+        // Kept only if nothing changed while it was read and the watch is still live.
         let mut cache = self.state.lock();
         if live && self.state.live() && self.state.generation.load(Ordering::SeqCst) == generation {
             cache.put(

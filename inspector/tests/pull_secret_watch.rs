@@ -1,7 +1,9 @@
 //! Pull secrets follow the cluster: the inspector reads them through the (fake) API
-//! server and drops what it kept as soon as a Secret or ServiceAccount it was read from
-//! changes, so that a revoked credential opens no private image for the next pod. The
-//! images are on a real registry (Debian's docker-registry, basic auth).
+//! server, by name only (no Secret list or watch), keeps a keyring while each of its
+//! Secrets is at the version it was read at (checked by a metadata-only GET before each
+//! use) and drops it when a ServiceAccount it was read from changes (watched), so that a
+//! revoked credential opens no private image for the next pod. The images are on a real
+//! registry (Debian's docker-registry, basic auth).
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -83,7 +85,7 @@ async fn a_revoked_pull_secret_opens_no_private_image_for_the_next_pod() {
         service_account: service_account.map(str::to_owned),
         bypass_cache: false,
     };
-    // Waits until the watch has seen `change`.
+    // Waits until the ServiceAccount watch has seen `change`.
     let after = |change: &dyn Fn()| {
         let seen = secrets.changes_seen();
         change();
@@ -91,19 +93,40 @@ async fn a_revoked_pull_secret_opens_no_private_image_for_the_next_pod() {
         async move { until("the change is seen", || secrets.changes_seen() > seen).await }
     };
 
-    // Through the service account, then kept: no more Secret reads for the next pods.
+    // Through the service account, then kept: the next pods check the Secret's version
+    // (metadata only) and read no Secret data, nor the service account.
     let info = inspector.inspect(&pod(Some("builder"), &[])).await.unwrap();
     assert_eq!(info.platform_list()[0].architecture, "arm64");
-    let reads = |server: &FakeApiServer| {
-        server
+    let count = |server: &FakeApiServer, request: &str| {
+        server.requests().iter().filter(|r| *r == request).count()
+    };
+    let data = "GET /api/v1/namespaces/shop/secrets/pull";
+    let version = "GET /api/v1/namespaces/shop/secrets/pull (metadata)";
+    let account = "GET /api/v1/namespaces/shop/serviceaccounts/builder";
+    let before = (
+        count(&server, data),
+        count(&server, version),
+        count(&server, account),
+    );
+    inspector.inspect(&pod(Some("builder"), &[])).await.unwrap();
+    assert_eq!(
+        (
+            count(&server, data),
+            count(&server, version),
+            count(&server, account)
+        ),
+        (before.0, before.1 + 1, before.2),
+        "the keyring was not kept"
+    );
+    // No Secret is ever listed or watched: the inspector's RBAC has `get` only.
+    assert!(
+        !server
             .requests()
             .iter()
-            .filter(|r| *r == "GET /api/v1/namespaces/shop/secrets/pull")
-            .count()
-    };
-    let before = reads(&server);
-    inspector.inspect(&pod(Some("builder"), &[])).await.unwrap();
-    assert_eq!(reads(&server), before, "the keyring was not kept");
+            .any(|r| r.starts_with("GET /api/v1/secrets")),
+        "{:?}",
+        server.requests()
+    );
 
     // The service account no longer lists the secret.
     after(&|| {
@@ -119,43 +142,40 @@ async fn a_revoked_pull_secret_opens_no_private_image_for_the_next_pod() {
         .unwrap_err();
     assert!(matches!(err, InspectError::NoCredentials { .. }), "{err}");
 
-    // The pod names the secret itself; then the secret's password changes.
+    // The pod names the secret itself; then the secret's password changes: the next pod
+    // is inspected with it, with no watch to wait for.
     inspector.inspect(&pod(None, &["pull"])).await.unwrap();
-    after(&|| {
-        server.apply("secrets", pull_secret("pull", &reg.addr, "revoked"));
-    })
-    .await;
+    server.apply("secrets", pull_secret("pull", &reg.addr, "revoked"));
     let err = inspector.inspect(&pod(None, &["pull"])).await.unwrap_err();
     assert!(
         matches!(err, InspectError::CredentialsRejected { .. }),
         "{err}"
     );
 
-    // Restored, then deleted.
-    after(&|| {
-        server.apply(
-            "secrets",
-            pull_secret("pull", &reg.addr, registry::PASSWORD),
-        );
-    })
-    .await;
+    // Restored, then deleted, then created again.
+    server.apply(
+        "secrets",
+        pull_secret("pull", &reg.addr, registry::PASSWORD),
+    );
     inspector.inspect(&pod(None, &["pull"])).await.unwrap();
-    after(&|| {
-        server.delete("secrets", "shop", "pull");
-    })
-    .await;
+    server.delete("secrets", "shop", "pull");
     let err = inspector.inspect(&pod(None, &["pull"])).await.unwrap_err();
     assert!(matches!(err, InspectError::NoCredentials { .. }), "{err}");
+    server.apply(
+        "secrets",
+        pull_secret("pull", &reg.addr, registry::PASSWORD),
+    );
+    inspector.inspect(&pod(None, &["pull"])).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_live_watches_every_request_reads_the_secrets() {
     let server = FakeApiServer::start().await;
     server.apply("secrets", pull_secret("pull", "127.0.0.1:1", "x"));
-    // The Secret watch cannot list: nothing is kept, every request reads.
+    // The ServiceAccount watch cannot list: nothing is kept, every request reads.
     server.inject(multiarch_fake_apiserver::Fault::new(
         Some(multiarch_fake_apiserver::Method::GET),
-        "/api/v1/secrets",
+        "/api/v1/serviceaccounts",
         multiarch_fake_apiserver::Effect::Status(500),
     ));
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();

@@ -28,11 +28,14 @@ pub const REGISTRIES_KEY: &str = "registries.yaml";
 pub const REGISTRIES_DIR: &str = "/etc/multiarch/registries";
 const METRICS_PORT: u16 = 8080;
 
-/// What the inspector calls: pull secrets and service accounts, read per request; list
-/// and watch (metadata only) drop a cached keyring when one of them changes.
+/// What the inspector calls: the pull secrets a pod names, read one by one (`get` only:
+/// a `list` or `watch` grant would read every Secret's data in the cluster); service
+/// accounts read and watched (metadata only), which drops a cached keyring when one
+/// changes.
 pub fn inspector_rules() -> Value {
     json!([
-        {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "list", "watch"]},
     ])
 }
 

@@ -13,6 +13,7 @@ mod gate_controller;
 mod inspector;
 mod monitoring;
 mod operator;
+pub mod rbac_table;
 mod scheduler;
 mod settings;
 mod webhook;

@@ -221,6 +221,22 @@ fn install(tier: &Tier) -> anyhow::Result<()> {
 
     run_readme(tier, "configure", &[])?;
 
+    // The inspector reads the pull secrets a pod names, one by one, and can list none.
+    let inspector = "system:serviceaccount:multiarch:multiarch-inspector";
+    for (verb, allowed) in [("list", false), ("watch", false), ("get", true)] {
+        let answer = tier.kubectl.output(
+            &["auth", "can-i", verb, "secrets", "-A", "--as", inspector],
+            "",
+            multiarch_e2e::kubectl::CALL_DEADLINE,
+        )?;
+        ensure!(
+            answer.stdout.trim() == if allowed { "yes" } else { "no" },
+            "kubectl auth can-i {verb} secrets -A --as {inspector}: {} {}",
+            answer.stdout,
+            answer.stderr
+        );
+    }
+
     // Every operand runs and is ready.
     let expected = [
         "multiarch-operator",

@@ -755,7 +755,15 @@ async fn handle(
 ) -> Response {
     {
         let mut store = shared.store.lock().unwrap();
-        store.requests.push(format!("{method} {}", uri.path()));
+        // A metadata-only read of one object is told apart: it reads no data.
+        let metadata = if wants_metadata_only(&headers) && method == Method::GET {
+            " (metadata)"
+        } else {
+            ""
+        };
+        store
+            .requests
+            .push(format!("{method} {}{metadata}", uri.path()));
         store.requests_with_query.push(format!("{method} {uri}"));
     }
     if let Some(code) = shared.faults.apply(&method, uri.path()).await {
@@ -810,7 +818,7 @@ async fn handle(
                 list(&shared, &target, &query, wants_metadata_only(&headers))
             }
         }
-        (Method::GET, Some(name), _) => get(&shared, &target, &name),
+        (Method::GET, Some(name), _) => get(&shared, &target, &name, wants_metadata_only(&headers)),
         (Method::POST, None, _) => writes::create(&shared, &target, body, &writer),
         (Method::POST, Some(name), Some("binding")) => bind(&shared, &target, &name, &body),
         (Method::PUT, Some(name), _) => writes::update(&shared, &target, &name, body, &writer),
@@ -1022,7 +1030,9 @@ fn continue_key(token: &str) -> Option<(Key, u64)> {
     ))
 }
 
-fn get(shared: &Shared, target: &Target, name: &str) -> Response {
+/// One object, or (`metadata_only`) its PartialObjectMetadata, as the real server
+/// answers `Api<PartialObjectMeta<K>>::get_metadata`: no data.
+fn get(shared: &Shared, target: &Target, name: &str, metadata_only_wanted: bool) -> Response {
     let store = shared.store.lock().unwrap();
     let key = Key {
         resource: target.resource.clone(),
@@ -1030,6 +1040,7 @@ fn get(shared: &Shared, target: &Target, name: &str) -> Response {
         name: name.into(),
     };
     match store.objects.get(&key) {
+        Some(v) if metadata_only_wanted => json_response(200, &metadata_only(v)),
         Some(v) => json_response(200, v),
         None => not_found(target, name),
     }
