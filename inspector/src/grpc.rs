@@ -51,6 +51,8 @@ impl Default for ServiceLimits {
                 max_connections: 1024,
                 // Callers reach it through its Service: serve on while the endpoint goes.
                 shutdown_delay: Duration::from_secs(5),
+                // Beyond the service's own deadline, which answers first.
+                request_timeout: Duration::from_secs(45),
                 ..ServerLimits::default()
             },
         }

@@ -1,8 +1,10 @@
-//! A hostile registry costs the inspector a bounded amount of memory, whatever it sends
-//! and however many pods name it at once, and only its own images fail: fifty pods name
-//! fifty tags of a registry whose every tag is a 3 MiB index of 18,000 entries, while a
-//! healthy registry's image is asked for and answered. This file is its own test binary,
-//! so the process's peak RSS is this test's alone.
+//! Hostile registries cost the inspector a bounded amount of memory, whatever they send
+//! and however many pods name them at once, and only their own images fail: at once,
+//! fifty pods name fifty tags of a registry whose every tag is a 3 MiB index of 18,000
+//! entries, a pod names an index that fans out to 100 nested indexes, and a pod names a
+//! registry that redirects to the cloud metadata address, while a healthy registry's
+//! image is asked for and answered. This file is its own test binary, so the process's
+//! peak RSS is this test's alone.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -35,15 +37,27 @@ fn index(entries: &[String]) -> Vec<u8> {
     .into_bytes()
 }
 
+/// What a test registry answers for a path.
+enum Reply {
+    Body(Arc<Vec<u8>>),
+    Redirect(String),
+}
+
 /// Answers every manifest request with `body` (one shared copy, written straight from
 /// it: the server adds no memory per request).
 async fn serving(body: Vec<u8>) -> SocketAddr {
     let body = Arc::new(body);
+    routed(move |_| Reply::Body(body.clone())).await
+}
+
+/// Answers each request as `reply` says for its path (`/v2/` is always 200).
+async fn routed(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -> SocketAddr {
+    let reply = Arc::new(reply);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
-            let body = body.clone();
+            let reply = reply.clone();
             tokio::spawn(async move {
                 let mut head = Vec::new();
                 let mut byte = [0u8; 1];
@@ -55,12 +69,33 @@ async fn serving(body: Vec<u8>) -> SocketAddr {
                         }
                         head.push(byte[0]);
                     }
-                    let api_check = head.starts_with(b"GET /v2/ ");
-                    let payload: &[u8] = if api_check { b"{}" } else { &body };
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.index.v1+json\r\nContent-Length: {}\r\n\r\n",
-                        payload.len()
-                    );
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or_default()
+                        .to_owned();
+                    let reply = if path == "/v2/" {
+                        Reply::Body(Arc::new(b"{}".to_vec()))
+                    } else {
+                        reply(&path)
+                    };
+                    let (response, body) = match reply {
+                        Reply::Body(body) => (
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.index.v1+json\r\nContent-Length: {}\r\n\r\n",
+                                body.len()
+                            ),
+                            body,
+                        ),
+                        Reply::Redirect(to) => (
+                            format!(
+                                "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\r\n"
+                            ),
+                            Arc::new(Vec::new()),
+                        ),
+                    };
+                    let payload: &[u8] = &body;
                     if socket.write_all(response.as_bytes()).await.is_err()
                         || socket.write_all(payload).await.is_err()
                     {
@@ -86,12 +121,31 @@ async fn fifty_huge_indexes_at_once_stay_under_the_bound_while_a_healthy_image_i
     assert!(huge.len() > 3 * 1024 * 1024 && huge.len() < 4 * 1024 * 1024);
     let hostile = serving(huge).await;
     let healthy = serving(index(&[entry("amd64"), entry("arm64")])).await;
+    // An index of 100 nested indexes, each of one platform: 16 are fetched, then refused.
+    let mut nested = std::collections::HashMap::new();
+    let mut fan_out = Vec::new();
+    for i in 0..100 {
+        let doc = index(&[entry(&format!("arch{i}"))]);
+        let digest = format!("sha256:{:x}", <sha2::Sha256 as sha2::Digest>::digest(&doc));
+        fan_out.push(format!(
+            r#"{{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"{digest}","size":{}}}"#,
+            doc.len()
+        ));
+        nested.insert(format!("/v2/app/manifests/{digest}"), Arc::new(doc));
+    }
+    let fan_out = Arc::new(index(&fan_out));
+    let nesting = routed(move |path| {
+        Reply::Body(nested.get(path).cloned().unwrap_or_else(|| fan_out.clone()))
+    })
+    .await;
+    let redirecting =
+        routed(|_| Reply::Redirect("http://169.254.169.254/latest/meta-data/".into())).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("registries.yaml");
     std::fs::write(
         &file,
         format!(
-            "registries:\n  - registry: \"{hostile}\"\n    insecure: true\n  - registry: \"{healthy}\"\n    insecure: true\n"
+            "registries:\n  - registry: \"{hostile}\"\n    insecure: true\n  - registry: \"{healthy}\"\n    insecure: true\n  - registry: \"{nesting}\"\n    insecure: true\n  - registry: \"{redirecting}\"\n    insecure: true\n"
         ),
     )
     .unwrap();
@@ -120,6 +174,22 @@ async fn fifty_huge_indexes_at_once_stay_under_the_bound_while_a_healthy_image_i
                 .await
         });
     }
+    let mut others = tokio::task::JoinSet::new();
+    for image in [
+        format!("{nesting}/app:fan-out"),
+        format!("{redirecting}/app:1"),
+    ] {
+        let inspector = inspector.clone();
+        others.spawn(async move {
+            inspector
+                .inspect(&InspectRequest {
+                    image,
+                    namespace: "tenant".into(),
+                    ..InspectRequest::default()
+                })
+                .await
+        });
+    }
     let answer = inspector
         .inspect(&InspectRequest {
             image: format!("{healthy}/web:1"),
@@ -130,16 +200,29 @@ async fn fifty_huge_indexes_at_once_stay_under_the_bound_while_a_healthy_image_i
         .unwrap();
     assert_eq!(answer.platform_list().len(), 2);
 
+    let mut why = Vec::new();
+    while let Some(result) = others.join_next().await {
+        why.push(result.unwrap().unwrap_err().to_string());
+    }
+    why.sort();
+    assert!(why[0].contains("more than 16 nested indexes"), "{why:?}");
+    assert!(
+        why[1].contains(
+            "http://169.254.169.254/latest/meta-data/ refused: it is an internal address"
+        ),
+        "{why:?}"
+    );
     let mut refusals = std::collections::BTreeMap::new();
     while let Some(result) = attacks.join_next().await {
         let error = result.unwrap().unwrap_err();
         *refusals.entry(error.metric_label()).or_insert(0) += 1;
     }
     let peak = peak_rss();
-    // What the inspector itself held of bodies at once: one registry's share at most.
+    // What the inspector itself held of bodies at once: the huge indexes' registry's
+    // share at most, and the other registries' few KiB.
     let held = inspector.body_bytes_peak();
     assert!(
-        held <= multiarch_inspector::body_budget::REGISTRY_BYTES,
+        held <= multiarch_inspector::body_budget::REGISTRY_BYTES + 1024 * 1024,
         "{held} bytes of bodies held at once"
     );
     assert!(

@@ -45,6 +45,8 @@ pub struct ServerLimits {
     pub header_timeout: Duration,
     /// A connection with no request in flight for this long is closed (gracefully).
     pub idle_timeout: Duration,
+    /// From a request's head to its response, body included: a slow body gets 408.
+    pub request_timeout: Duration,
     /// After shutdown is asked, how long the port goes on serving (and accepting) while
     /// `/readyz` answers 503, so that the endpoint leaves its Service before the
     /// listener closes.
@@ -61,6 +63,7 @@ impl Default for ServerLimits {
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(90),
+            request_timeout: Duration::from_secs(30),
             shutdown_delay: Duration::ZERO,
             drain_timeout: Duration::from_secs(10),
         }

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::Router;
+use axum::{Router, http::StatusCode, response::IntoResponse};
 use hyper_util::{rt::TokioIo, server::conn::auto, service::TowerToHyperService};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
@@ -95,11 +95,21 @@ pub(crate) async fn serve_connection<S>(
     let stream = OpeningDeadline::new(stream, limits.header_timeout);
     let activity = Arc::new(Activity::new());
     let tracked = activity.clone();
+    let request_timeout = limits.request_timeout;
     let service = tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
         let app = app.clone();
         let in_flight = InFlight::begin(&tracked);
         async move {
-            let response = app.oneshot(request).await;
+            // A body sent a byte at a time (or a handler stuck) holds the request, and so
+            // the connection, only this long.
+            let response = match tokio::time::timeout(request_timeout, app.oneshot(request)).await {
+                Ok(response) => response,
+                Err(_) => Ok((
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("the request was not received and answered within {request_timeout:?}"),
+                )
+                    .into_response()),
+            };
             drop(in_flight);
             response
         }

@@ -134,3 +134,45 @@ async fn shutdown_serves_through_the_delay_and_finishes_requests_in_flight() {
         "the listener is closed"
     );
 }
+
+/// A request whose body arrives a byte at a time is answered 408 at the request timeout,
+/// so it cannot hold its connection (and a slot) for as long as the client likes.
+#[tokio::test]
+async fn a_slow_body_gets_408_at_the_request_timeout() {
+    let app = Router::new().route(
+        "/mutate",
+        axum::routing::post(
+            |body: axum::body::Bytes| async move { format!("{} bytes", body.len()) },
+        ),
+    );
+    let (addr, _shutdown, _server) = start(
+        app,
+        ServerLimits {
+            request_timeout: Duration::from_millis(300),
+            ..ServerLimits::default()
+        },
+    )
+    .await;
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx")
+        .await
+        .unwrap();
+    // Never more of the body; the answer comes anyway.
+    let mut response = vec![0u8; 512];
+    let read = tokio::time::timeout(Duration::from_secs(60), slow.read(&mut response))
+        .await
+        .expect("no answer to a stalled body")
+        .unwrap();
+    let text = String::from_utf8_lossy(&response[..read]).into_owned();
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+
+    // A whole body in time is answered as usual.
+    let mut quick = tokio::net::TcpStream::connect(addr).await.unwrap();
+    quick
+        .write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    quick.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.ends_with("3 bytes"), "{answer}");
+}

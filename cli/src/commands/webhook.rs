@@ -99,6 +99,8 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     tasks.spawn("admission server", async move {
         let limits = ServerLimits {
             shutdown_delay,
+            // The API server gives a review at most 30 s (`timeoutSeconds`, 5 s here).
+            request_timeout: Duration::from_secs(10),
             ..ServerLimits::default()
         };
         serve_with(listener, tls, state, shutdown, limits).await;
