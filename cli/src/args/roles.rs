@@ -468,6 +468,17 @@ pub struct OperatorArgs {
     #[arg(long, value_delimiter = ',', env = "MULTIARCH_API_SERVER_CIDRS")]
     pub api_server_cidrs: Vec<String>,
 
+    /// A ConfigMap in multiarch's namespace whose `ca.crt` is the CA of the client
+    /// certificate the API server presents to webhooks (set in its admission
+    /// configuration): the webhook then answers only that certificate's holder, and uses
+    /// pods' pull secrets at admission.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "MULTIARCH_API_SERVER_CLIENT_CA_CONFIG_MAP"
+    )]
+    pub api_server_client_ca_config_map: Option<String>,
+
     /// Give the exec-format-error daemon CAP_SYS_RESOURCE, which only nodes with kernels
     /// before 5.11 need (they charge eBPF maps to RLIMIT_MEMLOCK).
     #[arg(long, env = "MULTIARCH_ENOEXEC_DAEMON_SYS_RESOURCE")]

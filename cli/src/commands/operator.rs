@@ -58,6 +58,7 @@ fn settings(args: &OperatorArgs, image: String) -> anyhow::Result<Settings> {
         node_selector,
         tolerations,
         api_server_cidrs: args.api_server_cidrs.clone(),
+        api_server_client_ca_config_map: args.api_server_client_ca_config_map.clone(),
         enoexec_daemon_sys_resource: args.enoexec_daemon_sys_resource,
         enoexec_daemon_runtime_socket: args.enoexec_daemon_runtime_socket.clone(),
     })

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::{
     INSPECTOR, Settings, rbac_pair, service_account,
-    workload::{Workload, deployment, disruption_budget, network_policy, open_port, service},
+    workload::{Workload, deployment, disruption_budget, network_policy, open_port, push, service},
 };
 
 /// The gRPC port the scheduler, the webhook, the gate controller and the handler call.
@@ -127,13 +127,6 @@ pub fn mount_inspector_client(deployment: &mut Value) {
         &mut pod["containers"][0]["volumeMounts"],
         json!({"name": "inspector-client", "mountPath": CLIENT_DIR, "readOnly": true}),
     );
-}
-
-fn push(list: &mut Value, item: Value) {
-    match list {
-        Value::Array(items) => items.push(item),
-        other => *other = json!([item]),
-    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,11 @@ pub struct Settings {
     /// reach the webhook ports; empty: from anywhere (an API server's address is not a
     /// pod, so it cannot be selected otherwise).
     pub api_server_cidrs: Vec<String>,
+    /// A ConfigMap in multiarch's namespace whose `ca.crt` holds the CA of the client
+    /// certificate the API server presents to webhooks (its admission configuration's
+    /// kubeconfig): the webhook then refuses every other caller at the handshake, and
+    /// uses pods' pull secrets at admission.
+    pub api_server_client_ca_config_map: Option<String>,
     /// Give the exec-format-error daemon CAP_SYS_RESOURCE: only kernels before 5.11 need
     /// it (they charge eBPF maps to RLIMIT_MEMLOCK), and some hosts cannot grant it.
     pub enoexec_daemon_sys_resource: bool,
@@ -57,6 +62,7 @@ impl Default for Settings {
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
             api_server_cidrs: Vec::new(),
+            api_server_client_ca_config_map: None,
             enoexec_daemon_sys_resource: false,
             enoexec_daemon_runtime_socket: None,
         }

@@ -12,7 +12,7 @@ use super::{
     labels, rbac_pair, service_account,
     workload::{
         Workload, api_server_port, deployment, disruption_budget, downward_env, network_policy,
-        service,
+        push, service,
     },
 };
 
@@ -22,6 +22,8 @@ pub const WEBHOOK_TLS_SECRET: &str = "multiarch-webhook-tls";
 /// The one webhook of the configuration.
 pub const WEBHOOK_NAME: &str = "pods.multiarch.openshift.io";
 const PORT: u16 = 9443;
+/// Where the webhook's pods see the API server's client CA, when the operator is given one.
+const API_SERVER_CA_DIR: &str = "/etc/multiarch/api-server-ca";
 
 /// The review path that pins the mode: the operator switches modes by switching the
 /// configuration's path, so the switch is atomic for the API server. `/mutate-pods`
@@ -83,6 +85,22 @@ pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
     pod["volumes"] = json!([{"name": "tls", "secret": {"secretName": WEBHOOK_TLS_SECRET}}]);
     pod["containers"][0]["volumeMounts"] =
         json!([{"name": "tls", "mountPath": "/etc/multiarch/tls", "readOnly": true}]);
+    if let Some(config_map) = &settings.api_server_client_ca_config_map {
+        // Only the API server's client certificate gets past the handshake.
+        let container = &mut pod["containers"][0];
+        push(
+            &mut container["args"],
+            json!(format!("--client-ca={API_SERVER_CA_DIR}/ca.crt")),
+        );
+        push(
+            &mut container["volumeMounts"],
+            json!({"name": "api-server-ca", "mountPath": API_SERVER_CA_DIR, "readOnly": true}),
+        );
+        push(
+            &mut pod["volumes"],
+            json!({"name": "api-server-ca", "configMap": {"name": config_map}}),
+        );
+    }
     // The probes speak HTTPS on the same port.
     for probe in ["livenessProbe", "readinessProbe"] {
         pod["containers"][0][probe]["httpGet"]["scheme"] = json!("HTTPS");
@@ -203,6 +221,28 @@ mod tests {
         let (limited, rule) = args(&narrowed);
         assert!(limited.contains(&"--callers-limited-to-api-server".to_owned()));
         assert_eq!(rule["from"], json!([{"ipBlock": {"cidr": "10.0.0.1/32"}}]));
+
+        // The API server's client CA: required of every caller, from the admin's ConfigMap.
+        let verified = Settings {
+            api_server_client_ca_config_map: Some("front-proxy-ca".into()),
+            ..Settings::default()
+        };
+        let (verifying, _) = args(&verified);
+        assert!(verifying.contains(&"--client-ca=/etc/multiarch/api-server-ca/ca.crt".to_owned()));
+        let objects = webhook_workload(&verified);
+        let pod = &objects[0]["spec"]["template"]["spec"];
+        assert!(
+            pod["volumes"].as_array().unwrap().contains(
+                &json!({"name": "api-server-ca", "configMap": {"name": "front-proxy-ca"}})
+            )
+        );
+        assert!(
+            pod["containers"][0]["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["mountPath"] == "/etc/multiarch/api-server-ca")
+        );
     }
 
     #[test]

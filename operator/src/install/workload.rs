@@ -138,6 +138,14 @@ pub(crate) fn network_policy(
     })
 }
 
+/// Appends `item` to the JSON array `list` (made one when absent).
+pub(crate) fn push(list: &mut Value, item: Value) {
+    match list {
+        Value::Array(items) => items.push(item),
+        other => *other = json!([item]),
+    }
+}
+
 /// An ingress rule for `port` from anywhere (metrics scrapers).
 pub(crate) fn open_port(port: u16) -> Value {
     json!({"ports": [{"protocol": "TCP", "port": port}]})
