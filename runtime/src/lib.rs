@@ -17,6 +17,7 @@ pub mod pod_events;
 pub mod rate_limit;
 pub mod request_deadline;
 mod served_connection;
+pub mod server_limits;
 pub mod serving_cert;
 pub mod shutdown;
 pub mod supervisor;

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::debug;
 
-use crate::bounded_server::ServerLimits;
+use crate::server_limits::ServerLimits;
 
 /// HTTP/2 pings: a peer that stops answering them is gone, and its connection closed.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(20);
