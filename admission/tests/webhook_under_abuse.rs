@@ -38,6 +38,20 @@ fn certificate(dir: &std::path::Path) -> String {
     ca.pem()
 }
 
+/// The webhook's TLS configuration from a fresh certificate (its files in the returned
+/// directory, kept alive by the caller), and the CA's PEM for clients.
+fn serving_tls() -> (String, Arc<rustls::ServerConfig>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certificate(dir.path());
+    let tls = server_config(
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    (ca, tls, dir)
+}
+
 fn state() -> WebhookState {
     WebhookState {
         config: Arc::new(RwLock::new(WebhookConfig::new(
@@ -139,14 +153,7 @@ async fn replica(tls: Arc<rustls::ServerConfig>, limits: ServerLimits) -> Replic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_idle_http2_connections_do_not_stop_the_api_servers_reviews() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = certificate(dir.path());
-    let tls = server_config(
-        dir.path().join("tls.crt"),
-        dir.path().join("tls.key"),
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let (ca, tls, _dir) = serving_tls();
     let webhook = replica(tls, ServerLimits::default()).await;
     let client = client_config(&ca);
 
@@ -211,14 +218,7 @@ const SERVICE_LAG: Duration = Duration::from_millis(500);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_two_replicas_under_load_loses_no_review() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = certificate(dir.path());
-    let tls = server_config(
-        dir.path().join("tls.crt"),
-        dir.path().join("tls.key"),
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let (ca, tls, _dir) = serving_tls();
     // The delay covers the Service's lag many times over, so a busy machine's late
     // timer cannot make it look short.
     let limits = ServerLimits {

@@ -192,6 +192,39 @@ pub fn every_key(settings: &Settings, apis: OptionalApis) -> Vec<ObjectKey> {
     keys
 }
 
+/// A certificate multiarch's CA signs: the Secret it is kept in, the names it is for,
+/// what it proves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Certificate {
+    pub secret: &'static str,
+    pub dns_names: Vec<String>,
+    pub usage: crate::certificates::Usage,
+}
+
+/// Every certificate the CA signs for the operands (the operator's own aside): the
+/// webhook's, the inspector's, and the one the inspector's callers present. The operator
+/// keeps them; `multiarch certificates` prints them.
+pub fn certificates(settings: &Settings) -> [Certificate; 3] {
+    use crate::certificates::Usage;
+    [
+        Certificate {
+            secret: WEBHOOK_TLS_SECRET,
+            dns_names: install::webhook_dns_names(settings),
+            usage: Usage::Server,
+        },
+        Certificate {
+            secret: install::INSPECTOR_TLS_SECRET,
+            dns_names: install::inspector_dns_names(settings),
+            usage: Usage::Server,
+        },
+        Certificate {
+            secret: install::INSPECTOR_CLIENT_SECRET,
+            dns_names: Vec::new(),
+            usage: Usage::Client,
+        },
+    ]
+}
+
 /// The certificates of an install without the operator (`multiarch certificates`): a
 /// new CA, the webhook's and the inspector's serving certificates and the inspector's
 /// clients' certificate, as Secrets, and the CA bundle (base64) the
@@ -201,25 +234,12 @@ pub fn static_install_secrets(
     settings: &Settings,
     now: std::time::SystemTime,
 ) -> Result<(Vec<Value>, String), crate::certificates::CertificateError> {
-    use crate::certificates::{Usage, ensure_authority, issue};
+    use crate::certificates::{ensure_authority, issue};
     let (authority, _) = ensure_authority(None, now)?;
-    let certificates = [
-        (
-            WEBHOOK_TLS_SECRET,
-            install::webhook_dns_names(settings),
-            Usage::Server,
-        ),
-        (
-            install::INSPECTOR_TLS_SECRET,
-            install::inspector_dns_names(settings),
-            Usage::Server,
-        ),
-        (install::INSPECTOR_CLIENT_SECRET, Vec::new(), Usage::Client),
-    ];
     let mut secrets = Vec::new();
-    for (name, names, usage) in certificates {
-        let data = issue(&authority, &names, usage, now)?;
-        secrets.push(secret(settings, name, "kubernetes.io/tls", &data));
+    for wanted in certificates(settings) {
+        let data = issue(&authority, &wanted.dns_names, wanted.usage, now)?;
+        secrets.push(secret(settings, wanted.secret, "kubernetes.io/tls", &data));
     }
     let bundle = base64::engine::general_purpose::STANDARD.encode(&authority.bundle_pem);
     Ok((secrets, bundle))

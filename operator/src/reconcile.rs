@@ -23,14 +23,10 @@ use tracing::{info, warn};
 use crate::{
     apply::{Applied, ObjectKey},
     authority::{CertificateAuthority, secret_data},
-    certificates::{Usage, ensure, expires_at},
+    certificates::{ensure, expires_at},
     context::{Drain, OperatorContext},
     desired::{self, Owner, Wanted, every_key, webhook_configuration_key},
     drain,
-    install::{
-        INSPECTOR_CLIENT_SECRET, INSPECTOR_TLS_SECRET, WEBHOOK_TLS_SECRET, inspector_dns_names,
-        webhook_dns_names,
-    },
     metrics::{ResultLabel, SecretLabel},
     observe,
     plan::{Component, Expired, Observed, Plan, plan},
@@ -129,30 +125,10 @@ async fn reconcile_once(
     if plan.routing.is_none() && routing_before.is_some() {
         delete(ctx, &webhook_configuration_key()).await?;
     }
-    let webhook_tls = certificate(
-        ctx,
-        &authority,
-        WEBHOOK_TLS_SECRET,
-        (webhook_dns_names(&ctx.settings), Usage::Server),
-        now,
-    )
-    .await?;
-    let inspector_tls = certificate(
-        ctx,
-        &authority,
-        INSPECTOR_TLS_SECRET,
-        (inspector_dns_names(&ctx.settings), Usage::Server),
-        now,
-    )
-    .await?;
-    let inspector_client_tls = certificate(
-        ctx,
-        &authority,
-        INSPECTOR_CLIENT_SECRET,
-        (Vec::new(), Usage::Client),
-        now,
-    )
-    .await?;
+    let [webhook, inspector, inspector_client] = desired::certificates(&ctx.settings);
+    let webhook_tls = certificate(ctx, &authority, &webhook, now).await?;
+    let inspector_tls = certificate(ctx, &authority, &inspector, now).await?;
+    let inspector_client_tls = certificate(ctx, &authority, &inspector_client, now).await?;
     let apis = observe::optional_apis(&ctx.client).await?;
     let objects = desired::objects(&Wanted {
         settings: &ctx.settings,
@@ -245,17 +221,23 @@ async fn deployed_scheduler_name(ctx: &OperatorContext) -> Result<String, Reconc
 async fn certificate(
     ctx: &OperatorContext,
     authority: &crate::certificates::Authority,
-    secret: &'static str,
-    (names, usage): (Vec<String>, Usage),
+    wanted: &desired::Certificate,
     now: SystemTime,
 ) -> Result<crate::certificates::SecretData, ReconcileError> {
+    let secret = wanted.secret;
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
     let stored = secrets
         .get_opt(secret)
         .await
         .map_err(api_error("read a certificate's Secret"))?
         .map(|s| secret_data(&s));
-    let (data, renewed) = ensure(stored.as_ref(), authority, &names, usage, now)?;
+    let (data, renewed) = ensure(
+        stored.as_ref(),
+        authority,
+        &wanted.dns_names,
+        wanted.usage,
+        now,
+    )?;
     if let Some(why) = renewed {
         info!(secret, "certificate issued: {why}");
     }

@@ -17,7 +17,7 @@ use std::{
     pin::Pin,
     sync::{Arc, RwLock},
     task::{Context, Poll},
-    time::{Duration, SystemTime},
+    time::Duration,
 };
 
 use hyper_util::rt::TokioIo;
@@ -25,7 +25,7 @@ use rustls::{
     ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
     SignatureScheme,
     client::danger::HandshakeSignatureValid,
-    pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime, pem::PemObject},
+    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
     server::{
         WebPkiClientVerifier,
         danger::{ClientCertVerified, ClientCertVerifier},
@@ -33,9 +33,8 @@ use rustls::{
 };
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsConnector, client::TlsStream};
-use tracing::{info, warn};
 
-use crate::serving_cert::{TlsError, follow_files};
+use crate::serving_cert::{TlsError, follow, follow_files, read, read_pair, stamps};
 
 /// The files of a mounted `kubernetes.io/tls` Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,13 +54,6 @@ impl TlsDir {
             ca: dir.join("ca.crt"),
         }
     }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 /// The CAs in a PEM file; none is an error (trusting nothing would refuse every peer
@@ -161,12 +153,6 @@ impl ClientCertVerifier for FollowingClientVerifier {
     }
 }
 
-fn stamp(path: &Path) -> Option<(u64, u64, SystemTime)> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.ino(), meta.len(), meta.modified().ok()?))
-}
-
 /// A TLS 1.2+ server configuration that serves `dir`'s certificate and requires every
 /// client to present one chaining to `dir`'s CAs; both follow the files (checked every
 /// `interval`, by a task on the current runtime). A broken new file is logged and the
@@ -174,30 +160,16 @@ fn stamp(path: &Path) -> Option<(u64, u64, SystemTime)> {
 pub fn server_config(dir: &TlsDir, interval: Duration) -> Result<Arc<ServerConfig>, TlsError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let certificate = follow_files(dir.cert.clone(), dir.key.clone(), interval)?;
-    let mut loaded = stamp(&dir.ca);
+    let paths = vec![dir.ca.clone()];
+    let loaded = stamps(&paths);
     let verifier = Arc::new(FollowingClientVerifier {
         current: RwLock::new(client_verifier(&dir.ca)?),
     });
     let follower = verifier.clone();
     let ca = dir.ca.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(interval).await;
-            let now = stamp(&ca);
-            if now == loaded {
-                continue;
-            }
-            match client_verifier(&ca) {
-                Ok(fresh) => {
-                    follower.set(fresh);
-                    loaded = now;
-                    info!(ca = %ca.display(), "client CAs reloaded");
-                }
-                Err(e) => {
-                    warn!(error = %e, "new client CAs are unusable; keeping the previous ones")
-                }
-            }
-        }
+    follow(paths, loaded, interval, "client CAs", move || {
+        follower.set(client_verifier(&ca)?);
+        Ok(())
     });
     let mut config = ServerConfig::builder()
         .with_client_cert_verifier(verifier)
@@ -211,18 +183,7 @@ pub fn server_config(dir: &TlsDir, interval: Duration) -> Result<Arc<ServerConfi
 /// server's.
 pub fn client_config(dir: &TlsDir) -> Result<Arc<ClientConfig>, TlsError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read(&dir.cert)?)
-        .filter_map(Result::ok)
-        .collect();
-    if chain.is_empty() {
-        return Err(TlsError::NoCertificate {
-            path: dir.cert.clone(),
-        });
-    }
-    let key = PrivateKeyDer::from_pem_slice(&read(&dir.key)?).map_err(|e| TlsError::Key {
-        path: dir.key.clone(),
-        detail: e.to_string(),
-    })?;
+    let (chain, key) = read_pair(&dir.cert, &dir.key)?;
     let mut config = ClientConfig::builder()
         .with_root_certificates(roots(&dir.ca)?)
         .with_client_auth_cert(chain, key)

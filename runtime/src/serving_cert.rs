@@ -52,16 +52,21 @@ pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<CertifiedKey
     Ok(Arc::new(CertifiedKey::new(chain, signer)))
 }
 
-fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
-    let cert_pem = std::fs::read(cert).map_err(|source| TlsError::Read {
-        path: cert.to_owned(),
+/// A file's bytes, or an error naming it.
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_owned(),
         source,
-    })?;
-    let key_pem = std::fs::read(key).map_err(|source| TlsError::Read {
-        path: key.to_owned(),
-        source,
-    })?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+    })
+}
+
+/// The certificate chain and private key of two PEM files: a server's to serve, a
+/// client's to present.
+pub(crate) fn read_pair(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read(cert)?)
         .filter_map(Result::ok)
         .collect();
     if chain.is_empty() {
@@ -69,10 +74,15 @@ fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
             path: cert.to_owned(),
         });
     }
-    let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Key {
+    let private = PrivateKeyDer::from_pem_slice(&read(key)?).map_err(|e| TlsError::Key {
         path: key.to_owned(),
         detail: e.to_string(),
     })?;
+    Ok((chain, private))
+}
+
+fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
+    let (chain, private) = read_pair(cert, key)?;
     let signer = any_supported_type(&private).map_err(|e| TlsError::Key {
         path: key.to_owned(),
         detail: e.to_string(),
@@ -82,10 +92,49 @@ fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, TlsError> {
 
 /// What tells a new file from the one loaded: its inode (the kubelet's atomic writer and
 /// most tools write a new file), size and modification time.
-fn stamp(path: &Path) -> Option<(u64, u64, SystemTime)> {
+type Stamp = Option<(u64, u64, SystemTime)>;
+
+/// The stamps of `paths`. Read before the files are: a change in between is then seen
+/// as a change (stamps read after could describe newer files than the ones loaded).
+pub(crate) fn stamps(paths: &[PathBuf]) -> Vec<Stamp> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.ino(), meta.len(), meta.modified().ok()?))
+    paths
+        .iter()
+        .map(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.ino(), meta.len(), meta.modified().ok()?))
+        })
+        .collect()
+}
+
+/// Checks `paths` every `interval` (by a task on the current runtime) and, when one
+/// changed since `loaded` (their [`stamps`] before the first load), calls `reload`;
+/// a failed reload is logged and tried again at the next change, what is in use kept.
+pub(crate) fn follow(
+    paths: Vec<PathBuf>,
+    mut loaded: Vec<Stamp>,
+    interval: Duration,
+    what: &'static str,
+    reload: impl Fn() -> Result<(), TlsError> + Send + 'static,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(interval).await;
+            let now = stamps(&paths);
+            if now == loaded {
+                continue;
+            }
+            match reload() {
+                Ok(()) => {
+                    loaded = now;
+                    info!(file = %paths[0].display(), "{what} reloaded");
+                }
+                Err(e) => {
+                    warn!(error = %e, "the new {what} cannot be used; keeping the previous one")
+                }
+            }
+        }
+    });
 }
 
 /// Serves the current certificate (none yet: handshakes fail until one is set).
@@ -147,29 +196,13 @@ pub fn follow_files(
     interval: Duration,
 ) -> Result<Arc<ReloadingCert>, TlsError> {
     let resolver = Arc::new(ReloadingCert::default());
-    // Read before the files are: a change in between is then seen as a change (a stamp
-    // read after, once the task runs, could describe a newer pair than the one loaded).
-    let mut loaded = (stamp(&cert), stamp(&key));
+    let paths = vec![cert.clone(), key.clone()];
+    let loaded = stamps(&paths);
     resolver.set(load(&cert, &key)?);
     let watcher = resolver.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(interval).await;
-            let now = (stamp(&cert), stamp(&key));
-            if now == loaded {
-                continue;
-            }
-            match load(&cert, &key) {
-                Ok(fresh) => {
-                    watcher.set(fresh);
-                    loaded = now;
-                    info!(cert = %cert.display(), "serving certificate reloaded");
-                }
-                Err(e) => {
-                    warn!(error = %e, "new serving certificate is unusable; keeping the previous one")
-                }
-            }
-        }
+    follow(paths, loaded, interval, "serving certificate", move || {
+        watcher.set(load(&cert, &key)?);
+        Ok(())
     });
     Ok(resolver)
 }
