@@ -47,6 +47,7 @@ impl ImageInspector for Recording {
             image: request.image.clone(),
             digest: "sha256:0".into(),
             kind: ManifestKind::Manifest,
+            operator_bundle: false,
             platforms: vec![PlatformEntry {
                 os: "linux".into(),
                 architecture: "arm64".into(),

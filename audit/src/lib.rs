@@ -6,6 +6,7 @@
 //! (registry or a platforms file) and prints.
 
 pub mod assemble;
+pub mod bundle;
 pub mod cluster;
 pub mod demo;
 pub mod platforms_file;

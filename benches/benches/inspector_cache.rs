@@ -24,6 +24,7 @@ fn warm(c: &mut Criterion) {
         image: "quay.io/org/app:1".into(),
         digest: "sha256:x".into(),
         kind: ManifestKind::Index,
+        operator_bundle: false,
         platforms: vec![],
     });
     let key = CacheKey {

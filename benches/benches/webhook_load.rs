@@ -40,6 +40,7 @@ impl ImageInspector for FixedInspector {
             image: request.image.clone(),
             digest: "sha256:0".into(),
             kind: ManifestKind::Index,
+            operator_bundle: false,
             platforms: ["amd64", "arm64"]
                 .iter()
                 .map(|a| PlatformEntry {

@@ -252,6 +252,7 @@ mod tests {
             image: image.into(),
             digest: "sha256:x".into(),
             kind: ManifestKind::Index,
+            operator_bundle: false,
             platforms: vec![],
         })
     }
@@ -410,6 +411,7 @@ mod byte_bound_tests {
             image: "registry.example/app:1".into(),
             digest: format!("sha256:{}", "0".repeat(64)),
             kind: ManifestKind::Index,
+            operator_bundle: false,
             platforms: (0..platforms)
                 .map(|i| PlatformEntry {
                     os: "linux".into(),

@@ -176,6 +176,7 @@ impl proto::inspector_server::Inspector for InspectorService {
                     digest: p.digest.clone(),
                 })
                 .collect(),
+            operator_bundle: info.operator_bundle,
         }))
     }
 }
@@ -309,6 +310,7 @@ impl ImageInspector for RemoteInspector {
                     digest: p.digest,
                 })
                 .collect(),
+            operator_bundle: r.operator_bundle,
         }))
     }
 }

@@ -263,9 +263,21 @@ pub struct ImageInfo {
     pub digest: String,
     pub kind: ManifestKind,
     pub platforms: Vec<PlatformEntry>,
+    /// An OLM bundle image (its config's `operators.operatorframework.io.bundle.*`
+    /// labels): manifests that OLM's unpack Job copies out and never executes.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub operator_bundle: bool,
 }
 
 impl ImageInfo {
+    /// The platforms a pod using this image is confined to: `None` when the image
+    /// confines nothing. A bundle image is data, not a program: it runs on every
+    /// architecture whatever its config says (a bundle is usually built for one), so
+    /// OLM's unpack Job is never confined to one architecture or left unschedulable.
+    pub fn placement_platforms(&self) -> Option<Vec<Platform>> {
+        (!self.operator_bundle).then(|| self.platform_list())
+    }
+
     pub fn platform_list(&self) -> Vec<Platform> {
         let mut list: Vec<Platform> = self.platforms.iter().map(PlatformEntry::platform).collect();
         list.sort();

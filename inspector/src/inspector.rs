@@ -13,6 +13,7 @@ use crate::{
     cache::{Answer, CacheKey, CacheOptions, InspectionCache},
     error::InspectError,
     image::{ImageInfo, ImageRef},
+    image_files::{FileLimits, ImageFiles},
     metrics::{InspectionResultLabel, InspectorMetrics},
     registry::{RegistryClient, RegistryOptions},
     secrets::SecretSource,
@@ -122,6 +123,29 @@ impl Inspector {
     /// Manifest requests sent to registries so far.
     pub fn registry_requests(&self) -> u64 {
         self.registries().client.manifest_requests()
+    }
+
+    /// The files of `request`'s image that `wanted` accepts (see `image_files`), with
+    /// the request's credentials and the registry settings; never cached.
+    pub async fn read_image_files(
+        &self,
+        request: &InspectRequest,
+        wanted: &(dyn Fn(&str) -> bool + Sync),
+        limits: FileLimits,
+    ) -> Result<ImageFiles, InspectError> {
+        let image = ImageRef::parse(&request.image)?;
+        let keyring = self
+            .secrets
+            .keyring(
+                &request.namespace,
+                &request.pull_secrets,
+                request.service_account.as_deref(),
+            )
+            .await?;
+        self.registries()
+            .client
+            .read_files(&image, &keyring, wanted, limits)
+            .await
     }
 }
 

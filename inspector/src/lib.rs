@@ -8,6 +8,7 @@ pub mod cache;
 pub mod error;
 pub mod grpc;
 pub mod image;
+pub mod image_files;
 pub mod inspector;
 pub mod keyring;
 pub mod manifest;

@@ -69,6 +69,8 @@ struct RawManifest {
     manifests: Option<Option<Vec<RawDescriptor>>>,
     #[serde(default)]
     config: Option<RawDescriptor>,
+    #[serde(default)]
+    layers: Option<Vec<RawDescriptor>>,
 }
 
 /// Reads at most [`MAX_INDEX_ENTRIES`] descriptors; beyond them the list is skipped
@@ -148,6 +150,28 @@ struct RawConfig {
     architecture: Option<String>,
     #[serde(default)]
     variant: Option<String>,
+    #[serde(default)]
+    config: Option<RawRunConfig>,
+}
+
+/// The run configuration of an image config; only its labels are read.
+#[derive(Deserialize)]
+struct RawRunConfig {
+    #[serde(default, rename = "Labels")]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// The prefix of the labels `operator-sdk` and `opm` put on an OLM bundle image
+/// (`operators.operatorframework.io.bundle.mediatype.v1: registry+v1`, `...manifests.v1`,
+/// `...package.v1`...).
+pub const OPERATOR_BUNDLE_LABEL_PREFIX: &str = "operators.operatorframework.io.bundle.";
+
+/// What an image config says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageConfig {
+    pub platform: Platform,
+    /// An OLM bundle image: manifests that OLM's unpack Job copies out, never executed.
+    pub operator_bundle: bool,
 }
 
 /// Parses a manifest. `content_type` is the registry's `Content-Type`; the document's own
@@ -206,6 +230,31 @@ pub fn parse_manifest(bytes: &[u8], content_type: Option<&str>) -> Result<Parsed
     })
 }
 
+/// One layer of an image manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layer {
+    pub digest: String,
+    pub media_type: String,
+}
+
+/// The layers of a single image manifest, in order (bottom first).
+pub fn parse_layers(bytes: &[u8]) -> Result<Vec<Layer>, ManifestError> {
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::TooLarge(bytes.len()));
+    }
+    let raw: RawManifest =
+        serde_json::from_slice(bytes).map_err(|e| ManifestError::Json(e.to_string()))?;
+    Ok(raw
+        .layers
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| Layer {
+            digest: d.digest,
+            media_type: d.media_type.unwrap_or_default(),
+        })
+        .collect())
+}
+
 fn is_attestation(d: &RawDescriptor) -> bool {
     d.annotations
         .as_ref()
@@ -215,6 +264,12 @@ fn is_attestation(d: &RawDescriptor) -> bool {
 
 /// Reads the platform from an image config blob (`os`, `architecture`, `variant`).
 pub fn parse_config(bytes: &[u8]) -> Result<Platform, ManifestError> {
+    parse_image_config(bytes).map(|config| config.platform)
+}
+
+/// Reads the platform and whether the image is an OLM bundle (a label with
+/// [`OPERATOR_BUNDLE_LABEL_PREFIX`]) from an image config blob.
+pub fn parse_image_config(bytes: &[u8]) -> Result<ImageConfig, ManifestError> {
     if bytes.len() > MAX_MANIFEST_BYTES {
         return Err(ManifestError::TooLarge(bytes.len()));
     }
@@ -228,7 +283,15 @@ pub fn parse_config(bytes: &[u8]) -> Result<Platform, ManifestError> {
         .os
         .filter(|o| !o.is_empty())
         .unwrap_or_else(|| "linux".to_owned());
-    Ok(Platform::new(&os, &architecture, raw.variant.as_deref()))
+    let operator_bundle = raw.config.and_then(|c| c.labels).is_some_and(|labels| {
+        labels
+            .keys()
+            .any(|k| k.starts_with(OPERATOR_BUNDLE_LABEL_PREFIX))
+    });
+    Ok(ImageConfig {
+        platform: Platform::new(&os, &architecture, raw.variant.as_deref()),
+        operator_bundle,
+    })
 }
 
 #[cfg(test)]
@@ -290,6 +353,25 @@ mod tests {
             parse_config(br#"{"architecture": "arm", "variant": "v6"}"#).unwrap(),
             Platform::new("linux", "arm", Some("v6"))
         );
+    }
+
+    #[test]
+    fn bundle_images_are_recognised_by_their_olm_labels_only() {
+        let bundle = br#"{"architecture": "amd64", "os": "linux", "config": {"Labels": {
+            "operators.operatorframework.io.bundle.mediatype.v1": "registry+v1",
+            "operators.operatorframework.io.bundle.package.v1": "etcd"}}}"#;
+        let config = parse_image_config(bundle).unwrap();
+        assert!(config.operator_bundle);
+        assert_eq!(config.platform, Platform::linux("amd64"));
+        for plain in [
+            &br#"{"architecture": "amd64"}"#[..],
+            br#"{"architecture": "amd64", "config": null}"#,
+            br#"{"architecture": "amd64", "config": {"Labels": null}}"#,
+            // An operator's own image may carry the SDK's metrics labels: it is a program.
+            br#"{"architecture": "amd64", "config": {"Labels": {"operators.operatorframework.io.metrics.builder": "operator-sdk-v1.37.0"}}}"#,
+        ] {
+            assert!(!parse_image_config(plain).unwrap().operator_bundle);
+        }
     }
 
     fn index_of(entries: usize) -> String {

@@ -79,7 +79,7 @@ struct NestedIndexes {
 type ClientKey = (String, Option<[u8; 32]>);
 
 pub struct RegistryClient {
-    options: RegistryOptions,
+    pub(crate) options: RegistryOptions,
     settings: RegistrySettings,
     clients: Mutex<LruCache<ClientKey, Arc<BoundedFetch>>>,
     /// Shared with the clients made from this one by [`RegistryClient::with_settings`].
@@ -88,7 +88,7 @@ pub struct RegistryClient {
     budget: Arc<BodyBudget>,
 }
 
-enum Failure {
+pub(crate) enum Failure {
     Unauthorized,
     Other(InspectError),
 }
@@ -211,7 +211,11 @@ impl RegistryClient {
         })
     }
 
-    fn session(&self, registry: &str, credential: Option<&Credential>) -> Arc<BoundedFetch> {
+    pub(crate) fn session(
+        &self,
+        registry: &str,
+        credential: Option<&Credential>,
+    ) -> Arc<BoundedFetch> {
         let fingerprint = credential.map(|c| {
             let mut h = Sha256::new();
             h.update(c.username.as_bytes());
@@ -333,6 +337,10 @@ impl RegistryClient {
                         digest,
                         kind: ManifestKind::Index,
                         platforms,
+                        // Bundle images are single manifests; an index is read by its
+                        // entries' platforms (reading a child's config would double the
+                        // registry requests of every multi-arch image).
+                        operator_bundle: false,
                     })
                 }
                 Parsed::Image { config_digest } => {
@@ -356,13 +364,14 @@ impl RegistryClient {
                                 ),
                             })
                         })?;
-                    let platform = manifest::parse_config(&config)
+                    let config = manifest::parse_image_config(&config)
                         .map_err(|e| Failure::Other(malformed(image, e)))?;
                     Ok(ImageInfo {
                         image: image.to_string(),
-                        platforms: vec![PlatformEntry::new(&platform, &digest)],
+                        platforms: vec![PlatformEntry::new(&config.platform, &digest)],
                         digest,
                         kind: ManifestKind::Manifest,
+                        operator_bundle: config.operator_bundle,
                     })
                 }
             }
@@ -370,7 +379,11 @@ impl RegistryClient {
     }
 
     /// Retries transient failures with doubling backoff; 401/403/404 and bad answers never.
-    async fn with_retries<T, F, Fut>(&self, image: &ImageRef, mut call: F) -> Result<T, Failure>
+    pub(crate) async fn with_retries<T, F, Fut>(
+        &self,
+        image: &ImageRef,
+        mut call: F,
+    ) -> Result<T, Failure>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, OciDistributionError>>,
@@ -406,7 +419,7 @@ fn is_index(media_type: &str) -> bool {
     media_type == manifest::OCI_INDEX || media_type == manifest::DOCKER_LIST
 }
 
-fn malformed(image: &ImageRef, e: manifest::ManifestError) -> InspectError {
+pub(crate) fn malformed(image: &ImageRef, e: manifest::ManifestError) -> InspectError {
     InspectError::Malformed {
         image: image.to_string(),
         detail: e.to_string(),

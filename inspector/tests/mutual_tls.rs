@@ -38,6 +38,7 @@ impl ImageInspector for Counting {
             image: request.image.clone(),
             digest: "sha256:0".into(),
             kind: ManifestKind::Manifest,
+            operator_bundle: false,
             platforms: vec![PlatformEntry {
                 os: "linux".into(),
                 architecture: "amd64".into(),

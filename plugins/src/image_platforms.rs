@@ -8,6 +8,8 @@ use crate::model::platform::Platform;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImagePlatforms {
     Known(Arc<[Platform]>),
+    /// The image confines nothing: an OLM bundle image, data that is never executed.
+    Anywhere,
     /// Inspection failed; the message says what a user must fix.
     Failed(Arc<str>),
 }

@@ -337,6 +337,87 @@ pub async fn push_image(
     }
 }
 
+/// The OLM labels `operator-sdk` puts on a bundle image.
+pub fn bundle_labels(package: &str) -> serde_json::Value {
+    serde_json::json!({
+        "operators.operatorframework.io.bundle.mediatype.v1": "registry+v1",
+        "operators.operatorframework.io.bundle.manifests.v1": "manifests/",
+        "operators.operatorframework.io.bundle.metadata.v1": "metadata/",
+        "operators.operatorframework.io.bundle.package.v1": package,
+    })
+}
+
+/// A gzip-compressed tar of `files` (path, contents).
+pub fn tar_gz(files: &[(&str, &str)]) -> Vec<u8> {
+    use std::io::Write;
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, contents) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(contents.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, path, contents.as_bytes())
+            .unwrap();
+    }
+    let tar = builder.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Pushes a single-platform (`linux/arch`) OCI image under `tag` whose one layer holds
+/// `files` and whose config carries `labels` (e.g. [`bundle_labels`]): a bundle image
+/// as `operator-sdk bundle` builds it `FROM scratch`.
+pub async fn push_image_with_files(
+    registry: &Registry,
+    repository: &str,
+    tag: &str,
+    arch: &str,
+    labels: serde_json::Value,
+    files: &[(&str, &str)],
+) -> Pushed {
+    let client = registry.client();
+    let auth = registry.auth();
+    let reference = registry.reference(repository, tag);
+    client
+        .store_auth_if_needed(reference.resolve_registry(), &auth)
+        .await;
+    client
+        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .ok();
+    let layer = tar_gz(files);
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": arch, "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": []},
+        "config": {"Labels": labels},
+    }))
+    .unwrap();
+    for blob in [&config, &layer] {
+        client
+            .push_blob(&reference, blob.clone(), &sha256(blob))
+            .await
+            .unwrap();
+    }
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha256(&config), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": sha256(&layer), "size": layer.len()}],
+    }))
+    .unwrap();
+    client
+        .push_manifest_raw(&reference, manifest.clone(), OCI_MANIFEST.parse().unwrap())
+        .await
+        .unwrap();
+    Pushed {
+        digest: sha256(&manifest),
+        size: manifest.len(),
+        media_type: OCI_MANIFEST,
+    }
+}
+
 /// Pushes an index (OCI) or manifest list (Docker) of `entries` under `tag`; each entry
 /// is a pushed manifest with its platform JSON and annotations.
 pub async fn push_index(

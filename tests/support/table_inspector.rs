@@ -25,6 +25,7 @@ impl ImageInspector for TableInspector {
             image: request.image.clone(),
             digest: "sha256:0".into(),
             kind: ManifestKind::Index,
+            operator_bundle: false,
             platforms: archs
                 .iter()
                 .map(|a| PlatformEntry {

@@ -272,7 +272,7 @@ async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
                 inspector
                     .inspect(&request)
                     .await
-                    .map(|found| (container, found.platform_list()))
+                    .map(|found| (container, found.placement_platforms()))
             }
         })
         .collect();
@@ -290,12 +290,18 @@ async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
             ));
         }
     };
+    // A bundle image confines nothing: the other images decide.
     let containers: Vec<ContainerPlatforms<'_>> = per_image
         .iter()
-        .map(|(container, platforms)| ContainerPlatforms {
-            container,
-            platforms,
+        .filter_map(|(container, platforms)| {
+            Some(ContainerPlatforms {
+                container,
+                platforms: platforms.as_ref()?,
+            })
         })
         .collect();
+    if containers.is_empty() {
+        return Inspection::Anywhere;
+    }
     Inspection::Compatible(compatible_platforms(&containers))
 }

@@ -45,6 +45,8 @@ pub struct GateInputs<'a> {
 pub enum Inspection {
     /// The platforms every image supports (the shared compatibility function's result).
     Compatible(Vec<Platform>),
+    /// No image confines the pod: every one is an OLM bundle image (data, never run).
+    Anywhere,
     Failed(String),
     /// The required affinity is the user's; nothing was inspected.
     NotNeeded,
@@ -200,6 +202,16 @@ pub fn process(
                 "ArchAwarePredicatesConflict",
                 "All the scheduling predicates already include architecture-specific constraints"
                     .into(),
+            ));
+        }
+        Inspection::Anywhere => {
+            set_label(&mut pod, LABEL_NODE_AFFINITY, "not-set");
+            if let Some(labels) = pod.metadata.labels.as_mut() {
+                labels.remove(LABEL_INSPECT_ERROR);
+            }
+            events.push(normal(
+                "ArchAwareOperatorBundle",
+                "The pod's images are operator bundle images (manifests, never executed): they run on every architecture, so no architecture constraint was set".into(),
             ));
         }
         Inspection::Compatible(platforms) => {

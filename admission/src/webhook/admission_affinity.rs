@@ -34,6 +34,8 @@ pub enum AdmissionAffinityResult {
     Failed,
     /// Too many lookups in flight: routed without one.
     Busy,
+    /// Every image is an OLM bundle image, runnable everywhere: no constraint to write.
+    Unconstrained,
 }
 
 impl AdmissionAffinityResult {
@@ -45,6 +47,7 @@ impl AdmissionAffinityResult {
             AdmissionAffinityResult::TimedOut => "timed_out",
             AdmissionAffinityResult::Failed => "failed",
             AdmissionAffinityResult::Busy => "busy",
+            AdmissionAffinityResult::Unconstrained => "unconstrained",
         }
     }
 

@@ -22,6 +22,8 @@ const BACKGROUND_LIMIT: Duration = Duration::from_secs(60);
 pub enum Lookup {
     /// The platforms every container can run on (empty: none in common).
     Platforms(Vec<Platform>),
+    /// No image confines the pod: every one is an OLM bundle image (data, never run).
+    Anywhere,
     TimedOut,
     Failed(String),
     Busy,
@@ -115,7 +117,7 @@ impl AdmissionLookup {
             while let Some(joined) = inspections.join_next().await {
                 match joined {
                     Ok((container, _, Ok(Ok(found)))) => {
-                        per_container.push((container, found.platform_list()));
+                        per_container.push((container, found.placement_platforms()));
                     }
                     Ok((_, image, Ok(Err(e)))) => return Err(format!("{image}: {e}")),
                     Ok((_, image, Err(_))) => {
@@ -132,14 +134,21 @@ impl AdmissionLookup {
             Ok(Err(e)) => Lookup::Failed(format!("inspection task: {e}")),
             Ok(Ok(Err(e))) => Lookup::Failed(e),
             Ok(Ok(Ok(per_container))) => {
+                // A bundle image confines nothing: the other images decide.
                 let containers: Vec<ContainerPlatforms<'_>> = per_container
                     .iter()
-                    .map(|(container, platforms)| ContainerPlatforms {
-                        container,
-                        platforms,
+                    .filter_map(|(container, platforms)| {
+                        Some(ContainerPlatforms {
+                            container,
+                            platforms: platforms.as_ref()?,
+                        })
                     })
                     .collect();
-                Lookup::Platforms(compatible_platforms(&containers))
+                if containers.is_empty() {
+                    Lookup::Anywhere
+                } else {
+                    Lookup::Platforms(compatible_platforms(&containers))
+                }
             }
         }
     }

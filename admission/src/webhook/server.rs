@@ -67,6 +67,7 @@ pub async fn answer(
                 decision.patch.extend(ops);
                 result
             }
+            Lookup::Anywhere => AdmissionAffinityResult::Unconstrained,
             Lookup::TimedOut => AdmissionAffinityResult::TimedOut,
             Lookup::Busy => AdmissionAffinityResult::Busy,
             Lookup::Failed(error) => {

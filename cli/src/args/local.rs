@@ -193,15 +193,35 @@ pub struct AuditArgs {
         short = 'f',
         long = "filename",
         value_name = "PATH",
-        required_unless_present_any = ["demo", "cluster"]
+        required_unless_present_any = ["demo", "cluster", "bundle", "bundle_image"]
     )]
     pub filenames: Vec<PathBuf>,
+
+    /// Audit an OLM operator bundle directory (`manifests/` and `metadata/`): does its
+    /// ClusterServiceVersion keep the architecture promises of its
+    /// `operatorframework.io/arch.*` and `os.*` labels? Exits 3 on an error finding.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["filenames", "demo", "platforms", "routed_only", "bundle_image"]
+    )]
+    pub bundle: Option<PathBuf>,
+
+    /// Audit an OLM bundle image, its layers read from the registry (no container tool),
+    /// as `--bundle` does a directory.
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        conflicts_with_all = ["filenames", "demo", "platforms", "routed_only"]
+    )]
+    pub bundle_image: Option<String>,
 
     /// Audit the live cluster's workloads (Deployments, StatefulSets, DaemonSets,
     /// ReplicaSets and Jobs without owner, CronJobs, bare Pods), with their pull secrets
     /// and service accounts', against its nodes' architectures, and report pods running
-    /// now on nodes their images cannot run on.
-    #[arg(long, conflicts_with = "authfile")]
+    /// now on nodes their images cannot run on. With `--bundle`: which of the cluster's
+    /// node architectures the bundle's operands can run on.
+    #[arg(long)]
     pub cluster: bool,
 
     /// kubeconfig file for `--cluster`; without it, KUBECONFIG, ~/.kube/config or the

@@ -63,7 +63,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         .iter()
         .filter_map(|c| match &c.platforms {
             ImagePlatforms::Failed(err) => Some(format!("image {}: {err}", c.image)),
-            ImagePlatforms::Known(_) => None,
+            ImagePlatforms::Known(_) | ImagePlatforms::Anywhere => None,
         })
         .collect();
     if !failed.is_empty() {
@@ -92,11 +92,11 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
                 container: &c.container,
                 platforms: p,
             }),
-            ImagePlatforms::Failed(_) => None,
+            ImagePlatforms::Anywhere | ImagePlatforms::Failed(_) => None,
         })
         .collect();
     if containers.is_empty() {
-        // A pod without images cannot exist; nothing to restrict.
+        // Every image is a bundle image (an OLM unpack Job): nothing to restrict.
         return Ok(CompatiblePlatforms {
             platforms: Vec::new(),
             bits: None,
@@ -117,7 +117,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
                     c.image,
                     describe_or_none(p)
                 )),
-                ImagePlatforms::Failed(_) => None,
+                ImagePlatforms::Anywhere | ImagePlatforms::Failed(_) => None,
             })
             .collect();
         return Err(Status::unresolvable(format!(

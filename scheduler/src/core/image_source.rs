@@ -11,6 +11,8 @@ use multiarch_plugins::model::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImageLookup {
     Known(Arc<[Platform]>),
+    /// The image confines nothing (an OLM bundle image: data, never executed).
+    Anywhere,
     Failed(Arc<str>),
     Pending,
 }

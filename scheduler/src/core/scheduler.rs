@@ -351,6 +351,7 @@ impl SchedulerCore {
         for image in &pod.images {
             let platforms = match images.lookup(&pod, image) {
                 ImageLookup::Known(p) => ImagePlatforms::Known(p),
+                ImageLookup::Anywhere => ImagePlatforms::Anywhere,
                 ImageLookup::Failed(e) => ImagePlatforms::Failed(e),
                 ImageLookup::Pending => {
                     pending.push(image.clone());

@@ -41,6 +41,7 @@ impl ImageInspector for FileImages {
             image: request.image.clone(),
             digest: String::new(),
             kind: ManifestKind::Index,
+            operator_bundle: false,
             platforms: platforms
                 .iter()
                 .map(|p| PlatformEntry {

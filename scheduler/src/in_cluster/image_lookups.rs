@@ -106,7 +106,10 @@ impl ImageSource for InspectedImages {
         };
         tokio::spawn(async move {
             let lookup = match inspector.inspect(&request).await {
-                Ok(info) => ImageLookup::Known(info.platform_list().into()),
+                Ok(info) => match info.placement_platforms() {
+                    Some(platforms) => ImageLookup::Known(platforms.into()),
+                    None => ImageLookup::Anywhere,
+                },
                 Err(e) => ImageLookup::Failed(e.to_string().into()),
             };
             answer.give(lookup);

@@ -121,3 +121,9 @@ pub async fn routing(client: &kube::Client, own_namespace: &str) -> anyhow::Resu
         own_namespace,
     ))
 }
+
+/// The cluster's nodes per `kubernetes.io/arch` (for `--bundle --cluster`).
+pub async fn node_architectures(client: &kube::Client) -> anyhow::Result<BTreeMap<String, usize>> {
+    let nodes: Vec<Node> = list_pages(&Api::all(client.clone())).await?;
+    Ok(ClusterWorkloads::read(Vec::new(), &nodes)?.architectures)
+}

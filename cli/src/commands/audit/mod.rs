@@ -3,6 +3,7 @@
 //! registries (the inspector's caching, registry settings and, in a cluster, the pods'
 //! pull secrets) or, offline, from `--platforms FILE`.
 
+mod bundle;
 mod cluster;
 mod images;
 mod input;
@@ -118,6 +119,14 @@ fn targets(
 }
 
 pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
+    if args.bundle.is_some() || args.bundle_image.is_some() {
+        return bundle::run(args).await;
+    }
+    if args.cluster && args.registry.authfile.is_some() {
+        bail!(
+            "--authfile with --cluster: the cluster's workloads are inspected with their own pull secrets"
+        );
+    }
     let kube = if args.cluster {
         Some(client::connect(args.kubeconfig.as_deref()).await?)
     } else {
