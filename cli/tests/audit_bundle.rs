@@ -255,6 +255,23 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
     );
     assert_eq!(false_promise.verdict("amd64"), "runs");
     assert_eq!(false_promise.verdict("s390x"), "cannotRun");
+    // The table a person reads (the README shows this output).
+    let out = Command::new(env!("CARGO_BIN_EXE_multiarch"))
+        .args(["audit", "--bundle"])
+        .arg(dir.path().join("false-promise"))
+        .args(["--registries-config", &settings])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let table = String::from_utf8_lossy(&out.stdout);
+    println!("{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("ERROR") && l.contains("image-lacks-claimed-platform")),
+        "{table}"
+    );
+    assert!(table.contains("s390x: cannot run"), "{table}");
 
     // Unlabelled (OLM: amd64 only) while every image has amd64 and arm64: a warning that
     // names the unclaimed arm64; the promise (amd64) holds, so CI passes.

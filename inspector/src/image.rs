@@ -265,7 +265,7 @@ pub struct ImageInfo {
     pub platforms: Vec<PlatformEntry>,
     /// An OLM bundle image (its config's `operators.operatorframework.io.bundle.*`
     /// labels): manifests that OLM's unpack Job copies out and never executes.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(rename = "operatorBundle", skip_serializing_if = "std::ops::Not::not")]
     pub operator_bundle: bool,
 }
 

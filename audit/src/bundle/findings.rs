@@ -379,3 +379,26 @@ pub fn common_platforms(
     }
     common
 }
+
+/// The README's rule table lies between these markers.
+pub const RULE_TABLE_BEGIN: &str = "<!-- bundle-rules: generated from audit/src/bundle/findings.rs, checked by audit/tests/bundle_report.rs -->";
+pub const RULE_TABLE_END: &str = "<!-- /bundle-rules -->";
+
+/// The rules as the README's Markdown table.
+pub fn rule_table() -> String {
+    let mut out = String::from(
+        "| Code | Severity | What it checks | operator-sdk rule it matches, or what it adds |\n|---|---|---|---|\n",
+    );
+    for rule in Rule::ALL {
+        let (checks, matches) = rule.describe();
+        let severity = match rule.severity() {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        out.push_str(&format!(
+            "| `{}` | {severity} | {checks} | {matches} |\n",
+            rule.code()
+        ));
+    }
+    out
+}

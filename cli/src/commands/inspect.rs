@@ -36,6 +36,11 @@ pub async fn run(args: &InspectArgs) -> anyhow::Result<()> {
             if info.platforms.is_empty() {
                 println!("  (no platform: only attestations or unknown entries)");
             }
+            if info.operator_bundle {
+                println!(
+                    "  (an OLM bundle image: manifests, never executed; placed on every architecture)"
+                );
+            }
         }
     }
     Ok(())
