@@ -184,6 +184,25 @@ async fn grpc_client_gives_the_same_answers_and_typed_errors() {
         ["amd64", "arm/v7"]
     );
 
+    // An OLM bundle image's mark crosses the wire: remote callers confine nothing either.
+    registry::push_image_with_files(
+        &reg,
+        "bundle",
+        "v1",
+        "amd64",
+        registry::bundle_labels("app"),
+        &[("manifests/csv.yaml", "kind: ClusterServiceVersion\n")],
+    )
+    .await;
+    let bundle = InspectRequest {
+        image: format!("{}/bundle:v1", reg.addr),
+        ..request.clone()
+    };
+    let via_grpc = remote.inspect(&bundle).await.unwrap();
+    assert!(via_grpc.operator_bundle);
+    assert_eq!(via_grpc.placement_platforms(), None);
+    assert_eq!(via_grpc, local.inspect(&bundle).await.unwrap());
+
     let missing = InspectRequest {
         image: format!("{}/none:v1", reg.addr),
         ..request.clone()
