@@ -70,6 +70,8 @@ pub struct Wanted<'a> {
     pub inspector_client_tls: &'a SecretData,
     /// The optional APIs the cluster serves.
     pub apis: OptionalApis,
+    /// Names the scheduler placed before a rename (see `PREVIOUS_SCHEDULER_NAMES`).
+    pub previous_scheduler_names: &'a [String],
 }
 
 /// Optional APIs the operator writes objects of when the cluster serves them, as
@@ -100,7 +102,11 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
     ];
     if wanted.plan.scheduler {
         access.extend(install::scheduler_access(s, &scheduler_name));
-        workloads.extend(install::scheduler_workload(s, &scheduler_name));
+        workloads.extend(install::scheduler_workload(
+            s,
+            &scheduler_name,
+            wanted.previous_scheduler_names,
+        ));
         monitors.push(install::service_monitor(s, install::SCHEDULER, "scheduler"));
     }
     if wanted.plan.enoexec_daemon {
@@ -185,6 +191,7 @@ pub fn every_key(settings: &Settings, apis: OptionalApis) -> Vec<ObjectKey> {
         inspector_tls: &SecretData::new(),
         inspector_client_tls: &SecretData::new(),
         apis,
+        previous_scheduler_names: &[],
     };
     let mut keys: Vec<ObjectKey> = objects(&wanted).iter().map(ObjectKey::of).collect();
     keys.sort();
@@ -282,6 +289,7 @@ mod tests {
             inspector_tls: &SecretData::from([("tls.crt".into(), b"i".to_vec())]),
             inspector_client_tls: &SecretData::from([("tls.crt".into(), b"c".to_vec())]),
             apis: OptionalApis::default(),
+            previous_scheduler_names: &[],
         });
         let kinds: Vec<&str> = objects
             .iter()

@@ -141,6 +141,10 @@ pub async fn reset(
     if current.metadata.uid.as_deref() != Some(pod.uid.as_str()) {
         return Ok(());
     }
+    // Bound since it was listed: it no longer waits for anyone.
+    if current.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+        return Ok(());
+    }
     let controller = current
         .owner_references()
         .iter()

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod observe;
 pub mod plan;
 pub mod reconcile;
+pub mod rename;
 pub mod run;
 pub mod status;
 pub mod step;

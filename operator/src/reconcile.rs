@@ -17,7 +17,7 @@ use multiarch_crd::{
     names::SINGLETON_NAME,
 };
 use multiarch_runtime::pod_events::Severity;
-use serde_json::{Value, json};
+use serde_json::json;
 use tracing::{info, warn};
 
 use crate::{
@@ -30,7 +30,7 @@ use crate::{
     metrics::{ResultLabel, SecretLabel},
     observe,
     plan::{Component, Expired, Observed, Plan, plan},
-    status,
+    rename, status,
     step::{
         BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, api_error, delete, now_time,
         released, write_status, wrote,
@@ -75,19 +75,28 @@ async fn reconcile_once(
         changed
     });
     let mode = spec.placement_or_default().mode;
+    let scheduler_name = spec.placement_or_default().scheduler_name;
     let mut observed = Observed {
         rollouts: observe::rollouts(&ctx.client, &ctx.settings).await?,
         routing: observe::routing(&ctx.applier).await?,
         ..Observed::default()
     };
     let routing_before = observed.routing;
+    let deployed_scheduler = if observed.exists(Component::Scheduler) {
+        rename::deployed(ctx).await?
+    } else {
+        None
+    };
+    let previous_scheduler_names =
+        rename::previous_names(deployed_scheduler.as_ref(), &scheduler_name);
 
     // Pods and reports waiting for a component that is being removed.
-    let waiting = if mode != PlacementMode::Scheduler && observed.exists(Component::Scheduler) {
-        let name = deployed_scheduler_name(ctx).await?;
-        observe::pods_waiting_for(&ctx.client, &name).await?
-    } else {
-        Vec::new()
+    let waiting = match &deployed_scheduler {
+        Some(deployed) if mode != PlacementMode::Scheduler => {
+            let names = rename::every_name(Some(deployed), &deployed.name);
+            rename::pods_waiting_for_any(ctx, &names).await?
+        }
+        _ => Vec::new(),
     };
     observed.pods_waiting_for_scheduler = waiting.len();
     let monitor = spec
@@ -142,6 +151,7 @@ async fn reconcile_once(
         inspector_tls: &inspector_tls,
         inspector_client_tls: &inspector_client_tls,
         apis,
+        previous_scheduler_names: &previous_scheduler_names,
     });
     let mut wanted = BTreeSet::new();
     for object in &objects {
@@ -156,6 +166,18 @@ async fn reconcile_once(
         if !wanted.contains(&key) {
             delete(ctx, &key).await?;
         }
+    }
+    // A renamed scheduler, rolled out: what still waits under its old names is recreated.
+    if plan.scheduler
+        && deployed_scheduler
+            .as_ref()
+            .is_some_and(|d| d.name == scheduler_name)
+        && observed
+            .rollouts
+            .get(&Component::Scheduler)
+            .is_some_and(|r| r.rolled_out)
+    {
+        rename::release_renamed(ctx, &previous_scheduler_names, &scheduler_name).await?;
     }
     observed.routing = plan.routing;
     ctx.metrics.routing.set(i64::from(plan.routing.is_some()));
@@ -194,26 +216,6 @@ fn clock(ctx: &OperatorContext, drain: Drain, waiting: bool) -> bool {
         ctx.drain_done(drain);
         false
     }
-}
-
-/// The name the running scheduler places: its pods may name an older one than the spec.
-async fn deployed_scheduler_name(ctx: &OperatorContext) -> Result<String, ReconcileError> {
-    let key = ObjectKey {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        namespace: Some(ctx.settings.namespace.clone()),
-        name: crate::install::SCHEDULER.into(),
-    };
-    let deployed = ctx.applier.get(&key).await?;
-    let from_args = deployed.as_ref().and_then(|d| {
-        d["spec"]["template"]["spec"]["containers"][0]["args"]
-            .as_array()?
-            .iter()
-            .filter_map(Value::as_str)
-            .find_map(|a| a.strip_prefix("--scheduler-name="))
-            .map(str::to_owned)
-    });
-    Ok(from_args.unwrap_or_else(|| multiarch_crd::names::DEFAULT_SCHEDULER_NAME.to_owned()))
 }
 
 /// A certificate the operator keeps in `secret` (the webhook's, the inspector's, the

@@ -20,7 +20,7 @@ use crate::{
     desired::{every_key, webhook_configuration_key},
     drain, observe,
     plan::{Component, Observed, Plan},
-    status,
+    rename, status,
     step::{
         BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, api_error, delete, now_time,
         released, write_status,
@@ -71,8 +71,10 @@ pub async fn run(
         }
     }
 
+    // Under the name the spec gives and any the scheduler placed before a rename.
     let scheduler_name = cppc.spec.placement_or_default().scheduler_name;
-    let pending = observe::pods_waiting_for(&ctx.client, &scheduler_name).await?;
+    let names = rename::every_name(rename::deployed(ctx).await?.as_ref(), &scheduler_name);
+    let pending = rename::pods_waiting_for_any(ctx, &names).await?;
     if !pending.is_empty() {
         if observed.available(Component::Scheduler) && !expired {
             waiting_on.push(format!(

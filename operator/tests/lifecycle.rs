@@ -203,6 +203,81 @@ async fn a_mode_switch_replaces_the_route_and_keeps_the_scheduler_while_pods_wai
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_scheduler_strands_no_pod_routed_to_its_old_name() {
+    let server = Arc::new(cluster().await);
+    let (rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;
+    let old = "multiarch-scheduler";
+    server.apply("pods", pending_pod("shop", "web-1", old, Some("web")));
+    server.apply("pods", pending_pod("shop", "batch", old, None));
+    let mut bound = pending_pod("shop", "bound", old, None);
+    bound["spec"]["nodeName"] = json!("amd-1");
+    bound["status"]["phase"] = json!("Running");
+    server.apply("pods", bound);
+
+    rollouts.hold("multiarch-scheduler");
+    patch_spec(
+        &server,
+        json!({"placement": {"schedulerName": "arch-aware"}}),
+    )
+    .await;
+    let deployment = || get(&server, "apps/deployments", "multiarch-scheduler").unwrap();
+    eventually("the renamed scheduler's Deployment", || {
+        let d = deployment();
+        d["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--scheduler-name=arch-aware"))
+    })
+    .await;
+    assert_eq!(
+        deployment()["metadata"]["annotations"]["multiarch.openshift.io/previous-scheduler-names"],
+        old
+    );
+    // Until the renamed scheduler runs, the old one may still place them: left alone.
+    let passes = operator.passes();
+    eventually("two more passes", || operator.passes() >= passes + 2).await;
+    assert_eq!(waiting_for_scheduler(&server).len(), 2);
+    // A replica of the webhook that had not read the rename yet routes one more.
+    server.apply("pods", pending_pod("shop", "late", old, None));
+
+    rollouts.release("multiarch-scheduler");
+    eventually("nothing pending under the old name", || {
+        waiting_for_scheduler(&server).is_empty()
+    })
+    .await;
+    assert!(
+        server.get("pods", "shop", "web-1").is_none(),
+        "deleted, for its ReplicaSet to recreate through admission"
+    );
+    for name in ["batch", "late"] {
+        let pod = server.get("pods", "shop", name).unwrap();
+        assert_eq!(pod["spec"]["schedulerName"], "default-scheduler", "{name}");
+        assert!(
+            pod["metadata"]["annotations"]["multiarch.openshift.io/recreated-from"].is_string()
+        );
+    }
+    assert_eq!(
+        server.get("pods", "shop", "bound").unwrap()["spec"]["schedulerName"],
+        old,
+        "a bound pod is never touched"
+    );
+    let notes: Vec<String> = server
+        .list("events.k8s.io/events")
+        .iter()
+        .filter(|e| e["regarding"]["name"] == "batch")
+        .map(|e| e["note"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("renamed the scheduler from multiarch-scheduler to arch-aware")),
+        "{notes:?}"
+    );
+    assert_operator_requests_granted(&server, &[]);
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_exec_format_error_monitor_comes_and_goes_with_its_plugin() {
     let server = Arc::new(cluster().await);
     let (_rollouts, operator) = installed(

@@ -1,5 +1,7 @@
 //! The webhook's configuration follows the cluster's placement configuration: the mode
-//! (unless pinned on the command line), whether preferences apply, and every
+//! and the scheduler name pods are routed to (each unless pinned on the command line:
+//! a renamed scheduler must not leave pods routed to a name nobody serves), whether
+//! preferences apply, and every
 //! PodPlacementConfig (gate mode: one that selects a pod decides its preferred-affinity
 //! label like the cluster-wide config does).
 
@@ -12,14 +14,22 @@ use tracing::info;
 
 use super::decision::WebhookConfig;
 
+/// What the command line pins instead of following the ClusterPodPlacementConfig.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pinned {
+    pub mode: bool,
+    pub scheduler_name: bool,
+}
+
 /// Applies a snapshot of the placement configuration to the webhook's.
-pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, mode_pinned: bool) {
+pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, pinned: Pinned) {
     let spec = configs.cluster.as_ref();
-    if !mode_pinned {
-        config.mode = spec
-            .map(|s| s.placement_or_default())
-            .unwrap_or_default()
-            .mode;
+    let placement = spec.map(|s| s.placement_or_default()).unwrap_or_default();
+    if !pinned.mode {
+        config.mode = placement.mode;
+    }
+    if !pinned.scheduler_name {
+        config.scheduler_name = placement.scheduler_name;
     }
     config.preferences_enabled = spec
         .and_then(|s| s.plugins.as_ref())
@@ -31,14 +41,14 @@ pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, mode_pinned
         .unwrap_or_default()
         == AdmissionAffinity::Enabled;
     config.pod_configs = configs.pod_configs.clone();
-    config.known = mode_pinned || configs.synced;
+    config.known = pinned.mode || configs.synced;
 }
 
 /// Keeps `config` in step with `configs` until shutdown.
 pub fn follow(
     mut configs: watch::Receiver<Arc<PlacementConfigs>>,
     config: Arc<RwLock<WebhookConfig>>,
-    mode_pinned: bool,
+    pinned: Pinned,
     tasks: &Tasks,
 ) {
     let shutdown = tasks.shutdown().clone();
@@ -56,10 +66,13 @@ pub fn follow(
             let mut current = config
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mode = current.mode;
-            apply(&mut current, &snapshot, mode_pinned);
+            let (mode, scheduler_name) = (current.mode, current.scheduler_name.clone());
+            apply(&mut current, &snapshot, pinned);
             if current.mode != mode {
                 info!(mode = ?current.mode, "webhook mode changed by the ClusterPodPlacementConfig");
+            }
+            if current.scheduler_name != scheduler_name {
+                info!(from = %scheduler_name, to = %current.scheduler_name, "pods are routed to the scheduler the ClusterPodPlacementConfig names");
             }
         }
     });
@@ -70,6 +83,11 @@ mod tests {
     use multiarch_crd::{ClusterPodPlacementConfigSpec, PlacementMode, PlacementSpec};
 
     use super::*;
+
+    const MODE_PINNED: Pinned = Pinned {
+        mode: true,
+        scheduler_name: false,
+    };
 
     fn webhook_config() -> WebhookConfig {
         WebhookConfig::new(PlacementMode::Scheduler, "multiarch-scheduler", "multiarch")
@@ -92,12 +110,12 @@ mod tests {
     #[test]
     fn the_mode_follows_the_cluster_config_unless_pinned() {
         let mut config = webhook_config();
-        apply(&mut config, &gate_mode(), false);
+        apply(&mut config, &gate_mode(), Pinned::default());
         assert_eq!(config.mode, PlacementMode::SchedulingGate);
         // Deleting the cluster config brings the default mode back.
-        apply(&mut config, &PlacementConfigs::default(), false);
+        apply(&mut config, &PlacementConfigs::default(), Pinned::default());
         assert_eq!(config.mode, PlacementMode::Scheduler);
-        apply(&mut config, &gate_mode(), true);
+        apply(&mut config, &gate_mode(), MODE_PINNED);
         assert_eq!(config.mode, PlacementMode::Scheduler);
     }
 
@@ -106,12 +124,39 @@ mod tests {
         let mut config = webhook_config();
         let mut unread = gate_mode();
         unread.synced = false;
-        apply(&mut config, &unread, false);
+        apply(&mut config, &unread, Pinned::default());
         assert!(!config.known);
-        apply(&mut config, &unread, true);
+        apply(&mut config, &unread, MODE_PINNED);
         assert!(config.known, "a pinned mode needs no configuration");
-        apply(&mut config, &gate_mode(), false);
+        apply(&mut config, &gate_mode(), Pinned::default());
         assert!(config.known);
         assert_eq!(config.mode, PlacementMode::SchedulingGate);
+    }
+
+    #[test]
+    fn the_scheduler_name_follows_the_cluster_config_unless_pinned() {
+        let renamed = |name: &str| PlacementConfigs {
+            cluster: Some(ClusterPodPlacementConfigSpec {
+                placement: Some(PlacementSpec {
+                    scheduler_name: name.into(),
+                    ..PlacementSpec::default()
+                }),
+                ..ClusterPodPlacementConfigSpec::default()
+            }),
+            pod_configs: Arc::default(),
+            synced: true,
+        };
+        let mut config = webhook_config();
+        apply(&mut config, &renamed("arch-aware"), Pinned::default());
+        assert_eq!(config.scheduler_name, "arch-aware");
+        // Without a cluster config, the default name again.
+        apply(&mut config, &PlacementConfigs::default(), Pinned::default());
+        assert_eq!(config.scheduler_name, "multiarch-scheduler");
+        let pinned = Pinned {
+            mode: false,
+            scheduler_name: true,
+        };
+        apply(&mut config, &renamed("arch-aware"), pinned);
+        assert_eq!(config.scheduler_name, "multiarch-scheduler");
     }
 }

@@ -149,13 +149,11 @@ pub struct WebhookArgs {
     #[arg(long, default_value = "/etc/multiarch/tls/tls.key")]
     pub key: PathBuf,
 
-    /// The scheduler name pods are routed to.
-    #[arg(
-        long,
-        default_value = "multiarch-scheduler",
-        env = "MULTIARCH_SCHEDULER_NAME"
-    )]
-    pub scheduler_name: String,
+    /// Pin the scheduler name pods are routed to [default: the ClusterPodPlacementConfig's
+    /// `spec.placement.schedulerName`, followed as it changes; multiarch-scheduler without
+    /// one or with --no-kubernetes].
+    #[arg(long, env = "MULTIARCH_SCHEDULER_NAME")]
+    pub scheduler_name: Option<String>,
 
     /// multiarch's namespace, whose pods are never touched.
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]

@@ -33,7 +33,9 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     let tasks = supervisor.tasks();
     let config = Arc::new(RwLock::new(WebhookConfig::new(
         args.mode.unwrap_or(PlacementMode::Scheduler),
-        &args.scheduler_name,
+        args.scheduler_name
+            .as_deref()
+            .unwrap_or(multiarch_crd::names::DEFAULT_SCHEDULER_NAME),
         &args.namespace,
     )));
     if !args.no_kubernetes {
@@ -49,7 +51,11 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
             "cannot reach the Kubernetes API (use --no-kubernetes with --mode outside a cluster)",
         )?;
         let configs = placement_config::follow(&client, &tasks);
-        configuration::follow(configs, config.clone(), args.mode.is_some(), &tasks);
+        let pinned = configuration::Pinned {
+            mode: args.mode.is_some(),
+            scheduler_name: args.scheduler_name.is_some(),
+        };
+        configuration::follow(configs, config.clone(), pinned, &tasks);
     }
     let tls = match &args.client_ca {
         Some(ca) => mutual_tls::server_config(

@@ -41,7 +41,10 @@ pub use self::{
         operator_dns_names, operator_namespace_rules, validating_webhook_configuration,
         webhook_dns_names,
     },
-    scheduler::{scheduler_access, scheduler_rules, scheduler_workload},
+    scheduler::{
+        MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, scheduler_access, scheduler_rules,
+        scheduler_workload,
+    },
     settings::{IMAGE_ARCHITECTURES, Settings},
     webhook::{
         WEBHOOK_NAME, WEBHOOK_TLS_SECRET, WebhookRoute, mutating_webhook_configuration,
@@ -150,7 +153,7 @@ fn scheduler_folder(settings: &Settings) -> Files {
     files.extend(role_folder(
         access,
         "scheduler.yaml",
-        scheduler_workload(settings, DEFAULT_SCHEDULER_NAME),
+        scheduler_workload(settings, DEFAULT_SCHEDULER_NAME, &[]),
     ));
     files.push(("inspector.yaml", inspector_workload(settings)));
     files.push((

@@ -45,9 +45,21 @@ pub fn scheduler_access(settings: &Settings, scheduler_name: &str) -> Vec<Value>
     objects
 }
 
-/// Its Deployment (placing pods named `scheduler_name`), metrics Service, disruption
-/// budget and network policy.
-pub fn scheduler_workload(settings: &Settings, scheduler_name: &str) -> Vec<Value> {
+/// The Deployment's annotation listing the names the scheduler placed before a rename
+/// (most recent first): pods may still wait under them, and are recreated once the
+/// renamed scheduler runs.
+pub const PREVIOUS_SCHEDULER_NAMES: &str = "multiarch.openshift.io/previous-scheduler-names";
+
+/// Names a rename remembers.
+pub const MAX_PREVIOUS_SCHEDULER_NAMES: usize = 4;
+
+/// Its Deployment (placing pods named `scheduler_name`; `previous_names` it placed
+/// before), metrics Service, disruption budget and network policy.
+pub fn scheduler_workload(
+    settings: &Settings,
+    scheduler_name: &str,
+    previous_names: &[String],
+) -> Vec<Value> {
     let component = "scheduler";
     let workload = Workload {
         name: SCHEDULER,
@@ -66,6 +78,10 @@ pub fn scheduler_workload(settings: &Settings, scheduler_name: &str) -> Vec<Valu
     };
     let mut deployment = deployment(settings, &workload);
     mount_inspector_client(&mut deployment);
+    if !previous_names.is_empty() {
+        deployment["metadata"]["annotations"][PREVIOUS_SCHEDULER_NAMES] =
+            json!(previous_names.join(","));
+    }
     vec![
         deployment,
         service(

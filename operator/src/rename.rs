@@ -1,0 +1,159 @@
+//! A renamed scheduler (`spec.placement.schedulerName` changed) strands no pod. The
+//! webhook routes new pods to the new name as soon as it reads the change; pods already
+//! routed (or routed by a replica that had not read it yet) name the old one, which the
+//! renamed scheduler does not place. The scheduler's Deployment remembers the names it
+//! placed before (`PREVIOUS_SCHEDULER_NAMES`, the last few), and once the renamed
+//! scheduler is rolled out, every pod still pending under one of them is recreated as a
+//! mode switch's drain recreates pods: deleted for its controller to recreate through
+//! admission, or recreated by the operator from a journaled copy. Admission then routes
+//! it to the new name.
+
+use serde_json::Value;
+
+use crate::{
+    apply::ObjectKey,
+    context::OperatorContext,
+    drain,
+    install::{MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, SCHEDULER},
+    observe,
+    step::{ReconcileError, released},
+};
+
+/// The scheduler Deployment as it is now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeployedScheduler {
+    /// The name it places (`--scheduler-name`).
+    pub name: String,
+    /// The names it placed before, most recent first.
+    pub previous: Vec<String>,
+}
+
+/// The scheduler Deployment's names, `None` without one.
+pub async fn deployed(ctx: &OperatorContext) -> Result<Option<DeployedScheduler>, ReconcileError> {
+    let key = ObjectKey {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        namespace: Some(ctx.settings.namespace.clone()),
+        name: SCHEDULER.into(),
+    };
+    Ok(ctx.applier.get(&key).await?.as_ref().map(read))
+}
+
+fn read(deployment: &Value) -> DeployedScheduler {
+    let name = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix("--scheduler-name="))
+        .unwrap_or(multiarch_crd::names::DEFAULT_SCHEDULER_NAME)
+        .to_owned();
+    let previous = deployment["metadata"]["annotations"][PREVIOUS_SCHEDULER_NAMES]
+        .as_str()
+        .unwrap_or_default()
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    DeployedScheduler { name, previous }
+}
+
+/// The names to remember when the scheduler is to place `wanted`: the deployed name if it
+/// differs, then those remembered already; never `wanted`, each once, the last few.
+pub fn previous_names(deployed: Option<&DeployedScheduler>, wanted: &str) -> Vec<String> {
+    let Some(deployed) = deployed else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = Vec::new();
+    for name in std::iter::once(&deployed.name).chain(&deployed.previous) {
+        if name != wanted && !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names.truncate(MAX_PREVIOUS_SCHEDULER_NAMES);
+    names
+}
+
+/// Every name pods waiting for the scheduler may carry: `wanted`, the deployed one and
+/// those it placed before, each once.
+pub fn every_name(deployed: Option<&DeployedScheduler>, wanted: &str) -> Vec<String> {
+    let mut names = vec![wanted.to_owned()];
+    names.extend(previous_names(deployed, wanted));
+    names
+}
+
+/// Pending pods naming any of `names`.
+pub async fn pods_waiting_for_any(
+    ctx: &OperatorContext,
+    names: &[String],
+) -> Result<Vec<observe::PodRef>, ReconcileError> {
+    let mut pods = Vec::new();
+    for name in names {
+        pods.extend(observe::pods_waiting_for(&ctx.client, name).await?);
+    }
+    Ok(pods)
+}
+
+/// Recreates the pods pending under `previous` names, once the scheduler placing
+/// `wanted` is the one rolled out. Returns how many were released.
+pub async fn release_renamed(
+    ctx: &OperatorContext,
+    previous: &[String],
+    wanted: &str,
+) -> Result<usize, ReconcileError> {
+    let mut count = 0;
+    for old in previous {
+        for pod in observe::pods_waiting_for(&ctx.client, old).await? {
+            let why = format!(
+                "the ClusterPodPlacementConfig renamed the scheduler from {old} to {wanted}, and no scheduler places pods named {old} any more"
+            );
+            drain::reset(
+                &ctx.client,
+                &ctx.events,
+                &ctx.settings.namespace,
+                &pod,
+                &why,
+            )
+            .await?;
+            released(ctx, "recreated");
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(args: &[&str], previous: Option<&str>) -> Value {
+        let mut d = json!({"spec": {"template": {"spec": {"containers": [{"args": args}]}}}});
+        if let Some(p) = previous {
+            d["metadata"]["annotations"][PREVIOUS_SCHEDULER_NAMES] = json!(p);
+        }
+        d
+    }
+
+    #[test]
+    fn the_names_placed_before_are_remembered_most_recent_first() {
+        let fresh = read(&deployment(&["scheduler", "--scheduler-name=a"], None));
+        assert_eq!(fresh.name, "a");
+        assert!(previous_names(Some(&fresh), "a").is_empty(), "no rename");
+        assert_eq!(previous_names(Some(&fresh), "b"), ["a"]);
+        let renamed = read(&deployment(&["scheduler", "--scheduler-name=b"], Some("a")));
+        assert_eq!(previous_names(Some(&renamed), "b"), ["a"]);
+        assert_eq!(previous_names(Some(&renamed), "c"), ["b", "a"]);
+        // Back to an old name: it is no longer a previous one.
+        assert_eq!(previous_names(Some(&renamed), "a"), ["b"]);
+        let many = read(&deployment(&["--scheduler-name=f"], Some("e,d,c,b,a")));
+        assert_eq!(previous_names(Some(&many), "g"), ["f", "e", "d", "c"]);
+        assert!(previous_names(None, "a").is_empty());
+        // Without the flag, the default name.
+        assert_eq!(
+            read(&deployment(&["scheduler"], None)).name,
+            "multiarch-scheduler"
+        );
+    }
+}
