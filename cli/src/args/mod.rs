@@ -1,6 +1,17 @@
 //! Command-line interface: the command tree here, each role's flags in `roles`, the
 //! local commands' (simulate, bench, inspect, audit, generators) in `local`.
 
+#[cfg(all(
+    test,
+    feature = "scheduler",
+    feature = "admission",
+    feature = "inspector",
+    feature = "enoexec-daemon",
+    feature = "enoexec-handler",
+    feature = "operator",
+    feature = "audit"
+))]
+mod generated_workloads;
 mod local;
 mod roles;
 
