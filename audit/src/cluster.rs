@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use multiarch_crd::names::NODE_ARCH_LABEL;
 use serde_json::Value;
 
-use crate::workloads::{ContainerRef, ImageQuery, ManifestError, Manifests, containers_of};
+use crate::workloads::{ContainerRef, ImageQuery, Manifests, WorkloadError, containers_of};
 
 /// A pod on a node now, with what it needs to be judged against that node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +57,7 @@ fn kind_of(object: &Value) -> &str {
 impl ClusterWorkloads {
     /// Reads `objects` (every object of the workload kinds, pods included, each with its
     /// `kind`) and `nodes`.
-    pub fn read(objects: Vec<Value>, nodes: &[Node]) -> Result<Self, ManifestError> {
+    pub fn read(objects: Vec<Value>, nodes: &[Node]) -> Result<Self, WorkloadError> {
         let mut architectures: BTreeMap<String, usize> = BTreeMap::new();
         let mut node_arch: HashMap<&str, &str> = HashMap::new();
         for node in nodes {

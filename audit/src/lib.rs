@@ -13,6 +13,7 @@ pub mod platforms_file;
 pub mod report;
 pub mod routing;
 pub mod suggestion;
+pub mod summary;
 pub mod verdict;
 pub mod workloads;
 

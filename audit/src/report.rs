@@ -8,30 +8,13 @@ use serde::Serialize;
 
 use multiarch_crd::ClusterPodPlacementConfig;
 
+pub use crate::summary::{ArchitectureSummary, BlockingImage};
 use crate::{
     suggestion::suggest,
     verdict::{Verdict, WorkloadAudit},
 };
 
 pub const REPORT_API_VERSION: &str = "multiarch.openshift.io/audit/v1";
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ArchitectureSummary {
-    pub architecture: String,
-    /// Workloads that can run there.
-    pub workloads: usize,
-    /// Images without a build for it, with how many workloads each blocks there, most
-    /// first.
-    pub blocked_by: Vec<BlockingImage>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BlockingImage {
-    pub image: String,
-    pub workloads: usize,
-}
 
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -13,7 +13,7 @@ use multiarch_plugins::{
 
 use crate::workloads::Workload;
 
-pub struct Routing {
+pub struct RoutingScope {
     /// `None`: every namespace.
     selector: Option<LabelSelector>,
     /// Every namespace's labels (a namespace not here does not exist: nothing there is
@@ -22,13 +22,13 @@ pub struct Routing {
     own_namespace: String,
 }
 
-impl Routing {
+impl RoutingScope {
     pub fn new(
         selector: Option<&meta::LabelSelector>,
         namespaces: BTreeMap<String, Labels>,
         own_namespace: &str,
     ) -> Self {
-        Routing {
+        RoutingScope {
             selector: selector.map(LabelSelector::from),
             namespaces,
             own_namespace: own_namespace.to_owned(),
@@ -96,7 +96,7 @@ spec: {template: {spec: {containers: [{name: a, image: a}]}}}
             match_labels: Some(BTreeMap::from([("team".into(), "shop".into())])),
             ..meta::LabelSelector::default()
         };
-        let routed = |routing: &Routing| -> Vec<String> {
+        let routed = |routing: &RoutingScope| -> Vec<String> {
             manifests
                 .workloads
                 .iter()
@@ -104,14 +104,14 @@ spec: {template: {spec: {containers: [{name: a, image: a}]}}}
                 .map(Workload::id)
                 .collect()
         };
-        let selected = Routing::new(Some(&selector), namespaces.clone(), "multiarch");
+        let selected = RoutingScope::new(Some(&selector), namespaces.clone(), "multiarch");
         assert_eq!(routed(&selected), ["shop/Deployment/web"]);
-        let everywhere = Routing::new(None, namespaces.clone(), "multiarch");
+        let everywhere = RoutingScope::new(None, namespaces.clone(), "multiarch");
         assert_eq!(
             routed(&everywhere),
             ["shop/Deployment/web", "lab/Deployment/batch"]
         );
-        let own = Routing::new(None, namespaces, "lab");
+        let own = RoutingScope::new(None, namespaces, "lab");
         assert_eq!(routed(&own), ["shop/Deployment/web"]);
     }
 }

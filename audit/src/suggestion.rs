@@ -7,7 +7,7 @@ use multiarch_crd::{
     PlatformWeight, architecture::Architecture,
 };
 
-use crate::report::ArchitectureSummary;
+use crate::summary::ArchitectureSummary;
 
 /// `None` when no workload can run on any architecture the API knows.
 pub fn suggest(

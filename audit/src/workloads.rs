@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// A document that is not YAML, or a workload whose pod template cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ManifestError {
+pub enum WorkloadError {
     #[error("document {index} is not valid YAML: {detail}")]
     Yaml { index: usize, detail: String },
     #[error("{kind} {name}: the pod template cannot be read: {detail}")]
@@ -148,16 +148,16 @@ impl Manifests {
     /// Reads every document of `text` (YAML or JSON; `List` objects are opened).
     /// A ReplicaSet or Pod owned by another object is left to its owner, as the owner is
     /// what the manifests (or the cluster) manage.
-    pub fn read(text: &str, default_namespace: &str) -> Result<Manifests, ManifestError> {
+    pub fn read(text: &str, default_namespace: &str) -> Result<Manifests, WorkloadError> {
         let mut manifests = Manifests::default();
         manifests.add_text(text, default_namespace)?;
         Ok(manifests)
     }
 
     /// Adds every document of `text`.
-    pub fn add_text(&mut self, text: &str, default_namespace: &str) -> Result<(), ManifestError> {
+    pub fn add_text(&mut self, text: &str, default_namespace: &str) -> Result<(), WorkloadError> {
         for (index, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let value = Value::deserialize(document).map_err(|e| ManifestError::Yaml {
+            let value = Value::deserialize(document).map_err(|e| WorkloadError::Yaml {
                 index: index + 1,
                 detail: e.to_string(),
             })?;
@@ -167,7 +167,7 @@ impl Manifests {
     }
 
     /// Adds one object (a `List`'s items each).
-    pub fn add(&mut self, object: Value, default_namespace: &str) -> Result<(), ManifestError> {
+    pub fn add(&mut self, object: Value, default_namespace: &str) -> Result<(), WorkloadError> {
         if object.is_null() {
             return Ok(());
         }
@@ -206,7 +206,7 @@ impl Manifests {
             n => n,
         };
         let template: PodTemplateSpec =
-            serde_json::from_value(template).map_err(|e| ManifestError::Template {
+            serde_json::from_value(template).map_err(|e| WorkloadError::Template {
                 kind: kind.clone(),
                 name: name.clone(),
                 detail: e.to_string(),
@@ -314,7 +314,7 @@ items:
     fn bad_documents_are_named() {
         let error = Manifests::read("kind: Deployment\n---\n: : :\n", "default").unwrap_err();
         assert!(
-            matches!(error, ManifestError::Yaml { index: 2, .. }),
+            matches!(error, WorkloadError::Yaml { index: 2, .. }),
             "{error}"
         );
         let error = Manifests::read(

@@ -9,7 +9,7 @@ use multiarch_audit::{
     Platform,
     bundle::{
         contents::{Bundle, BundleFile},
-        findings::{ImageAnswer, ImageFacts, Rule, Severity},
+        findings::{FindingSeverity, ImageAnswer, ImageFacts, Rule},
         report::{BundleReport, Runs},
     },
 };
@@ -73,7 +73,7 @@ fn an_init_containers_image_and_an_unlabelled_os_are_judged_too() {
         ),
     ]);
     let report = BundleReport::new(&bundle, "dir".into(), &answers, &[]);
-    let codes: Vec<(Rule, Severity, &str)> = report
+    let codes: Vec<(Rule, FindingSeverity, &str)> = report
         .findings
         .iter()
         .map(|f| (f.code, f.severity, f.subject.as_str()))
@@ -83,14 +83,14 @@ fn an_init_containers_image_and_an_unlabelled_os_are_judged_too() {
         [
             (
                 Rule::ImageLacksClaimedPlatform,
-                Severity::Error,
+                FindingSeverity::Error,
                 "reg/init@sha256:1"
             ),
             // Every image has a windows build no label claims.
-            (Rule::UnclaimedPlatform, Severity::Warning, "op.v1"),
+            (Rule::UnclaimedPlatform, FindingSeverity::Warning, "op.v1"),
             (
                 Rule::AffinityAllowsUnbuiltArch,
-                Severity::Warning,
+                FindingSeverity::Warning,
                 "csv/Deployment/op"
             ),
         ]
@@ -157,7 +157,7 @@ fn an_affinity_that_excludes_a_labelled_architecture_breaks_the_promise() {
     let report = BundleReport::new(&bundle, "dir".into(), &answers, &[]);
     assert_eq!(report.findings.len(), 1, "{:?}", report.findings);
     assert_eq!(report.findings[0].code, Rule::AffinityExcludesClaimedArch);
-    assert_eq!(report.findings[0].severity, Severity::Error);
+    assert_eq!(report.findings[0].severity, FindingSeverity::Error);
     assert_eq!(report.counts.errors, 1);
     let s390x = report
         .architectures

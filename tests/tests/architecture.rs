@@ -13,7 +13,7 @@ use std::{
 use regex::Regex;
 
 /// The crates whose sources are checked (the test-support crates under tests/ are not).
-const CRATES: [&str; 10] = [
+const CRATES: [&str; 11] = [
     "crd",
     "plugins",
     "inspector",
@@ -23,6 +23,7 @@ const CRATES: [&str; 10] = [
     "ebpf",
     "enoexec",
     "operator",
+    "audit",
     "cli",
 ];
 

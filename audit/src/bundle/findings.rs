@@ -22,7 +22,7 @@ pub type ImageAnswer = Result<ImageFacts, String>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub enum FindingSeverity {
     Error,
     Warning,
 }
@@ -87,12 +87,12 @@ impl Rule {
         }
     }
 
-    pub fn severity(self) -> Severity {
+    pub fn severity(self) -> FindingSeverity {
         match self {
             Rule::ImageLacksClaimedPlatform
             | Rule::SinglePlatformImage
-            | Rule::AffinityExcludesClaimedArch => Severity::Error,
-            _ => Severity::Warning,
+            | Rule::AffinityExcludesClaimedArch => FindingSeverity::Error,
+            _ => FindingSeverity::Warning,
         }
     }
 
@@ -144,7 +144,7 @@ impl Rule {
 #[serde(rename_all = "camelCase")]
 pub struct Finding {
     pub code: Rule,
-    pub severity: Severity,
+    pub severity: FindingSeverity,
     /// The image or operand it is about.
     pub subject: String,
     pub message: String,
@@ -392,8 +392,8 @@ pub fn rule_table() -> String {
     for rule in Rule::ALL {
         let (checks, matches) = rule.describe();
         let severity = match rule.severity() {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
+            FindingSeverity::Error => "error",
+            FindingSeverity::Warning => "warning",
         };
         out.push_str(&format!(
             "| `{}` | {severity} | {checks} | {matches} |\n",

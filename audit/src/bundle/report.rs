@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::bundle::{
     contents::{ARCH_LABEL_PREFIX, Bundle, OS_LABEL_PREFIX},
-    findings::{Finding, ImageAnswer, Severity, common_platforms, judge},
+    findings::{Finding, FindingSeverity, ImageAnswer, common_platforms, judge},
 };
 
 pub const BUNDLE_REPORT_API_VERSION: &str = "multiarch.openshift.io/audit-bundle/v1";
@@ -192,8 +192,8 @@ impl BundleReport {
         let mut counts = FindingCounts::default();
         for f in &findings {
             match f.severity {
-                Severity::Error => counts.errors += 1,
-                Severity::Warning => counts.warnings += 1,
+                FindingSeverity::Error => counts.errors += 1,
+                FindingSeverity::Warning => counts.warnings += 1,
             }
         }
         let images = bundle

@@ -17,7 +17,7 @@ use kube::{
     Api, Resource,
     api::{ListParams, ObjectList},
 };
-use multiarch_audit::{cluster::ClusterWorkloads, routing::Routing};
+use multiarch_audit::{cluster::ClusterWorkloads, routing::RoutingScope};
 use multiarch_crd::{ClusterPodPlacementConfig, names::SINGLETON_NAME};
 use serde_json::Value;
 
@@ -99,7 +99,7 @@ pub async fn read(
 
 /// What `--routed-only` selects with: the ClusterPodPlacementConfig's namespaceSelector
 /// and every namespace's labels.
-pub async fn routing(client: &kube::Client, own_namespace: &str) -> anyhow::Result<Routing> {
+pub async fn routing(client: &kube::Client, own_namespace: &str) -> anyhow::Result<RoutingScope> {
     let configs: Api<ClusterPodPlacementConfig> = Api::all(client.clone());
     let config = configs
         .get_opt(SINGLETON_NAME)
@@ -115,7 +115,7 @@ pub async fn routing(client: &kube::Client, own_namespace: &str) -> anyhow::Resu
         .into_iter()
         .filter_map(|ns| Some((ns.metadata.name?, ns.metadata.labels.unwrap_or_default())))
         .collect();
-    Ok(Routing::new(
+    Ok(RoutingScope::new(
         config.spec.namespace_selector.as_ref(),
         labels,
         own_namespace,
