@@ -40,6 +40,7 @@ pub fn suggest(
                 platforms,
             }),
             exec_format_error_monitor: None,
+            misplaced_pod_correction: None,
         }),
         fallback_architecture: (unknown > 0).then_some(known[0].0),
         ..ClusterPodPlacementConfigSpec::default()

@@ -30,7 +30,8 @@ pub use placement::{
     AdmissionAffinity, PlacementMode, PlacementSpec, ScorePluginName, ScorePluginWeight,
 };
 pub use plugins::{
-    ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, NodeAffinityScoring, PlatformWeight,
+    ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, MisplacedPodCorrection,
+    NodeAffinityScoring, PlatformWeight,
 };
 pub use pod_placement_config::{PodPlacementConfig, PodPlacementConfigSpec};
 

@@ -28,6 +28,10 @@ pub const LABEL_SCHEDULING_GATE: &str = "multiarch.openshift.io/scheduling-gate"
 pub const LABEL_NODE_AFFINITY: &str = "multiarch.openshift.io/node-affinity";
 pub const LABEL_PREFERRED_NODE_AFFINITY: &str = "multiarch.openshift.io/preferred-node-affinity";
 
+/// The label the misplaced-pod correction puts on a pod running on a node its own images
+/// have no build for (`true`); the operator counts them into the status.
+pub const LABEL_MISPLACED: &str = "multiarch.openshift.io/misplaced";
+
 /// The namespace multiarch is installed in by default (`manifests/`).
 pub const DEFAULT_NAMESPACE: &str = "multiarch";
 

@@ -21,12 +21,24 @@ pub struct ClusterPlugins {
     /// (runs the `enoexec-daemon` DaemonSet and its handler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_format_error_monitor: Option<ExecFormatErrorMonitor>,
+
+    /// Move pods that run on a node their own images have no build for: evicted (the
+    /// Eviction API: PodDisruptionBudgets hold) so that their controller recreates them,
+    /// routed or gated, on a compatible node. Bare pods and DaemonSet pods are only
+    /// reported. Runs in the exec-format-error handler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misplaced_pod_correction: Option<MisplacedPodCorrection>,
 }
 
 impl ClusterPlugins {
     /// The architecture preferences, when the plugin is present and enabled.
     pub fn enabled_node_affinity_scoring(&self) -> Option<&NodeAffinityScoring> {
         self.node_affinity_scoring.as_ref().filter(|p| p.enabled)
+    }
+
+    /// The misplaced-pod correction, when the plugin is present and enabled.
+    pub fn enabled_misplaced_pod_correction(&self) -> Option<&MisplacedPodCorrection> {
+        self.misplaced_pod_correction.as_ref().filter(|p| p.enabled)
     }
 
     /// Whether the exec-format-error monitor is present and enabled.
@@ -92,4 +104,39 @@ pub struct PlatformWeight {
 pub struct ExecFormatErrorMonitor {
     /// Whether the monitor runs.
     pub enabled: bool,
+}
+
+/// The misplaced-pod correction's switch and limits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MisplacedPodCorrection {
+    /// Whether misplaced pods are looked for.
+    pub enabled: bool,
+
+    /// Only report (events, metrics, the status count): evict nothing. Start here.
+    #[serde(default)]
+    pub dry_run: bool,
+
+    /// Evictions in any one minute, cluster-wide.
+    #[serde(default = "default_evictions_per_minute")]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 1000").message(
+        "maxEvictionsPerMinute is out of range: use a value from 1 to 1000"
+    ))]
+    pub max_evictions_per_minute: i32,
+
+    /// Evictions of one controller's pods (a ReplicaSet, StatefulSet or Job) in any one
+    /// minute.
+    #[serde(default = "default_evictions_per_controller")]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 100").message(
+        "maxEvictionsPerControllerPerMinute is out of range: use a value from 1 to 100"
+    ))]
+    pub max_evictions_per_controller_per_minute: i32,
+}
+
+fn default_evictions_per_minute() -> i32 {
+    10
+}
+
+fn default_evictions_per_controller() -> i32 {
+    1
 }

@@ -26,6 +26,13 @@ fn client(server: &FakeApiServer) -> kube::Client {
     kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap()
 }
 
+/// As the handler's eviction client: no retries of 429.
+fn evictions(server: &FakeApiServer) -> kube::Client {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
 fn handler(
     server: &FakeApiServer,
     inspector: Option<Arc<dyn ImageInspector>>,
@@ -37,6 +44,8 @@ fn handler(
         incomplete_grace: Duration::from_millis(300),
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(200),
+        correction_scan_interval: Duration::from_secs(3600),
+        correction_scan_max_pods: 100,
         election: None,
     };
     start_with(server, inspector, options, metrics)
@@ -52,6 +61,7 @@ fn start_with(
     let supervisor = Supervisor::new(CancellationToken::new());
     start(
         client(server),
+        evictions(server),
         inspector,
         options,
         metrics.clone(),
@@ -206,6 +216,8 @@ async fn a_report_ahead_of_the_kubelet_waits_for_the_pod_s_status() {
         incomplete_grace: Duration::from_secs(30),
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(200),
+        correction_scan_interval: Duration::from_secs(3600),
+        correction_scan_max_pods: 100,
         election: None,
     };
     let _h = start_with(
@@ -367,6 +379,8 @@ async fn a_standby_replica_leaves_objects_to_the_leader() {
         incomplete_grace: Duration::from_secs(1),
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(200),
+        correction_scan_interval: Duration::from_secs(3600),
+        correction_scan_max_pods: 100,
         election: Some(ElectionConfig {
             namespace: "multiarch".into(),
             lease_name: "multiarch-enoexec-handler".into(),

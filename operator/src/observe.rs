@@ -15,7 +15,7 @@ use kube::{
 };
 use multiarch_crd::{
     ENoExecEvent, PlacementMode, PodPlacementConfig,
-    names::{LABEL_SCHEDULING_GATE, SCHEDULING_GATE},
+    names::{LABEL_MISPLACED, LABEL_SCHEDULING_GATE, SCHEDULING_GATE},
 };
 use serde_json::Value;
 
@@ -192,6 +192,15 @@ pub async fn pods_waiting_for(
         .await
         .map_err(read_error("pods waiting for the scheduler"))?;
     Ok(refs(pods, |_| true))
+}
+
+/// Pods the misplaced-pod correction labelled misplaced.
+pub async fn misplaced_pods(client: &kube::Client) -> Result<usize, ObserveError> {
+    let pods = Api::<Pod>::all(client.clone())
+        .list_metadata(&ListParams::default().labels(&format!("{LABEL_MISPLACED}=true")))
+        .await
+        .map_err(read_error("misplaced pods"))?;
+    Ok(pods.items.len())
 }
 
 /// Pods carrying multiarch's scheduling gate (the webhook labels every pod it gates).

@@ -69,6 +69,8 @@ pub struct Observed {
     pub gated_pods: usize,
     /// ENoExecEvents not yet handled (only counted while the monitor is turned off).
     pub enoexec_events: usize,
+    /// Pods labelled misplaced (only counted while the correction is on).
+    pub misplaced_pods: Option<usize>,
 }
 
 impl Observed {
@@ -134,6 +136,11 @@ pub fn plan(spec: &ClusterPodPlacementConfigSpec, observed: &Observed, expired: 
         .plugins
         .as_ref()
         .is_some_and(|p| p.exec_format_error_monitor_enabled());
+    // The correction runs in the handler: with it alone, the handler without the daemon.
+    let correction = spec
+        .plugins
+        .as_ref()
+        .is_some_and(|p| p.enabled_misplaced_pod_correction().is_some());
     let draining_enoexec = !monitor
         && observed.exists(Component::EnoexecHandler)
         && observed.enoexec_events > 0
@@ -141,7 +148,7 @@ pub fn plan(spec: &ClusterPodPlacementConfigSpec, observed: &Observed, expired: 
     Plan {
         scheduler,
         enoexec_daemon: monitor,
-        enoexec_handler: monitor || draining_enoexec,
+        enoexec_handler: monitor || correction || draining_enoexec,
         routing,
         draining_scheduler,
         draining_enoexec,

@@ -109,6 +109,13 @@ async fn reconcile_once(
         Vec::new()
     };
     observed.enoexec_events = reports.len();
+    if spec
+        .plugins
+        .as_ref()
+        .is_some_and(|p| p.enabled_misplaced_pod_correction().is_some())
+    {
+        observed.misplaced_pods = Some(observe::misplaced_pods(&ctx.client).await?);
+    }
     let expired = Expired {
         scheduler_pods: clock(ctx, Drain::SchedulerPods, !waiting.is_empty()),
         enoexec_reports: clock(ctx, Drain::EnoexecReports, !reports.is_empty()),

@@ -300,6 +300,9 @@ pub fn status(inputs: &Inputs<'_>) -> ClusterPodPlacementConfigStatus {
             None => Routing::Off,
         }),
         architectures: inputs.architectures.clone(),
+        misplaced_pods: observed
+            .misplaced_pods
+            .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
     }
 }
 

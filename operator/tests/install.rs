@@ -327,3 +327,46 @@ async fn reconciling_an_unchanged_configuration_writes_nothing() {
     );
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_misplaced_pod_correction_runs_in_the_handler_and_the_status_counts_its_pods() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(
+        &server,
+        json!({"plugins": {"misplacedPodCorrection": {"enabled": true, "dryRun": false}}}),
+        DRAIN,
+    )
+    .await;
+    // The handler without the node daemon: the correction needs no eBPF.
+    assert!(get(&server, "apps/deployments", "multiarch-enoexec-handler").is_some());
+    assert!(get(&server, "apps/daemonsets", "multiarch-enoexec-daemon").is_none());
+    let role = get(
+        &server,
+        "rbac.authorization.k8s.io/clusterroles",
+        "multiarch-enoexec-handler",
+    )
+    .unwrap();
+    assert!(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == json!(["pods/eviction"]) && r["verbs"] == json!(["create"]))
+    );
+    for name in ["web-1", "web-2"] {
+        let mut pod = pending_pod("shop", name, "default-scheduler", Some("web"));
+        pod["metadata"]["labels"]["multiarch.openshift.io/misplaced"] = json!("true");
+        server.apply("pods", pod);
+    }
+    eventually("the status counts the misplaced pods", || {
+        get(
+            &server,
+            "multiarch.openshift.io/clusterpodplacementconfigs",
+            "cluster",
+        )
+        .unwrap()["status"]["misplacedPods"]
+            == 2
+    })
+    .await;
+    operator.stop().await;
+}

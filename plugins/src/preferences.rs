@@ -182,6 +182,7 @@ mod tests {
                 (Architecture::Arm64, 5),
             ])),
             exec_format_error_monitor: None,
+            misplaced_pod_correction: None,
         };
         let configs = vec![
             ppc("low", 1, None, &[(Architecture::Arm64, 20)]),

@@ -45,6 +45,30 @@ fn request_timeout(setting: Option<&str>) -> Result<Duration, ClientError> {
 
 /// A client for the cluster `kubeconfig` names, or the one the environment names.
 pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientError> {
+    build(configure(kubeconfig).await?)
+}
+
+/// The same client without kube's retries of 429, 503 and 504: for the Eviction API,
+/// whose 429 is a PodDisruptionBudget's refusal the caller must see at once (retried,
+/// it would hold the caller for minutes and hammer the API server meanwhile).
+pub async fn connect_without_retries(
+    kubeconfig: Option<&Path>,
+) -> Result<kube::Client, ClientError> {
+    let mut config = configure(kubeconfig).await?;
+    config.default_retry = false;
+    build(config)
+}
+
+fn build(config: kube::Config) -> Result<kube::Client, ClientError> {
+    let deadline = request_timeout(
+        std::env::var("MULTIARCH_KUBE_API_TIMEOUT_SECONDS")
+            .ok()
+            .as_deref(),
+    )?;
+    Ok(with_request_deadline(config, deadline)?)
+}
+
+async fn configure(kubeconfig: Option<&Path>) -> Result<kube::Config, ClientError> {
     let mut config = match kubeconfig {
         Some(path) => {
             let error = |source| ClientError::Kubeconfig {
@@ -63,12 +87,7 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientEr
     // The read timeout counts from the last request written, not from when a pooled
     // connection went idle.
     config.reset_reader_on_write = true;
-    let deadline = request_timeout(
-        std::env::var("MULTIARCH_KUBE_API_TIMEOUT_SECONDS")
-            .ok()
-            .as_deref(),
-    )?;
-    Ok(with_request_deadline(config, deadline)?)
+    Ok(config)
 }
 
 /// A client for `config` whose requests (but watches) fail after `deadline`.

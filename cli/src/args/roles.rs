@@ -386,6 +386,15 @@ pub struct EnoexecHandlerArgs {
     #[command(flatten)]
     pub inspector_tls: InspectorTlsArgs,
 
+    /// With `misplacedPodCorrection` on: how often running pods are compared with their
+    /// nodes' architectures (exec format errors are acted on at once).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub misplaced_scan_interval: std::time::Duration,
+
+    /// Running pods one scan looks at, at most (their images are inspected, cached).
+    #[arg(long, default_value_t = 2000)]
+    pub misplaced_scan_max_pods: usize,
+
     #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
 

@@ -13,6 +13,7 @@ use crate::args::EnoexecHandlerArgs;
 pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
     let client = client::connect(None).await?;
+    let evictions = client::connect_without_retries(None).await?;
     let inspector: Option<Arc<dyn ImageInspector>> = if args.inspector_endpoint.is_empty() {
         None
     } else {
@@ -30,6 +31,8 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
         incomplete_grace: Duration::from_secs(60),
         initial_backoff: Duration::from_secs(1),
         max_backoff: Duration::from_secs(60),
+        correction_scan_interval: args.misplaced_scan_interval,
+        correction_scan_max_pods: args.misplaced_scan_max_pods,
         election: Some(ElectionConfig {
             namespace: args.namespace.clone(),
             lease_name: "multiarch-enoexec-handler".into(),
@@ -39,7 +42,7 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
             retry_period: Duration::from_secs(2),
         }),
     };
-    start(client, inspector, options, metrics, &role.tasks);
+    start(client, evictions, inspector, options, metrics, &role.tasks);
     info!("ENoExecEvent handler started");
     role.serve_and_wait(args.metrics_addr).await
 }

@@ -103,6 +103,11 @@ pub struct ClusterPodPlacementConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub architectures: Vec<String>,
+
+    /// With `misplacedPodCorrection` on: pods found running on a node their own images
+    /// have no build for, and not moved (yet): dry run, limits, budgets, bare pods...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misplaced_pods: Option<i64>,
 }
 
 /// What the mutating webhook does with new pods.

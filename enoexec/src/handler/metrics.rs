@@ -14,6 +14,8 @@ pub struct HandlerMetrics {
     pub reported: Counter,
     pub invalid: Counter,
     pub outcomes: Family<OutcomeLabel, Counter>,
+    /// The misplaced-pod correction's.
+    pub correction: super::correction::metrics::CorrectionMetrics,
 }
 
 impl HandlerMetrics {
@@ -33,6 +35,7 @@ impl HandlerMetrics {
             "ENoExecEvents handled, by outcome: reported, pod_gone, pod_moved, node_gone, incomplete, api_error",
             self.outcomes.clone(),
         );
+        self.correction.register(registry);
     }
 
     pub(super) fn count(&self, outcome: &'static str) {

@@ -4,6 +4,7 @@
 //! counted as invalid; API errors are retried with a backoff per object. Leader-elected;
 //! built on the shared controller loop.
 
+pub mod correction;
 pub mod message;
 pub mod metrics;
 mod pass;
@@ -29,7 +30,7 @@ use multiarch_runtime::{
 };
 use tokio_util::sync::CancellationToken;
 
-use self::{metrics::HandlerMetrics, pass::Pass};
+use self::{correction::Correction, metrics::HandlerMetrics, pass::Pass};
 
 /// The pod label users (and alerts) can select on.
 pub const EXEC_FORMAT_ERROR_LABEL: &str = "multiarch.openshift.io/exec-format-error";
@@ -45,6 +46,10 @@ pub struct HandlerOptions {
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
     pub election: Option<ElectionConfig>,
+    /// How often running pods are compared with their nodes (`misplacedPodCorrection`).
+    pub correction_scan_interval: Duration,
+    /// Pods one scan looks at, at most.
+    pub correction_scan_max_pods: usize,
 }
 
 struct HandlerContext {
@@ -53,27 +58,44 @@ struct HandlerContext {
     options: HandlerOptions,
     metrics: HandlerMetrics,
     events: PodEvents,
+    /// The misplaced-pod correction (needs the inspector).
+    correction: Option<Arc<Correction>>,
     /// Objects seen without a status, and since when (this replica's clock: the API
     /// server's whole-second timestamps and clock skew make creationTimestamp too coarse).
     incomplete_since: Mutex<HashMap<String, Instant>>,
 }
 
 /// Starts the handler under `tasks`: it waits for the lease, then runs until shutdown;
-/// losing the lease ends the role.
+/// losing the lease ends the role. `evictions` is a client without kube's retries of 429
+/// (`multiarch_runtime::client::connect_without_retries`): a PodDisruptionBudget's
+/// refusal must reach the correction at once.
 pub fn start(
     client: kube::Client,
+    evictions: kube::Client,
     inspector: Option<Arc<dyn ImageInspector>>,
     options: HandlerOptions,
     metrics: HandlerMetrics,
     tasks: &Tasks,
 ) {
     let leadership = Leadership::start(&client, options.election.clone(), tasks);
-    let context = Arc::new(HandlerContext {
-        events: PodEvents::new(
+    let events = PodEvents::new(
+        client.clone(),
+        "multiarch-enoexec-handler",
+        &options.identity,
+    );
+    let correction = inspector.as_ref().map(|inspector| {
+        Arc::new(Correction::new(
             client.clone(),
-            "multiarch-enoexec-handler",
-            &options.identity,
-        ),
+            evictions,
+            inspector.clone(),
+            events.clone(),
+            metrics.correction.clone(),
+            &options.namespace,
+        ))
+    });
+    let context = Arc::new(HandlerContext {
+        events,
+        correction,
         client,
         inspector,
         options,
@@ -88,7 +110,27 @@ pub fn start(
     });
 }
 
+/// The report loop and, with an inspector, the misplaced-pod scans: both only while
+/// leading (a replica that may no longer lead writes nothing).
 async fn run(context: Arc<HandlerContext>, stop: CancellationToken) {
+    let scans = context.correction.clone().map(|correction| {
+        correction::scan_every(
+            correction,
+            context.options.correction_scan_interval,
+            context.options.correction_scan_max_pods,
+            stop.clone(),
+        )
+    });
+    let reports = run_reports(context, stop);
+    match scans {
+        Some(scans) => {
+            tokio::join!(reports, scans);
+        }
+        None => reports.await,
+    }
+}
+
+async fn run_reports(context: Arc<HandlerContext>, stop: CancellationToken) {
     let objects =
         Api::<ENoExecEvent>::namespaced(context.client.clone(), &context.options.namespace);
     let settings = ControllerSettings {

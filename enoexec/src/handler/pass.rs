@@ -113,6 +113,13 @@ impl HandlerContext {
             )
             .await?;
         info!(pod = %pod_name, namespace = %pod_ns, node = %node_name, message = %note, "reported exec format error");
+        // The image has no build for the node: the correction may move the pod.
+        if image_has_arch == Some(false)
+            && let (Some(correction), Some(arch)) = (&self.correction, &node_arch)
+            && let Err(e) = correction.consider(&pod, arch).await
+        {
+            warn!(pod = %pod_name, namespace = %pod_ns, error = %e, "cannot correct the misplaced pod; the next scan tries again");
+        }
         delete(&objects, name).await?;
         self.metrics.reported.inc();
         self.metrics.count("reported");

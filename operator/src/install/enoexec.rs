@@ -31,11 +31,17 @@ pub fn enoexec_daemon_rules() -> Value {
     ])
 }
 
-/// What `multiarch enoexec-handler` calls cluster-wide.
+/// What `multiarch enoexec-handler` calls cluster-wide: the reports (get and label the
+/// pod, get its node), and the misplaced-pod correction (list running pods and the nodes,
+/// read the ClusterPodPlacementConfig, a namespace's labels and a Job's retries, evict).
 pub fn enoexec_handler_cluster_rules() -> Value {
     json!([
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+        {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs"], "verbs": ["get"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ])
 }

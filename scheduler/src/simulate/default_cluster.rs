@@ -186,6 +186,7 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
                     ],
                 }),
                 exec_format_error_monitor: None,
+                misplaced_pod_correction: None,
             }),
             ..ClusterPodPlacementConfigSpec::default()
         }),

@@ -22,6 +22,7 @@
 mod admissionregistration;
 pub mod apiextensions;
 mod discovery;
+mod eviction;
 mod faults;
 mod lifecycle;
 pub mod managed_fields;
@@ -821,6 +822,9 @@ async fn handle(
         (Method::GET, Some(name), _) => get(&shared, &target, &name, wants_metadata_only(&headers)),
         (Method::POST, None, _) => writes::create(&shared, &target, body, &writer),
         (Method::POST, Some(name), Some("binding")) => bind(&shared, &target, &name, &body),
+        (Method::POST, Some(name), Some("eviction")) if target.resource == "pods" => {
+            eviction::evict(&shared, &target, &name, &body)
+        }
         (Method::PUT, Some(name), _) => writes::update(&shared, &target, &name, body, &writer),
         (Method::PATCH, Some(name), _) => {
             let request = writes::PatchRequest {

@@ -1,0 +1,506 @@
+//! The misplaced-pod correction (`misplacedPodCorrection`) against the fake API server:
+//! a ReplicaSet's pod on a node its image has no build for is evicted once, through the
+//! Eviction API, and its replacement bound by the multiarch scheduler to a compatible
+//! node; a PodDisruptionBudget that allows no disruption blocks it until it does; bare,
+//! DaemonSet and unrouted pods are only reported; a dry run writes nothing but events;
+//! and the limits hold with 1,000 misplaced pods.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+#[path = "../../tests/support/table_inspector.rs"]
+mod table_inspector;
+
+use std::time::{Duration, Instant};
+
+use multiarch_enoexec::handler::{HandlerOptions, metrics::HandlerMetrics, start};
+use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_runtime::supervisor::Supervisor;
+use multiarch_scheduler::in_cluster::{SchedulerOptions, metrics::SchedulerMetrics};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn client(server: &FakeApiServer) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap()
+}
+
+/// As the handler's eviction client: no retries of 429.
+fn evictions(server: &FakeApiServer) -> kube::Client {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+fn node(server: &FakeApiServer, name: &str, arch: &str) {
+    server.apply(
+        "nodes",
+        json!({"metadata": {"name": name, "labels": {"kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": name}},
+               "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                          "conditions": [{"type": "Ready", "status": "True"}]}}),
+    );
+}
+
+fn correction(server: &FakeApiServer, settings: Value, selector: Option<Value>) {
+    let mut spec = json!({"plugins": {"misplacedPodCorrection": settings}});
+    if let Some(selector) = selector {
+        spec["namespaceSelector"] = selector;
+    }
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"apiVersion": "multiarch.openshift.io/v1beta1", "kind": "ClusterPodPlacementConfig",
+               "metadata": {"name": "cluster"}, "spec": spec}),
+    );
+}
+
+/// A running pod on `node`; `owner` is (kind, name) of its controller.
+fn running(
+    namespace: &str,
+    name: &str,
+    image: &str,
+    node: &str,
+    owner: Option<(&str, &str)>,
+) -> Value {
+    let mut pod = json!({"metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"), "labels": {"app": "web"}},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": image}]},
+        "status": {"phase": "Running"}});
+    if let Some((kind, owner)) = owner {
+        pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind, "name": owner,
+            "uid": format!("uid-{owner}"), "controller": true}]);
+    }
+    pod
+}
+
+fn handler(server: &FakeApiServer, metrics: &HandlerMetrics, max_pods: usize) -> Supervisor {
+    handler_scanning(server, metrics, max_pods, Duration::from_millis(100))
+}
+
+fn handler_scanning(
+    server: &FakeApiServer,
+    metrics: &HandlerMetrics,
+    max_pods: usize,
+    interval: Duration,
+) -> Supervisor {
+    let supervisor = Supervisor::new(CancellationToken::new());
+    start(
+        client(server),
+        evictions(server),
+        Some(table_inspector::standard()),
+        HandlerOptions {
+            namespace: "multiarch".into(),
+            identity: "test".into(),
+            incomplete_grace: Duration::from_secs(1),
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(200),
+            election: None,
+            correction_scan_interval: interval,
+            correction_scan_max_pods: max_pods,
+        },
+        metrics.clone(),
+        &supervisor.tasks(),
+    );
+    supervisor
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn gone_or_going(server: &FakeApiServer, namespace: &str, name: &str) -> bool {
+    server
+        .get("pods", namespace, name)
+        .is_none_or(|p| !p["metadata"]["deletionTimestamp"].is_null())
+}
+
+/// `(reason, note)` of the events about `name` (a pod or a controller).
+fn events(server: &FakeApiServer, name: &str) -> Vec<(String, String)> {
+    server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == name)
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or_default().to_owned(),
+                e["note"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn evictions_posted(server: &FakeApiServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("POST ") && r.ends_with("/eviction"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misplaced_replica_set_pod_is_evicted_once_and_its_replacement_placed_where_it_runs() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    correction(&server, json!({"enabled": true}), None);
+    // An amd64-only image on the arm64 node: it crash-loops with exec format error.
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-1",
+            "amd:1",
+            "arm-1",
+            Some(("ReplicaSet", "web-rs")),
+        ),
+    );
+    // Its neighbour runs where its image has a build: never touched.
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-ok",
+            "multi:1",
+            "arm-1",
+            Some(("ReplicaSet", "ok-rs")),
+        ),
+    );
+    let metrics = HandlerMetrics::default();
+    let _handler = handler(&server, &metrics, 100);
+    // The events are published once the Eviction API has answered: the last step.
+    let evicted_event = |server: &FakeApiServer, name: &str| {
+        events(server, name)
+            .iter()
+            .any(|(r, _)| r == "MisplacedPodEvicted")
+    };
+    eventually("web-1 evicted", || {
+        evicted_event(&server, "web-1") && evicted_event(&server, "web-rs")
+    })
+    .await;
+    assert!(gone_or_going(&server, "shop", "web-1"));
+    let evicted = events(&server, "web-1");
+    assert!(
+        evicted.iter().any(|(r, n)| r == "MisplacedPodEvicted"
+            && n.contains("runs on a arm64 node, and amd:1 has no linux/arm64 build")
+            && n.contains("ReplicaSet web-rs recreates it")),
+        "{evicted:?}"
+    );
+    assert!(
+        events(&server, "web-rs")
+            .iter()
+            .any(|(r, _)| r == "MisplacedPodEvicted"),
+        "the controller is told too"
+    );
+    // Later scans find it going: it is evicted once.
+    let scans = metrics.correction.found.get();
+    let pod_lists = |server: &FakeApiServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| *r == "GET /api/v1/pods")
+            .count()
+    };
+    let before = pod_lists(&server);
+    eventually("three more scans", || pod_lists(&server) >= before + 3).await;
+    assert_eq!(evictions_posted(&server), 1);
+    assert_eq!(metrics.correction.evicted.get(), 1);
+    assert_eq!(scans, 1, "one misplaced pod found");
+    assert!(
+        server.get("pods", "shop", "web-ok").unwrap()["metadata"]["deletionTimestamp"].is_null()
+    );
+
+    // The ReplicaSet's replacement, routed by the webhook, lands on the amd64 node.
+    let mut replacement = json!({"metadata": {"name": "web-2", "namespace": "shop", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "uid-web-rs", "controller": true}]},
+        "spec": {"schedulerName": "multiarch-scheduler", "containers": [{"name": "app", "image": "amd:1"}]},
+        "status": {"phase": "Pending"}});
+    replacement["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "100m"}});
+    server.apply("pods", replacement);
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let scheduler = multiarch_scheduler::in_cluster::start(
+        client(&server),
+        SchedulerOptions {
+            scheduler_name: "multiarch-scheduler".into(),
+            identity: "test".into(),
+            election: None,
+            bind_concurrency: 2,
+            report_capacity: 100,
+            inspection_retry: Duration::from_secs(30),
+            config_grace: Duration::from_secs(5),
+            api_qps: 0.0,
+            api_burst: 1,
+            volume_bind_timeout: Duration::from_secs(20),
+        },
+        table_inspector::standard(),
+        SchedulerMetrics::default(),
+        &supervisor.tasks(),
+    );
+    eventually("the replacement bound", || {
+        server.get("pods", "shop", "web-2").unwrap()["spec"]["nodeName"] == "amd-1"
+    })
+    .await;
+    scheduler.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disruption_budget_blocks_the_eviction_until_it_allows_one() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    correction(&server, json!({"enabled": true}), None);
+    server.apply(
+        "policy/poddisruptionbudgets",
+        json!({"metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+               "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}}),
+    );
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-1",
+            "amd:1",
+            "arm-1",
+            Some(("ReplicaSet", "web-rs")),
+        ),
+    );
+    let metrics = HandlerMetrics::default();
+    let _handler = handler(&server, &metrics, 100);
+    eventually("refused twice (retried)", || {
+        metrics.correction.refused.get() >= 2
+    })
+    .await;
+    assert!(
+        server.get("pods", "shop", "web-1").unwrap()["metadata"]["deletionTimestamp"].is_null()
+    );
+    let refused = events(&server, "web-1");
+    assert!(
+        refused.iter().any(|(r, n)| r == "MisplacedPodNotCorrected"
+            && n.contains("a PodDisruptionBudget allows no disruption now")
+            && n.contains("The disruption budget web needs 1 healthy pods and has 1 currently")),
+        "{refused:?}"
+    );
+    // The budget allows one: the next scan evicts it.
+    let mut budget = server
+        .get("policy/poddisruptionbudgets", "shop", "web")
+        .unwrap();
+    budget["status"]["disruptionsAllowed"] = json!(1);
+    server.apply("policy/poddisruptionbudgets", budget);
+    eventually("evicted", || metrics.correction.evicted.get() == 1).await;
+    assert!(gone_or_going(&server, "shop", "web-1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bare_daemon_set_and_unrouted_pods_are_only_reported_and_a_dry_run_only_tells() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    server.apply(
+        "namespaces",
+        json!({"metadata": {"name": "shop", "labels": {"multiarch": "on"}}}),
+    );
+    server.apply("namespaces", json!({"metadata": {"name": "legacy"}}));
+    correction(
+        &server,
+        json!({"enabled": true, "dryRun": true}),
+        Some(json!({"matchLabels": {"multiarch": "on"}})),
+    );
+    server.apply("pods", running("shop", "bare", "amd:1", "arm-1", None));
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "agent",
+            "amd:1",
+            "arm-1",
+            Some(("DaemonSet", "agent")),
+        ),
+    );
+    server.apply(
+        "pods",
+        running(
+            "legacy",
+            "old",
+            "amd:1",
+            "arm-1",
+            Some(("ReplicaSet", "old-rs")),
+        ),
+    );
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-1",
+            "amd:1",
+            "arm-1",
+            Some(("ReplicaSet", "web-rs")),
+        ),
+    );
+    let metrics = HandlerMetrics::default();
+    let _handler = handler(&server, &metrics, 100);
+    let note = |pod: &str| {
+        events(&server, pod)
+            .into_iter()
+            .find(|(r, _)| r == "MisplacedPodNotCorrected")
+            .map(|(_, n)| n)
+            .unwrap_or_default()
+    };
+    // The events are the last step of each judgement.
+    eventually("every pod judged", || {
+        ["bare", "agent", "old", "web-1"]
+            .iter()
+            .all(|pod| !note(pod).is_empty())
+    })
+    .await;
+    assert!(
+        note("bare").contains("no controller to recreate it"),
+        "{}",
+        note("bare")
+    );
+    assert!(
+        note("agent").contains("DaemonSet's pod"),
+        "{}",
+        note("agent")
+    );
+    assert!(
+        note("old").contains("namespaceSelector does not select namespace legacy"),
+        "{}",
+        note("old")
+    );
+    assert!(note("web-1").contains("dry run"), "{}", note("web-1"));
+    // A dry run writes nothing but events: no eviction, no label, no other write.
+    assert_eq!(evictions_posted(&server), 0);
+    let writes: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !r.starts_with("GET ") && !r.contains("/events"))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new());
+
+    // Out of dry run: the routed ReplicaSet's pod goes; the others are only labelled.
+    correction(
+        &server,
+        json!({"enabled": true}),
+        Some(json!({"matchLabels": {"multiarch": "on"}})),
+    );
+    eventually("web-1 evicted", || metrics.correction.evicted.get() == 1).await;
+    assert!(gone_or_going(&server, "shop", "web-1"));
+    for (namespace, pod) in [("shop", "bare"), ("shop", "agent"), ("legacy", "old")] {
+        let kept = server.get("pods", namespace, pod).unwrap();
+        assert!(kept["metadata"]["deletionTimestamp"].is_null(), "{pod}");
+        eventually("labelled", || {
+            server.get("pods", namespace, pod).unwrap()["metadata"]["labels"]["multiarch.openshift.io/misplaced"] == "true"
+        })
+        .await;
+    }
+    assert_eq!(evictions_posted(&server), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_limits_hold_with_a_thousand_misplaced_pods() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    correction(
+        &server,
+        json!({"enabled": true, "maxEvictionsPerMinute": 10, "maxEvictionsPerControllerPerMinute": 1}),
+        None,
+    );
+    // 1,000 misplaced pods of 100 ReplicaSets.
+    for i in 0..1000 {
+        server.apply(
+            "pods",
+            running(
+                "shop",
+                &format!("p-{i}"),
+                "amd:1",
+                "arm-1",
+                Some(("ReplicaSet", &format!("rs-{}", i % 100))),
+            ),
+        );
+    }
+    let started = Instant::now();
+    let metrics = HandlerMetrics::default();
+    // One scan (the next is an hour away): every pod ends evicted or held by a limit.
+    let _handler = handler_scanning(&server, &metrics, 2000, Duration::from_secs(3600));
+    eventually("a thousand judged", || {
+        metrics.correction.evicted.get() + metrics.correction.not_corrected("rate_limited") >= 1000
+    })
+    .await;
+    let minutes = 1 + started.elapsed().as_secs() / 60;
+    let evicted = usize::try_from(metrics.correction.evicted.get()).unwrap();
+    assert_eq!(evicted, evictions_posted(&server));
+    // At least the first minute's ten, and never more than ten in any minute.
+    assert!(evicted >= 10, "{evicted}");
+    assert!(
+        evicted <= 10 * usize::try_from(minutes).unwrap(),
+        "{evicted} in {minutes} minute(s)"
+    );
+    // Each ReplicaSet lost at most one pod a minute.
+    let mut per_controller = std::collections::BTreeMap::<String, usize>::new();
+    for pod in server.list("pods") {
+        if !pod["metadata"]["deletionTimestamp"].is_null() {
+            *per_controller
+                .entry(
+                    pod["metadata"]["ownerReferences"][0]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                )
+                .or_default() += 1;
+        }
+    }
+    assert!(
+        per_controller
+            .values()
+            .all(|n| *n <= usize::try_from(minutes).unwrap()),
+        "{per_controller:?}"
+    );
+    assert!(metrics.correction.not_corrected("rate_limited") > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_format_error_report_moves_the_pod_without_waiting_for_a_scan() {
+    const CID: &str =
+        "containerd://1111111111111111111111111111111111111111111111111111111111111111";
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    correction(&server, json!({"enabled": true}), None);
+    let metrics = HandlerMetrics::default();
+    let _handler = handler_scanning(&server, &metrics, 100, Duration::from_secs(3600));
+    // The first scan (at start) is over before the pod exists; the next is an hour away.
+    eventually("the first scan", || {
+        server.requests().iter().any(|r| r == "GET /api/v1/pods")
+    })
+    .await;
+    let mut pod = running(
+        "shop",
+        "web-1",
+        "amd:1",
+        "arm-1",
+        Some(("ReplicaSet", "web-rs")),
+    );
+    pod["status"]["containerStatuses"] = json!([{"name": "app", "image": "amd:1", "containerID": CID,
+        "imageID": "", "ready": false, "restartCount": 2}]);
+    server.apply("pods", pod);
+    server.apply(
+        "multiarch.openshift.io/enoexecevents",
+        json!({"metadata": {"name": "e1", "namespace": "multiarch"}, "spec": {},
+               "status": {"nodeName": "arm-1", "podName": "web-1", "podNamespace": "shop", "containerID": CID}}),
+    );
+    // The event is the eviction's last step.
+    eventually("evicted from the report", || {
+        events(&server, "web-1")
+            .iter()
+            .any(|(r, _)| r == "MisplacedPodEvicted")
+    })
+    .await;
+    assert_eq!(metrics.correction.evicted.get(), 1);
+    assert!(gone_or_going(&server, "shop", "web-1"));
+    assert!(
+        events(&server, "web-1")
+            .iter()
+            .any(|(r, _)| r == "ExecFormatError")
+    );
+}

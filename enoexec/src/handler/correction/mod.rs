@@ -1,0 +1,479 @@
+//! The misplaced-pod correction (the ClusterPodPlacementConfig's `misplacedPodCorrection`
+//! plugin): pods running on a node their own images have no build for, found from exec
+//! format errors and from a periodic comparison of running pods' images with their nodes,
+//! are evicted through the Eviction API (PodDisruptionBudgets hold: a refusal is retried
+//! at the next scan, never forced) when `verdict` allows it and the limits do; otherwise,
+//! and in dry run, only reported. Every misplaced pod is labelled, for the status count.
+
+mod limiter;
+pub mod metrics;
+pub mod verdict;
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    batch::v1::Job,
+    core::v1::{Namespace, Node, ObjectReference, Pod},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, Preconditions},
+};
+use multiarch_crd::{ClusterPodPlacementConfig, MisplacedPodCorrection, names::SINGLETON_NAME};
+use multiarch_inspector::{ImageInspector, InspectRequest};
+use multiarch_plugins::model::{pod::PodInfo, selectors::LabelSelector};
+use multiarch_runtime::pod_events::{PodEvents, Severity, pod_reference};
+use tracing::{info, warn};
+
+use self::{
+    limiter::{EvictionLimiter, Limit},
+    metrics::CorrectionMetrics,
+    verdict::{ContainerImage, Controller, Facts, NotCorrected, decide, lacking},
+};
+
+pub use multiarch_crd::names::LABEL_MISPLACED as MISPLACED_LABEL;
+pub const EVICTED_REASON: &str = "MisplacedPodEvicted";
+pub const NOT_CORRECTED_REASON: &str = "MisplacedPodNotCorrected";
+const ARCH_LABEL: &str = "kubernetes.io/arch";
+
+/// What one look at a pod came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The plugin is off.
+    Off,
+    /// Its images run on its node (or the node's architecture is unknown).
+    Placed,
+    /// An image could not be inspected: never judged.
+    Unknown,
+    Evicted,
+    NotCorrected(NotCorrected),
+}
+
+pub struct Correction {
+    client: kube::Client,
+    /// Without retries of 429 (see `start`).
+    evictions: kube::Client,
+    inspector: Arc<dyn ImageInspector>,
+    events: PodEvents,
+    metrics: CorrectionMetrics,
+    limiter: Mutex<EvictionLimiter>,
+    own_namespace: String,
+}
+
+/// The plugin's settings and the routing the replacement would get, read per pass.
+struct Settings {
+    plugin: MisplacedPodCorrection,
+    selector: Option<LabelSelector>,
+}
+
+impl Correction {
+    pub fn new(
+        client: kube::Client,
+        evictions: kube::Client,
+        inspector: Arc<dyn ImageInspector>,
+        events: PodEvents,
+        metrics: CorrectionMetrics,
+        own_namespace: &str,
+    ) -> Self {
+        Correction {
+            client,
+            evictions,
+            inspector,
+            events,
+            metrics,
+            limiter: Mutex::new(EvictionLimiter::new(10, 1)),
+            own_namespace: own_namespace.to_owned(),
+        }
+    }
+
+    async fn settings(&self) -> Result<Option<Settings>, kube::Error> {
+        let Some(cppc) = Api::<ClusterPodPlacementConfig>::all(self.client.clone())
+            .get_opt(SINGLETON_NAME)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(plugin) = cppc
+            .spec
+            .plugins
+            .as_ref()
+            .and_then(|p| p.enabled_misplaced_pod_correction())
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let limit = |n: i32| usize::try_from(n).unwrap_or(1);
+        self.limiter
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .set_limits(
+                limit(plugin.max_evictions_per_minute),
+                limit(plugin.max_evictions_per_controller_per_minute),
+            );
+        Ok(Some(Settings {
+            plugin,
+            selector: cppc
+                .spec
+                .namespace_selector
+                .as_ref()
+                .map(LabelSelector::from),
+        }))
+    }
+
+    /// Looks at `pod` on a node of `node_arch` (an exec format error was reported there).
+    pub async fn consider(&self, pod: &Pod, node_arch: &str) -> Result<Outcome, kube::Error> {
+        let Some(settings) = self.settings().await? else {
+            return Ok(Outcome::Off);
+        };
+        let nodes = self.node_architectures().await?;
+        self.judge(pod, node_arch, &settings, &nodes).await
+    }
+
+    /// One pass over the running pods, at most `max_pods` of them (the inspector's cache
+    /// answers repeated images without the registry).
+    pub async fn scan(&self, max_pods: usize) -> Result<Vec<Outcome>, kube::Error> {
+        let Some(settings) = self.settings().await? else {
+            return Ok(Vec::new());
+        };
+        let nodes: BTreeMap<String, String> = Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|n| {
+                Some((
+                    n.metadata.name.clone()?,
+                    n.labels().get(ARCH_LABEL)?.clone(),
+                ))
+            })
+            .collect();
+        let architectures = distinct(nodes.values());
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default().fields("status.phase=Running"))
+            .await?;
+        let mut outcomes = Vec::new();
+        for pod in pods.items.iter().take(max_pods) {
+            let Some(arch) = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .and_then(|n| nodes.get(n))
+            else {
+                continue;
+            };
+            outcomes.push(self.judge(pod, arch, &settings, &architectures).await?);
+        }
+        Ok(outcomes)
+    }
+
+    async fn node_architectures(&self) -> Result<Vec<String>, kube::Error> {
+        let nodes = Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?;
+        Ok(distinct(
+            nodes
+                .items
+                .iter()
+                .filter_map(|n| n.labels().get(ARCH_LABEL)),
+        ))
+    }
+
+    async fn judge(
+        &self,
+        pod: &Pod,
+        node_arch: &str,
+        settings: &Settings,
+        node_architectures: &[String],
+    ) -> Result<Outcome, kube::Error> {
+        // Already going (evicted by an earlier pass, or deleted): nothing to move.
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Ok(Outcome::Placed);
+        }
+        let Some(containers) = self.images(pod).await else {
+            self.metrics.skipped("uninspectable");
+            return Ok(Outcome::Unknown);
+        };
+        let missing = lacking(&containers, node_arch);
+        if missing.is_empty() {
+            return Ok(Outcome::Placed);
+        }
+        self.metrics.found.inc();
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        // A dry run writes nothing but events.
+        if !settings.plugin.dry_run {
+            self.label(pod).await?;
+        }
+        let facts = Facts {
+            containers: &containers,
+            node_architectures,
+            not_routed: self.not_routed(&namespace, settings).await?,
+            job_retries_left: self.job_retries_left(pod).await?,
+            own_namespace: &self.own_namespace,
+        };
+        let why_misplaced = format!(
+            "it runs on a {node_arch} node, and {} has no linux/{node_arch} build",
+            missing.join(", ")
+        );
+        let controller = match decide(pod, &facts) {
+            Ok(controller) => controller,
+            Err(reason) => return self.not_corrected(pod, None, &why_misplaced, reason).await,
+        };
+        if settings.plugin.dry_run {
+            return self
+                .not_corrected(pod, Some(&controller), &why_misplaced, NotCorrected::DryRun)
+                .await;
+        }
+        let taken = self
+            .limiter
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take(&controller.key(), Instant::now());
+        if let Err(limit) = taken {
+            let which = match limit {
+                Limit::Cluster => "maxEvictionsPerMinute",
+                Limit::Controller => "maxEvictionsPerControllerPerMinute",
+            };
+            return self
+                .not_corrected(
+                    pod,
+                    Some(&controller),
+                    &why_misplaced,
+                    NotCorrected::RateLimited(which),
+                )
+                .await;
+        }
+        let params = EvictParams {
+            delete_options: Some(DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: pod.uid(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            }),
+            ..EvictParams::default()
+        };
+        let pods: Api<Pod> = Api::namespaced(self.evictions.clone(), &namespace);
+        match pods.evict(&name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                self.give_back(&controller);
+                self.metrics.refused.inc();
+                // The budget's own words ("needs 1 healthy pods and has 1") are the cause's.
+                let mut message = s.message.clone();
+                for cause in s.details.iter().flat_map(|d| &d.causes) {
+                    message.push(' ');
+                    message.push_str(&cause.message);
+                }
+                return self
+                    .not_corrected(
+                        pod,
+                        Some(&controller),
+                        &why_misplaced,
+                        NotCorrected::DisruptionBudget(message),
+                    )
+                    .await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
+                self.give_back(&controller);
+                return Ok(Outcome::Placed);
+            }
+            Err(e) => {
+                self.give_back(&controller);
+                return Err(e);
+            }
+        }
+        self.metrics.evicted.inc();
+        let note = format!(
+            "Evicted: {why_misplaced}; {} {} recreates it, routed to a compatible node",
+            controller.kind, controller.name
+        );
+        info!(pod = %name, %namespace, controller = %controller.key(), "evicted a misplaced pod");
+        self.publish(
+            pod,
+            Some(&controller),
+            Severity::Normal,
+            EVICTED_REASON,
+            note,
+        )
+        .await;
+        Ok(Outcome::Evicted)
+    }
+
+    fn give_back(&self, controller: &Controller) {
+        self.limiter
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .give_back(&controller.key());
+    }
+
+    async fn not_corrected(
+        &self,
+        pod: &Pod,
+        controller: Option<&Controller>,
+        why_misplaced: &str,
+        reason: NotCorrected,
+    ) -> Result<Outcome, kube::Error> {
+        self.metrics.skipped(reason.label());
+        let controller = controller.cloned().or_else(|| verdict::controller_of(pod));
+        let note = format!("Not moved: {why_misplaced}; {}", reason.describe());
+        self.publish(
+            pod,
+            controller.as_ref(),
+            Severity::Warning,
+            NOT_CORRECTED_REASON,
+            note,
+        )
+        .await;
+        Ok(Outcome::NotCorrected(reason))
+    }
+
+    /// The event on the pod, and on its controller when it has one.
+    async fn publish(
+        &self,
+        pod: &Pod,
+        controller: Option<&Controller>,
+        severity: Severity,
+        reason: &str,
+        note: String,
+    ) {
+        let namespace = pod.namespace().unwrap_or_default();
+        let mut regarding = vec![pod_reference(&namespace, &pod.name_any(), pod.uid())];
+        if let Some(c) = controller {
+            regarding.push(ObjectReference {
+                api_version: Some(c.api_version.clone()),
+                kind: Some(c.kind.clone()),
+                name: Some(c.name.clone()),
+                namespace: Some(c.namespace.clone()),
+                uid: Some(c.uid.clone()),
+                ..ObjectReference::default()
+            });
+        }
+        for object in &regarding {
+            if let Err(e) = self
+                .events
+                .publish(
+                    object,
+                    severity,
+                    reason,
+                    "CorrectMisplacedPod",
+                    note.clone(),
+                )
+                .await
+            {
+                warn!(pod = %pod.name_any(), error = %e, "cannot publish the event");
+            }
+        }
+    }
+
+    /// Every container's image platforms, or `None` when one cannot be inspected.
+    async fn images(&self, pod: &Pod) -> Option<Vec<ContainerImage>> {
+        let info = PodInfo::from_pod(pod).ok()?;
+        let mut out = Vec::new();
+        for image in &info.images {
+            let request = InspectRequest::for_container(&info, image);
+            match self.inspector.inspect(&request).await {
+                Ok(found) => out.push(ContainerImage {
+                    container: image.container.clone(),
+                    image: image.image.clone(),
+                    platforms: found.placement_platforms(),
+                }),
+                Err(e) => {
+                    warn!(pod = %pod.name_any(), image = %image.image, error = %e, "cannot inspect: the pod is not judged");
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    async fn label(&self, pod: &Pod) -> Result<(), kube::Error> {
+        if pod
+            .labels()
+            .get(MISPLACED_LABEL)
+            .is_some_and(|v| v == "true")
+        {
+            return Ok(());
+        }
+        let patch = serde_json::json!({"metadata": {"labels": {MISPLACED_LABEL: "true"}}});
+        match Api::<Pod>::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default())
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Why a replacement in `namespace` would not be routed, `None` when it would.
+    async fn not_routed(
+        &self,
+        namespace: &str,
+        settings: &Settings,
+    ) -> Result<Option<String>, kube::Error> {
+        let Some(selector) = &settings.selector else {
+            return Ok(None);
+        };
+        let labels = Api::<Namespace>::all(self.client.clone())
+            .get_opt(namespace)
+            .await?
+            .and_then(|n| n.metadata.labels)
+            .unwrap_or_default();
+        Ok((!selector.matches(&labels)).then(|| {
+            format!("the ClusterPodPlacementConfig's namespaceSelector does not select namespace {namespace}")
+        }))
+    }
+
+    /// For a Job's pod: whether the Job may fail once more.
+    async fn job_retries_left(&self, pod: &Pod) -> Result<Option<bool>, kube::Error> {
+        let Some(controller) = verdict::controller_of(pod).filter(|c| c.kind == "Job") else {
+            return Ok(None);
+        };
+        let job = Api::<Job>::namespaced(self.client.clone(), &controller.namespace)
+            .get_opt(&controller.name)
+            .await?;
+        Ok(job.map(|job| {
+            let limit = job.spec.as_ref().and_then(|s| s.backoff_limit).unwrap_or(6);
+            let failed = job.status.as_ref().and_then(|s| s.failed).unwrap_or(0);
+            failed + 1 < limit
+        }))
+    }
+}
+
+fn distinct<'a>(archs: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out: Vec<String> = archs.cloned().collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Scans every `interval` until `stop`; errors are logged and the next scan tries again.
+pub async fn scan_every(
+    correction: Arc<Correction>,
+    interval: Duration,
+    max_pods: usize,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        match correction.scan(max_pods).await {
+            Ok(outcomes) if !outcomes.is_empty() => {
+                info!(pods = outcomes.len(), "misplaced-pod scan done");
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "misplaced-pod scan failed; trying again at the next"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
