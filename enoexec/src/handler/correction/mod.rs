@@ -32,7 +32,7 @@ use tracing::{info, warn};
 use self::{
     limiter::{EvictionLimiter, Limit},
     metrics::CorrectionMetrics,
-    verdict::{ContainerImage, Controller, Facts, NotCorrected, decide, lacking},
+    verdict::{Controller, Facts, JudgedImage, NotCorrected, decide, lacking},
 };
 
 pub use multiarch_crd::names::LABEL_MISPLACED as MISPLACED_LABEL;
@@ -42,7 +42,7 @@ const ARCH_LABEL: &str = "kubernetes.io/arch";
 
 /// What one look at a pod came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Judgement {
     /// The plugin is off.
     Off,
     /// Its images run on its node (or the node's architecture is unknown).
@@ -125,9 +125,9 @@ impl Correction {
     }
 
     /// Looks at `pod` on a node of `node_arch` (an exec format error was reported there).
-    pub async fn consider(&self, pod: &Pod, node_arch: &str) -> Result<Outcome, kube::Error> {
+    pub async fn consider(&self, pod: &Pod, node_arch: &str) -> Result<Judgement, kube::Error> {
         let Some(settings) = self.settings().await? else {
-            return Ok(Outcome::Off);
+            return Ok(Judgement::Off);
         };
         let nodes = self.node_architectures().await?;
         self.judge(pod, node_arch, &settings, &nodes).await
@@ -135,7 +135,7 @@ impl Correction {
 
     /// One pass over the running pods, at most `max_pods` of them (the inspector's cache
     /// answers repeated images without the registry).
-    pub async fn scan(&self, max_pods: usize) -> Result<Vec<Outcome>, kube::Error> {
+    pub async fn scan(&self, max_pods: usize) -> Result<Vec<Judgement>, kube::Error> {
         let Some(settings) = self.settings().await? else {
             return Ok(Vec::new());
         };
@@ -188,18 +188,18 @@ impl Correction {
         node_arch: &str,
         settings: &Settings,
         node_architectures: &[String],
-    ) -> Result<Outcome, kube::Error> {
+    ) -> Result<Judgement, kube::Error> {
         // Already going (evicted by an earlier pass, or deleted): nothing to move.
         if pod.metadata.deletion_timestamp.is_some() {
-            return Ok(Outcome::Placed);
+            return Ok(Judgement::Placed);
         }
         let Some(containers) = self.images(pod).await else {
             self.metrics.skipped("uninspectable");
-            return Ok(Outcome::Unknown);
+            return Ok(Judgement::Unknown);
         };
         let missing = lacking(&containers, node_arch);
         if missing.is_empty() {
-            return Ok(Outcome::Placed);
+            return Ok(Judgement::Placed);
         }
         self.metrics.found.inc();
         let namespace = pod.namespace().unwrap_or_default();
@@ -280,7 +280,7 @@ impl Correction {
             }
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
                 self.give_back(&controller);
-                return Ok(Outcome::Placed);
+                return Ok(Judgement::Placed);
             }
             Err(e) => {
                 self.give_back(&controller);
@@ -301,7 +301,7 @@ impl Correction {
             note,
         )
         .await;
-        Ok(Outcome::Evicted)
+        Ok(Judgement::Evicted)
     }
 
     fn give_back(&self, controller: &Controller) {
@@ -317,7 +317,7 @@ impl Correction {
         controller: Option<&Controller>,
         why_misplaced: &str,
         reason: NotCorrected,
-    ) -> Result<Outcome, kube::Error> {
+    ) -> Result<Judgement, kube::Error> {
         self.metrics.skipped(reason.label());
         let controller = controller.cloned().or_else(|| verdict::controller_of(pod));
         let note = format!("Not moved: {why_misplaced}; {}", reason.describe());
@@ -329,7 +329,7 @@ impl Correction {
             note,
         )
         .await;
-        Ok(Outcome::NotCorrected(reason))
+        Ok(Judgement::NotCorrected(reason))
     }
 
     /// The event on the pod, and on its controller when it has one.
@@ -371,13 +371,13 @@ impl Correction {
     }
 
     /// Every container's image platforms, or `None` when one cannot be inspected.
-    async fn images(&self, pod: &Pod) -> Option<Vec<ContainerImage>> {
+    async fn images(&self, pod: &Pod) -> Option<Vec<JudgedImage>> {
         let info = PodInfo::from_pod(pod).ok()?;
         let mut out = Vec::new();
         for image in &info.images {
             let request = InspectRequest::for_container(&info, image);
             match self.inspector.inspect(&request).await {
-                Ok(found) => out.push(ContainerImage {
+                Ok(found) => out.push(JudgedImage {
                     container: image.container.clone(),
                     image: image.image.clone(),
                     platforms: found.placement_platforms(),

@@ -13,14 +13,14 @@ use multiarch_plugins::{
 
 /// One container's image and what it runs on: `None` confines nothing (an OLM bundle).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ContainerImage {
+pub struct JudgedImage {
     pub container: String,
     pub image: String,
     pub platforms: Option<Vec<Platform>>,
 }
 
 /// The images of `containers` with no linux build for `node_arch`.
-pub fn lacking(containers: &[ContainerImage], node_arch: &str) -> Vec<String> {
+pub fn lacking(containers: &[JudgedImage], node_arch: &str) -> Vec<String> {
     containers
         .iter()
         .filter(|c| {
@@ -147,7 +147,7 @@ impl NotCorrected {
 /// What the rules need to know besides the pod.
 #[derive(Clone, Debug)]
 pub struct Facts<'a> {
-    pub containers: &'a [ContainerImage],
+    pub containers: &'a [JudgedImage],
     /// Architectures of the cluster's nodes.
     pub node_architectures: &'a [String],
     /// `None` when the pod's namespace is routed; else why not.
@@ -236,15 +236,15 @@ mod tests {
         serde_json::from_value(pod).unwrap()
     }
 
-    fn amd64_only() -> Vec<ContainerImage> {
-        vec![ContainerImage {
+    fn amd64_only() -> Vec<JudgedImage> {
+        vec![JudgedImage {
             container: "app".into(),
             image: "web:1".into(),
             platforms: Some(vec![Platform::linux("amd64")]),
         }]
     }
 
-    fn facts<'a>(containers: &'a [ContainerImage], nodes: &'a [String]) -> Facts<'a> {
+    fn facts<'a>(containers: &'a [JudgedImage], nodes: &'a [String]) -> Facts<'a> {
         Facts {
             containers,
             node_architectures: nodes,
