@@ -38,14 +38,18 @@ const NS_ENOEXEC: &str = "e2e-enoexec";
 const NS_RESTARTS: &str = "e2e-restarts";
 const NS_GATE: &str = "e2e-gate";
 const NS_ROTATION: &str = "e2e-rotation";
-const TEST_NAMESPACES: [&str; 6] = [
+const NS_MISPLACED: &str = "e2e-misplaced";
+const TEST_NAMESPACES: [&str; 7] = [
     NS_PPC,
     NS_SCHEDULER,
     NS_ENOEXEC,
     NS_RESTARTS,
     NS_GATE,
     NS_ROTATION,
+    NS_MISPLACED,
 ];
+/// A Node object without a kubelet, of the foreign architecture (the misplaced-pod case).
+const FAKE_NODE: &str = "e2e-foreign-node";
 
 const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
 
@@ -99,6 +103,7 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
         ("install", install),
         ("scheduler mode", scheduler_mode),
         ("exec format errors", exec_format_errors),
+        ("misplaced pods", misplaced_pods),
         ("restarts under load", restarts),
     ];
     // The kubelet's update of a mounted Secret takes a minute or two: once is enough.
@@ -556,6 +561,154 @@ fn exec_format_errors(tier: &Tier) -> anyhow::Result<()> {
         }
     }
     tier.delete_namespace(NS_ENOEXEC)
+}
+
+// ---- misplaced pods ------------------------------------------------------------------
+
+/// Waits for an event `reason` on `pod` whose message contains `words`; the message.
+fn wait_note(tier: &Tier, pod: &str, reason: &str, words: &str) -> anyhow::Result<String> {
+    wait::until(
+        &format!("{reason} on {pod} saying {words:?}"),
+        Duration::from_secs(300),
+        || {
+            let all = pods::events(&tier.kubectl, NS_MISPLACED, pod)?;
+            Ok(
+                match all
+                    .iter()
+                    .find(|(r, _, m)| r == reason && m.contains(words))
+                {
+                    Some((_, _, message)) => Check::Done(message.clone()),
+                    None => Check::NotYet(format!("events so far: {all:?}")),
+                },
+            )
+        },
+    )
+}
+
+/// A Deployment's pod really runs a foreign binary (placed by the default scheduler in a
+/// namespace routing excludes); `misplacedPodCorrection` reports it (not routed), then,
+/// once the namespace is routed, leaves it (no node of its architecture), then, with a
+/// node of its architecture, evicts it: the ReplicaSet's replacement is routed and bound
+/// there. Each step is driven by the container's own exec format errors.
+fn misplaced_pods(tier: &Tier) -> anyhow::Result<()> {
+    let patch = |plugin: Value| {
+        tier.kubectl.run(&[
+            "patch",
+            "cppc",
+            "cluster",
+            "--type=merge",
+            "-p",
+            &json!({"spec": {"plugins": {"misplacedPodCorrection": plugin}}}).to_string(),
+        ])
+    };
+    patch(json!({"enabled": true}))?;
+    tier.namespace(
+        NS_MISPLACED,
+        json!({"multiarch.openshift.io/exclude-pod-placement": "true"}),
+    )?;
+    let foreign = tier.foreign_architecture()?;
+    let mut deployment =
+        pods::deployment(NS_MISPLACED, "wrong", &tier.test_images.single(&foreign), 1);
+    // Its replacement may land on a node without a kubelet (tainted unreachable).
+    deployment["spec"]["template"]["spec"]["tolerations"] = json!([
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists"},
+    ]);
+    tier.kubectl.apply(&deployment.to_string())?;
+    let first = wait::until("the wrong pod", PODS_RUNNING, || {
+        let pods = tier
+            .kubectl
+            .items(&["pods", "-n", NS_MISPLACED, "-l", "app=wrong"])?;
+        Ok(match pods.first() {
+            Some(pod) if !pod["spec"]["nodeName"].is_null() => {
+                Check::Done(pods::name(pod).to_owned())
+            }
+            _ => Check::NotYet(format!("{} pods", pods.len())),
+        })
+    })?;
+    let mut shown = Vec::new();
+    shown.push(wait_note(
+        tier,
+        &first,
+        "ExecFormatError",
+        "exec format error",
+    )?);
+    shown.push(wait_note(
+        tier,
+        &first,
+        "MisplacedPodNotCorrected",
+        "namespaceSelector does not select namespace e2e-misplaced",
+    )?);
+    // Routed now: its replacement would be placed; no node runs its architecture.
+    tier.kubectl.run(&[
+        "label",
+        "namespace",
+        NS_MISPLACED,
+        "multiarch.openshift.io/exclude-pod-placement-",
+    ])?;
+    shown.push(wait_note(
+        tier,
+        &first,
+        "MisplacedPodNotCorrected",
+        &format!("no node runs an architecture its images support ({foreign})"),
+    )?);
+    wait::until_true("status.misplacedPods", EVENT, || {
+        let count = &tier.cppc()?["status"]["misplacedPods"];
+        Ok((
+            count.as_i64().unwrap_or(0) >= 1,
+            format!("misplacedPods {count}"),
+        ))
+    })?;
+    // A node of its architecture: the next exec format error moves the pod there.
+    tier.kubectl.apply(
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": FAKE_NODE, "labels": {
+            "kubernetes.io/arch": foreign, "kubernetes.io/os": "linux", "kubernetes.io/hostname": FAKE_NODE}}})
+        .to_string(),
+    )?;
+    let capacity = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
+    tier.kubectl.run(&[
+        "patch",
+        "node",
+        FAKE_NODE,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
+    ])?;
+    shown.push(wait_note(
+        tier,
+        &first,
+        "MisplacedPodEvicted",
+        "ReplicaSet",
+    )?);
+    let replacement = wait::until("the replacement bound", PODS_RUNNING, || {
+        let pods = tier
+            .kubectl
+            .items(&["pods", "-n", NS_MISPLACED, "-l", "app=wrong"])?;
+        Ok(match pods.iter().find(|p| pods::name(p) != first) {
+            Some(pod) if pod["spec"]["nodeName"] == FAKE_NODE => Check::Done(pod.clone()),
+            Some(pod) => Check::NotYet(format!(
+                "{} on {:?} by {}",
+                pods::name(pod),
+                pod["spec"]["nodeName"],
+                pod["spec"]["schedulerName"]
+            )),
+            None => Check::NotYet("no replacement yet".into()),
+        })
+    })?;
+    ensure!(
+        replacement["spec"]["schedulerName"] == "multiarch-scheduler",
+        "the replacement was not routed: {}",
+        replacement["spec"]["schedulerName"]
+    );
+    for note in &shown {
+        println!("    event on {NS_MISPLACED}/{first}: {note}");
+    }
+    tier.delete_namespace(NS_MISPLACED)?;
+    tier.kubectl
+        .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
+    patch(Value::Null)?;
+    Ok(())
 }
 
 // ---- restarts -------------------------------------------------------------------------
@@ -1021,6 +1174,8 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
     for namespace in TEST_NAMESPACES {
         tier.delete_namespace(namespace)?;
     }
+    tier.kubectl
+        .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
     wait::until("clean-up", ROLLOUT, || {
         Ok(match tier.kubectl.get_opt(&["namespace", "multiarch"])? {
             Some(_) => Check::NotYet("namespace multiarch is still there".into()),
