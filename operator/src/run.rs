@@ -13,7 +13,7 @@ use k8s_openapi::{
     api::{
         admissionregistration::v1::MutatingWebhookConfiguration,
         apps::v1::{DaemonSet, Deployment},
-        core::v1::{Node, Secret},
+        core::v1::{Node, Pod, Secret},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
@@ -23,7 +23,7 @@ use kube::{
 };
 use multiarch_crd::{
     ClusterPodPlacementConfig,
-    names::{NODE_ARCH_LABEL, SINGLETON_NAME},
+    names::{LABEL_MISPLACED, NODE_ARCH_LABEL, SINGLETON_NAME},
 };
 use multiarch_runtime::{
     backoff::Backoff,
@@ -242,6 +242,13 @@ async fn lead(
         wake.clone(),
         stop.clone(),
     );
+    // Pods the misplaced-pod correction labels (or that go): the status counts them.
+    let misplaced = watch_into(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(&format!("{LABEL_MISPLACED}=true")),
+        wake.clone(),
+        stop.clone(),
+    );
     let watches = futures_util::future::join5(
         watch_into(
             Api::<ClusterPodPlacementConfig>::all(client.clone()),
@@ -306,7 +313,14 @@ async fn lead(
             }
         }
     };
-    tokio::join!(certificates, nodes, watches, optional_apis, passes);
+    tokio::join!(
+        certificates,
+        nodes,
+        watches,
+        optional_apis,
+        misplaced,
+        passes
+    );
 }
 
 /// How long the loop waits for a burst of changes to end.

@@ -50,8 +50,9 @@ pub struct ClusterPodPlacementConfigSpec {
     #[schemars(schema_with = "crate::schema::atomic_label_selector")]
     pub namespace_selector: Option<LabelSelector>,
 
-    /// Optional features: architecture preferences (nodeAffinityScoring) and the
-    /// exec-format-error monitor (execFormatErrorMonitor).
+    /// Optional features: architecture preferences (nodeAffinityScoring), the
+    /// exec-format-error monitor (execFormatErrorMonitor) and the misplaced-pod
+    /// correction (misplacedPodCorrection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugins: Option<ClusterPlugins>,
 
