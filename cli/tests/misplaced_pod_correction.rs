@@ -181,7 +181,7 @@ async fn a_misplaced_replica_set_pod_is_evicted_once_and_its_replacement_placed_
     let evicted = events(&server, "web-1");
     assert!(
         evicted.iter().any(|(r, n)| r == "MisplacedPodEvicted"
-            && n.contains("runs on a arm64 node, and amd:1 has no linux/arm64 build")
+            && n.contains("its node is arm64, and amd:1 has no linux/arm64 build")
             && n.contains("ReplicaSet web-rs recreates it")),
         "{evicted:?}"
     );

@@ -704,11 +704,35 @@ fn misplaced_pods(tier: &Tier) -> anyhow::Result<()> {
     for note in &shown {
         println!("    event on {NS_MISPLACED}/{first}: {note}");
     }
-    tier.delete_namespace(NS_MISPLACED)?;
-    tier.kubectl
-        .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
+    remove_misplaced(tier)?;
     patch(Value::Null)?;
     Ok(())
+}
+
+/// The case's objects gone: no kubelet confirms the deletion of a pod on the fake node,
+/// so its pods are deleted at once (nothing runs them) before the namespace.
+fn remove_misplaced(tier: &Tier) -> anyhow::Result<()> {
+    tier.kubectl.run(&[
+        "delete",
+        "deployment",
+        "wrong",
+        "-n",
+        NS_MISPLACED,
+        "--ignore-not-found",
+    ])?;
+    tier.kubectl.run(&[
+        "delete",
+        "pods",
+        "--all",
+        "-n",
+        NS_MISPLACED,
+        "--force",
+        "--grace-period=0",
+        "--ignore-not-found",
+    ])?;
+    tier.kubectl
+        .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
+    tier.delete_namespace(NS_MISPLACED)
 }
 
 // ---- restarts -------------------------------------------------------------------------
@@ -1171,11 +1195,19 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
         tier.kubectl
             .run(&["delete", "crd", SERVICE_MONITOR_CRD, "--ignore-not-found"])?;
     }
-    for namespace in TEST_NAMESPACES {
-        tier.delete_namespace(namespace)?;
+    // Its pods need forcing (no kubelet for the fake node): before the namespaces.
+    if tier
+        .kubectl
+        .get_opt(&["namespace", NS_MISPLACED])?
+        .is_some()
+    {
+        remove_misplaced(tier)?;
     }
     tier.kubectl
         .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
+    for namespace in TEST_NAMESPACES {
+        tier.delete_namespace(namespace)?;
+    }
     wait::until("clean-up", ROLLOUT, || {
         Ok(match tier.kubectl.get_opt(&["namespace", "multiarch"])? {
             Some(_) => Check::NotYet("namespace multiarch is still there".into()),

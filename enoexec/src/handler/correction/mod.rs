@@ -216,7 +216,7 @@ impl Correction {
             own_namespace: &self.own_namespace,
         };
         let why_misplaced = format!(
-            "it runs on a {node_arch} node, and {} has no linux/{node_arch} build",
+            "its node is {node_arch}, and {} has no linux/{node_arch} build",
             missing.join(", ")
         );
         let controller = match decide(pod, &facts) {
