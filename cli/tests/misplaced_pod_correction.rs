@@ -504,3 +504,48 @@ async fn an_exec_format_error_report_moves_the_pod_without_waiting_for_a_scan() 
             .any(|(r, _)| r == "ExecFormatError")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_take_turns_over_more_pods_than_one_looks_at_and_see_pods_that_cannot_pull() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    correction(&server, json!({"enabled": true, "dryRun": true}), None);
+    for i in 0..5 {
+        server.apply(
+            "pods",
+            running(
+                "shop",
+                &format!("p-{i}"),
+                "amd:1",
+                "arm-1",
+                Some(("ReplicaSet", "rs")),
+            ),
+        );
+    }
+    // On its node but Pending: an image without a build for it cannot even be pulled.
+    let mut pulling = running(
+        "shop",
+        "pulling",
+        "amd:1",
+        "arm-1",
+        Some(("ReplicaSet", "rs")),
+    );
+    pulling["status"]["phase"] = json!("Pending");
+    server.apply("pods", pulling);
+    let metrics = HandlerMetrics::default();
+    // Two pods a scan.
+    let _handler = handler(&server, &metrics, 2);
+    eventually("every pod judged in turn", || {
+        (0..5)
+            .map(|i| format!("p-{i}"))
+            .chain(["pulling".to_owned()])
+            .all(|pod| {
+                events(&server, &pod)
+                    .iter()
+                    .any(|(r, n)| r == "MisplacedPodNotCorrected" && n.contains("dry run"))
+            })
+    })
+    .await;
+    assert_eq!(evictions_posted(&server), 0);
+}

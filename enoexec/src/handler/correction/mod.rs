@@ -11,7 +11,10 @@ pub mod verdict;
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -62,6 +65,8 @@ pub struct Correction {
     metrics: CorrectionMetrics,
     limiter: Mutex<EvictionLimiter>,
     own_namespace: String,
+    /// Where the next scan starts in the list of pods on nodes.
+    scan_offset: AtomicUsize,
 }
 
 /// The plugin's settings and the routing the replacement would get, read per pass.
@@ -87,6 +92,7 @@ impl Correction {
             metrics,
             limiter: Mutex::new(EvictionLimiter::new(10, 1)),
             own_namespace: own_namespace.to_owned(),
+            scan_offset: AtomicUsize::new(0),
         }
     }
 
@@ -152,19 +158,34 @@ impl Correction {
             })
             .collect();
         let architectures = distinct(nodes.values());
-        let pods = Api::<Pod>::all(self.client.clone())
-            .list(&ListParams::default().fields("status.phase=Running"))
-            .await?;
+        // Running (crash-looping included) or Pending on a node (an image that cannot be
+        // pulled for it): on a node, not finished.
+        let pods: Vec<(Pod, String)> = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                matches!(phase, Some("Running" | "Pending"))
+            })
+            .filter_map(|p| {
+                let arch = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .and_then(|n| nodes.get(n))?
+                    .clone();
+                Some((p, arch))
+            })
+            .collect();
+        // More pods than a scan looks at: each scan starts where the last one stopped.
+        let start = self.scan_offset.load(Ordering::Relaxed) % pods.len().max(1);
+        let count = pods.len().min(max_pods);
+        self.scan_offset
+            .store(start.saturating_add(count), Ordering::Relaxed);
         let mut outcomes = Vec::new();
-        for pod in pods.items.iter().take(max_pods) {
-            let Some(arch) = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_ref())
-                .and_then(|n| nodes.get(n))
-            else {
-                continue;
-            };
+        for (pod, arch) in pods.iter().cycle().skip(start).take(count) {
             outcomes.push(self.judge(pod, arch, &settings, &architectures).await?);
         }
         Ok(outcomes)
