@@ -549,3 +549,72 @@ async fn scans_take_turns_over_more_pods_than_one_looks_at_and_see_pods_that_can
     .await;
     assert_eq!(evictions_posted(&server), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_neither_scans_nor_evicts() {
+    use multiarch_runtime::leader_election::ElectionConfig;
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    correction(&server, json!({"enabled": true}), None);
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-1",
+            "amd:1",
+            "arm-1",
+            Some(("ReplicaSet", "web-rs")),
+        ),
+    );
+    // Another replica leads, for longer than the test lasts.
+    server.apply(
+        "coordination.k8s.io/leases",
+        json!({"metadata": {"name": "multiarch-enoexec-handler", "namespace": "multiarch"},
+               "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 3600,
+                        "acquireTime": "2026-11-22T00:00:00.000000Z", "renewTime": "2026-11-22T00:00:00.000000Z",
+                        "leaseTransitions": 0}}),
+    );
+    let supervisor = Supervisor::new(CancellationToken::new());
+    start(
+        client(&server),
+        evictions(&server),
+        Some(table_inspector::standard()),
+        HandlerOptions {
+            namespace: "multiarch".into(),
+            identity: "replica-b".into(),
+            incomplete_grace: Duration::from_secs(1),
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_millis(200),
+            election: Some(ElectionConfig {
+                namespace: "multiarch".into(),
+                lease_name: "multiarch-enoexec-handler".into(),
+                identity: "replica-b".into(),
+                lease_duration: Duration::from_secs(3600),
+                renew_deadline: Duration::from_secs(1800),
+                retry_period: Duration::from_millis(50),
+            }),
+            correction_scan_interval: Duration::from_millis(50),
+            correction_scan_max_pods: 100,
+        },
+        HandlerMetrics::default(),
+        &supervisor.tasks(),
+    );
+    // It has looked at the lease several times: it is a standby, not starting.
+    let lease_reads = |server: &FakeApiServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.contains("/leases/multiarch-enoexec-handler"))
+            .count()
+    };
+    eventually("five looks at the lease", || lease_reads(&server) >= 5).await;
+    assert!(
+        !server.requests().iter().any(|r| r == "GET /api/v1/pods"),
+        "a standby scanned"
+    );
+    assert_eq!(evictions_posted(&server), 0);
+    assert!(
+        server.get("pods", "shop", "web-1").unwrap()["metadata"]["deletionTimestamp"].is_null()
+    );
+}

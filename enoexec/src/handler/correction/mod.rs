@@ -478,6 +478,8 @@ fn distinct<'a>(archs: impl Iterator<Item = &'a String>) -> Vec<String> {
 }
 
 /// Scans every `interval` until `stop`; errors are logged and the next scan tries again.
+/// `stop` (the lease lost, or shutdown) ends a scan under way too: a replica that may no
+/// longer lead evicts nothing more.
 pub async fn scan_every(
     correction: Arc<Correction>,
     interval: Duration,
@@ -485,7 +487,11 @@ pub async fn scan_every(
     stop: tokio_util::sync::CancellationToken,
 ) {
     loop {
-        match correction.scan(max_pods).await {
+        let scanned = tokio::select! {
+            () = stop.cancelled() => return,
+            scanned = correction.scan(max_pods) => scanned,
+        };
+        match scanned {
             Ok(outcomes) if !outcomes.is_empty() => {
                 info!(pods = outcomes.len(), "misplaced-pod scan done");
             }
