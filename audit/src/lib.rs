@@ -14,6 +14,7 @@ pub mod report;
 pub mod routing;
 pub mod suggestion;
 pub mod summary;
+mod table;
 pub mod verdict;
 pub mod workloads;
 

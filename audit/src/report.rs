@@ -11,6 +11,7 @@ use multiarch_crd::ClusterPodPlacementConfig;
 pub use crate::summary::{ArchitectureSummary, BlockingImage};
 use crate::{
     suggestion::suggest,
+    table::four_columns,
     verdict::{Verdict, WorkloadAudit},
 };
 
@@ -243,32 +244,10 @@ impl AuditReport {
 
     /// A table for a terminal.
     pub fn to_table(&self) -> String {
-        let header = ["WORKLOAD", "VERDICT", "ARCHITECTURES", "NOTE"].map(String::from);
-        let rows = self.rows();
-        let widths: Vec<usize> = (0..3)
-            .map(|i| {
-                rows.iter()
-                    .chain([&header])
-                    .map(|r| r[i].chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let mut out = String::new();
-        for row in [&header].into_iter().chain(&rows) {
-            let line = format!(
-                "{:w0$}  {:w1$}  {:w2$}  {}",
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2]
-            );
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        let mut out = four_columns(
+            ["WORKLOAD", "VERDICT", "ARCHITECTURES", "NOTE"],
+            &self.rows(),
+        );
         out.push('\n');
         for line in self.summary_lines() {
             out.push_str(&line);

@@ -11,7 +11,7 @@ use crate::{
     image::ImageRef,
     keyring::{Credential, Keyring},
     manifest::{self, ACCEPTED, MAX_MANIFEST_BYTES, Parsed},
-    registry::{Failure, RegistryClient, malformed},
+    registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
 /// How much an image's files may cost.
@@ -85,23 +85,10 @@ impl RegistryClient {
         wanted: &(dyn Fn(&str) -> bool + Sync),
         limits: FileLimits,
     ) -> Result<ImageFiles, InspectError> {
-        let credentials = keyring.lookup(image.registry(), image.repository());
-        let mut candidates: Vec<Option<&Credential>> =
-            credentials.iter().copied().map(Some).collect();
-        candidates.push(None);
-        for credential in candidates {
-            match self.files_as(image, credential, wanted, limits).await {
-                Ok(files) => return Ok(files),
-                Err(Failure::Unauthorized) => continue,
-                Err(Failure::Other(e)) => return Err(e),
-            }
-        }
-        let registry = image.registry().to_owned();
-        Err(if credentials.is_empty() {
-            InspectError::NoCredentials { registry }
-        } else {
-            InspectError::CredentialsRejected { registry }
+        each_credential(image, keyring, |credential| {
+            self.files_as(image, credential, wanted, limits)
         })
+        .await
     }
 
     async fn files_as(

@@ -14,6 +14,7 @@ use crate::{
     error::InspectError,
     image::{ImageInfo, ImageRef},
     image_files::{FileLimits, ImageFiles},
+    keyring::Keyring,
     metrics::{InspectionResultLabel, InspectorMetrics},
     registry::{RegistryClient, RegistryOptions},
     secrets::SecretSource,
@@ -125,6 +126,17 @@ impl Inspector {
         self.registries().client.manifest_requests()
     }
 
+    /// The credentials `request` may use: its namespace's pull secrets and service account.
+    async fn keyring(&self, request: &InspectRequest) -> Result<Arc<Keyring>, InspectError> {
+        self.secrets
+            .keyring(
+                &request.namespace,
+                &request.pull_secrets,
+                request.service_account.as_deref(),
+            )
+            .await
+    }
+
     /// The files of `request`'s image that `wanted` accepts (see `image_files`), with
     /// the request's credentials and the registry settings; never cached.
     pub async fn read_image_files(
@@ -134,14 +146,7 @@ impl Inspector {
         limits: FileLimits,
     ) -> Result<ImageFiles, InspectError> {
         let image = ImageRef::parse(&request.image)?;
-        let keyring = self
-            .secrets
-            .keyring(
-                &request.namespace,
-                &request.pull_secrets,
-                request.service_account.as_deref(),
-            )
-            .await?;
+        let keyring = self.keyring(request).await?;
         self.registries()
             .client
             .read_files(&image, &keyring, wanted, limits)
@@ -153,14 +158,7 @@ impl Inspector {
 impl ImageInspector for Inspector {
     async fn inspect(&self, request: &InspectRequest) -> Answer {
         let image = ImageRef::parse(&request.image)?;
-        let keyring = self
-            .secrets
-            .keyring(
-                &request.namespace,
-                &request.pull_secrets,
-                request.service_account.as_deref(),
-            )
-            .await?;
+        let keyring = self.keyring(request).await?;
         // Fingerprint every credential that could be sent for this image (source and
         // mirrors), so that answers obtained with different credentials stay apart.
         let current = self.registries();

@@ -189,26 +189,11 @@ impl RegistryClient {
         image: &ImageRef,
         keyring: &Keyring,
     ) -> Result<ImageInfo, InspectError> {
-        let credentials = keyring.lookup(image.registry(), image.repository());
-        let mut candidates: Vec<Option<&Credential>> =
-            credentials.iter().copied().map(Some).collect();
-        candidates.push(None);
-        for credential in candidates {
-            match self
-                .fetch(image, credential, 0, &mut NestedIndexes::default())
+        each_credential(image, keyring, |credential| async move {
+            self.fetch(image, credential, 0, &mut NestedIndexes::default())
                 .await
-            {
-                Ok(info) => return Ok(info),
-                Err(Failure::Unauthorized) => continue,
-                Err(Failure::Other(e)) => return Err(e),
-            }
-        }
-        let registry = image.registry().to_owned();
-        Err(if credentials.is_empty() {
-            InspectError::NoCredentials { registry }
-        } else {
-            InspectError::CredentialsRejected { registry }
         })
+        .await
     }
 
     pub(crate) fn session(
@@ -417,6 +402,34 @@ pub fn install_crypto_provider() {
 
 fn is_index(media_type: &str) -> bool {
     media_type == manifest::OCI_INDEX || media_type == manifest::DOCKER_LIST
+}
+
+/// `attempt` with each credential of `keyring` for `image`'s registry, then anonymously,
+/// until one is not refused; every refusal: no credentials, or the ones given rejected.
+pub(crate) async fn each_credential<'k, T, Attempt>(
+    image: &ImageRef,
+    keyring: &'k Keyring,
+    mut attempt: impl FnMut(Option<&'k Credential>) -> Attempt,
+) -> Result<T, InspectError>
+where
+    Attempt: std::future::Future<Output = Result<T, Failure>>,
+{
+    let credentials = keyring.lookup(image.registry(), image.repository());
+    let mut candidates: Vec<Option<&Credential>> = credentials.iter().copied().map(Some).collect();
+    candidates.push(None);
+    for credential in candidates {
+        match attempt(credential).await {
+            Ok(found) => return Ok(found),
+            Err(Failure::Unauthorized) => continue,
+            Err(Failure::Other(e)) => return Err(e),
+        }
+    }
+    let registry = image.registry().to_owned();
+    Err(if credentials.is_empty() {
+        InspectError::NoCredentials { registry }
+    } else {
+        InspectError::CredentialsRejected { registry }
+    })
 }
 
 pub(crate) fn malformed(image: &ImageRef, e: manifest::ManifestError) -> InspectError {

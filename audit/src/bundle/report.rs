@@ -7,9 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::bundle::{
-    contents::{ARCH_LABEL_PREFIX, Bundle, OS_LABEL_PREFIX},
-    findings::{Finding, FindingSeverity, ImageAnswer, common_platforms, judge},
+use crate::{
+    bundle::{
+        contents::{ARCH_LABEL_PREFIX, Bundle, OS_LABEL_PREFIX},
+        findings::{Finding, FindingSeverity, ImageAnswer, common_platforms, judge},
+    },
+    table::four_columns,
 };
 
 pub const BUNDLE_REPORT_API_VERSION: &str = "multiarch.openshift.io/audit-bundle/v1";
@@ -334,31 +337,13 @@ impl BundleReport {
                 ]
             })
             .collect();
-        let header = ["SEVERITY", "CODE", "SUBJECT", "MESSAGE"].map(String::from);
-        let widths: Vec<usize> = (0..3)
-            .map(|i| {
-                rows.iter()
-                    .chain([&header])
-                    .map(|r| r[i].chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
         if rows.is_empty() {
             out.push_str("no findings\n");
         } else {
-            for row in [&header].into_iter().chain(&rows) {
-                out.push_str(&format!(
-                    "{:w0$}  {:w1$}  {:w2$}  {}\n",
-                    row[0],
-                    row[1],
-                    row[2],
-                    row[3],
-                    w0 = widths[0],
-                    w1 = widths[1],
-                    w2 = widths[2]
-                ));
-            }
+            out.push_str(&four_columns(
+                ["SEVERITY", "CODE", "SUBJECT", "MESSAGE"],
+                &rows,
+            ));
         }
         out.push('\n');
         for line in self.verdict_lines() {

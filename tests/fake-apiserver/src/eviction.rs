@@ -9,12 +9,18 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::{
-    Key, Shared, Target, admissionregistration::selector_matches, json_response, status, writes,
+    Key, Shared, Target, admissionregistration::selector_matches, json_response, not_found, writes,
 };
 
 const BUDGETS: &str = "policy/poddisruptionbudgets";
 
 pub(crate) fn evict(shared: &Shared, target: &Target, name: &str, body: &Value) -> Response {
+    let pods = Target {
+        resource: "pods".into(),
+        namespace: target.namespace.clone(),
+        name: Some(name.into()),
+        subresource: None,
+    };
     {
         let mut store = shared.store.lock().unwrap();
         let key = Key {
@@ -23,13 +29,7 @@ pub(crate) fn evict(shared: &Shared, target: &Target, name: &str, body: &Value) 
             name: name.into(),
         };
         let Some(pod) = store.objects.get(&key).cloned() else {
-            return status(
-                404,
-                "NotFound",
-                &format!("pods \"{name}\" not found"),
-                name,
-                "pods",
-            );
+            return not_found(&pods, name);
         };
         let labels = pod["metadata"]["labels"].clone();
         let budgets: Vec<(Key, Value)> = store
@@ -64,12 +64,6 @@ pub(crate) fn evict(shared: &Shared, target: &Target, name: &str, body: &Value) 
             store.write(key, Some(budget), &shared.changes);
         }
     }
-    let pods = Target {
-        resource: "pods".into(),
-        namespace: target.namespace.clone(),
-        name: Some(name.into()),
-        subresource: None,
-    };
     let deleted = writes::delete(shared, &pods, name, &body["deleteOptions"]);
     if !deleted.status().is_success() {
         return deleted;
