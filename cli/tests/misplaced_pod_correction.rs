@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+#[path = "../../tests/support/scheduler.rs"]
+mod scheduler;
 #[path = "../../tests/support/table_inspector.rs"]
 mod table_inspector;
 
@@ -15,7 +17,6 @@ use std::time::{Duration, Instant};
 use multiarch_enoexec::handler::{HandlerOptions, metrics::HandlerMetrics, start};
 use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_runtime::supervisor::Supervisor;
-use multiarch_scheduler::in_cluster::{SchedulerOptions, metrics::SchedulerMetrics};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -79,21 +80,35 @@ fn handler_scanning(
     max_pods: usize,
     interval: Duration,
 ) -> Supervisor {
+    handler_with(server, metrics, options(max_pods, interval))
+}
+
+/// The handler's options in these tests: no election, scans as given.
+fn options(max_pods: usize, interval: Duration) -> HandlerOptions {
+    HandlerOptions {
+        namespace: "multiarch".into(),
+        identity: "test".into(),
+        incomplete_grace: Duration::from_secs(1),
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+        election: None,
+        correction_scan_interval: interval,
+        correction_scan_max_pods: max_pods,
+    }
+}
+
+/// A handler with the table inspector; its tasks run while the supervisor is kept.
+fn handler_with(
+    server: &FakeApiServer,
+    metrics: &HandlerMetrics,
+    options: HandlerOptions,
+) -> Supervisor {
     let supervisor = Supervisor::new(CancellationToken::new());
     start(
         client(server),
         evictions(server),
         Some(table_inspector::standard()),
-        HandlerOptions {
-            namespace: "multiarch".into(),
-            identity: "test".into(),
-            incomplete_grace: Duration::from_secs(1),
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
-            election: None,
-            correction_scan_interval: interval,
-            correction_scan_max_pods: max_pods,
-        },
+        options,
         metrics.clone(),
         &supervisor.tasks(),
     );
@@ -216,30 +231,12 @@ async fn a_misplaced_replica_set_pod_is_evicted_once_and_its_replacement_placed_
         "status": {"phase": "Pending"}});
     replacement["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "100m"}});
     server.apply("pods", replacement);
-    let supervisor = Supervisor::new(CancellationToken::new());
-    let scheduler = multiarch_scheduler::in_cluster::start(
-        client(&server),
-        SchedulerOptions {
-            scheduler_name: "multiarch-scheduler".into(),
-            identity: "test".into(),
-            election: None,
-            bind_concurrency: 2,
-            report_capacity: 100,
-            inspection_retry: Duration::from_secs(30),
-            config_grace: Duration::from_secs(5),
-            api_qps: 0.0,
-            api_burst: 1,
-            volume_bind_timeout: Duration::from_secs(20),
-        },
-        table_inspector::standard(),
-        SchedulerMetrics::default(),
-        &supervisor.tasks(),
-    );
+    let (running, _supervisor) = scheduler::start(client(&server), table_inspector::standard());
     eventually("the replacement bound", || {
         server.get("pods", "shop", "web-2").unwrap()["spec"]["nodeName"] == "amd-1"
     })
     .await;
-    scheduler.shutdown().await.unwrap();
+    running.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -575,17 +572,11 @@ async fn a_standby_replica_neither_scans_nor_evicts() {
                         "acquireTime": "2026-11-22T00:00:00.000000Z", "renewTime": "2026-11-22T00:00:00.000000Z",
                         "leaseTransitions": 0}}),
     );
-    let supervisor = Supervisor::new(CancellationToken::new());
-    start(
-        client(&server),
-        evictions(&server),
-        Some(table_inspector::standard()),
+    let _handler = handler_with(
+        &server,
+        &HandlerMetrics::default(),
         HandlerOptions {
-            namespace: "multiarch".into(),
             identity: "replica-b".into(),
-            incomplete_grace: Duration::from_secs(1),
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(200),
             election: Some(ElectionConfig {
                 namespace: "multiarch".into(),
                 lease_name: "multiarch-enoexec-handler".into(),
@@ -594,11 +585,8 @@ async fn a_standby_replica_neither_scans_nor_evicts() {
                 renew_deadline: Duration::from_secs(1800),
                 retry_period: Duration::from_millis(50),
             }),
-            correction_scan_interval: Duration::from_millis(50),
-            correction_scan_max_pods: 100,
+            ..options(100, Duration::from_millis(50))
         },
-        HandlerMetrics::default(),
-        &supervisor.tasks(),
     );
     // It has looked at the lease several times: it is a standby, not starting.
     let lease_reads = |server: &FakeApiServer| {

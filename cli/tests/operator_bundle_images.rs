@@ -9,6 +9,8 @@
 
 #[path = "../../tests/support/registry.rs"]
 mod registry;
+#[path = "../../tests/support/scheduler.rs"]
+mod scheduler;
 
 use std::{
     sync::{Arc, RwLock},
@@ -34,7 +36,6 @@ use multiarch_inspector::{
     settings::RegistrySettings,
 };
 use multiarch_runtime::supervisor::Supervisor;
-use multiarch_scheduler::in_cluster::{SchedulerOptions, metrics::SchedulerMetrics};
 use registry::{Options, Registry, bundle_labels, push_image, push_image_with_files};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -174,25 +175,7 @@ async fn the_scheduler_binds_an_unpack_pod_on_any_architecture() {
     app["spec"]["schedulerName"] = json!("multiarch-scheduler");
     server.apply("pods", app);
 
-    let supervisor = Supervisor::new(CancellationToken::new());
-    let running = multiarch_scheduler::in_cluster::start(
-        client(&server),
-        SchedulerOptions {
-            scheduler_name: "multiarch-scheduler".into(),
-            identity: "bundle-test".into(),
-            election: None,
-            bind_concurrency: 4,
-            report_capacity: 100,
-            inspection_retry: Duration::from_secs(30),
-            config_grace: Duration::from_secs(5),
-            api_qps: 0.0,
-            api_burst: 1,
-            volume_bind_timeout: Duration::from_secs(20),
-        },
-        inspector(&images.registry),
-        SchedulerMetrics::default(),
-        &supervisor.tasks(),
-    );
+    let (running, _supervisor) = scheduler::start(client(&server), inspector(&images.registry));
     let node_of = |name: &str| {
         server.get("pods", "olm", name).unwrap()["spec"]["nodeName"]
             .as_str()

@@ -254,6 +254,22 @@ pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
 
+/// A client authorized to push to `repository` (the registry's credentials, if any), and
+/// the reference of `tag` there.
+async fn pusher(registry: &Registry, repository: &str, tag: &str) -> (Client, Reference) {
+    let client = registry.client();
+    let auth = registry.auth();
+    let reference = registry.reference(repository, tag);
+    client
+        .store_auth_if_needed(reference.resolve_registry(), &auth)
+        .await;
+    client
+        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .ok();
+    (client, reference)
+}
+
 /// A pushed manifest: what an index entry needs.
 #[derive(Clone, Debug)]
 pub struct Pushed {
@@ -273,12 +289,7 @@ pub async fn push_image(
     docker: bool,
     tag: Option<&str>,
 ) -> Pushed {
-    let client = registry.client();
-    let auth = registry.auth();
-    let reference = registry.reference(repository, tag.unwrap_or("latest"));
-    client
-        .store_auth_if_needed(reference.resolve_registry(), &auth)
-        .await;
+    let (client, reference) = pusher(registry, repository, tag.unwrap_or("latest")).await;
     let mut config = serde_json::json!({
         "architecture": arch, "os": os,
         "rootfs": {"type": "layers", "diff_ids": []},
@@ -289,10 +300,6 @@ pub async fn push_image(
     }
     let config = serde_json::to_vec(&config).unwrap();
     let layer = format!("layer for {os}/{arch}/{variant:?} in {repository}").into_bytes();
-    client
-        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
-        .await
-        .ok();
     client
         .push_blob(&reference, config.clone(), &sha256(&config))
         .await
@@ -377,16 +384,7 @@ pub async fn push_image_with_files(
     labels: serde_json::Value,
     files: &[(&str, &str)],
 ) -> Pushed {
-    let client = registry.client();
-    let auth = registry.auth();
-    let reference = registry.reference(repository, tag);
-    client
-        .store_auth_if_needed(reference.resolve_registry(), &auth)
-        .await;
-    client
-        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
-        .await
-        .ok();
+    let (client, reference) = pusher(registry, repository, tag).await;
     let layer = tar_gz(files);
     let config = serde_json::to_vec(&serde_json::json!({
         "architecture": arch, "os": "linux",
@@ -427,16 +425,7 @@ pub async fn push_index(
     docker: bool,
     entries: &[(Pushed, serde_json::Value, Option<serde_json::Value>)],
 ) -> Pushed {
-    let client = registry.client();
-    let auth = registry.auth();
-    let reference = registry.reference(repository, tag);
-    client
-        .store_auth_if_needed(reference.resolve_registry(), &auth)
-        .await;
-    client
-        .auth(&reference, &auth, oci_client::RegistryOperation::Push)
-        .await
-        .ok();
+    let (client, reference) = pusher(registry, repository, tag).await;
     let media_type = if docker { DOCKER_LIST } else { OCI_INDEX };
     let manifests: Vec<serde_json::Value> = entries
         .iter()
