@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use multiarch_inspector::{ImageInfo, ImageInspector, InspectError, InspectRequest};
 
 use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
-use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
 use multiarch_runtime::supervisor::Supervisor;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -226,20 +226,60 @@ async fn a_config_created_just_before_the_pod_applies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_modified_between_read_and_write_is_processed_again() {
     let server = FakeApiServer::start().await;
-    server.fail_next_updates(409, 1);
+    // The controller's write waits until the test has changed the pod under it.
+    server.inject(Fault::new(
+        Some(Method::PATCH),
+        "/api/v1/namespaces/shop/pods/raced",
+        Effect::Hang,
+    ));
     let _c = controller(&server);
     server.apply("pods", gated("raced", &["multi:1"], json!({})));
+    let patches = || {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with("PATCH /api/v1/namespaces/shop/pods/raced"))
+            .count()
+    };
+    eventually("the controller's write under way", || patches() == 1).await;
+    let mut changed = server.get("pods", "shop", "raced").unwrap();
+    changed["metadata"]["labels"]["team"] = json!("payments");
+    server.apply("pods", changed);
+    server.clear_faults();
     let pod = ungated(&server, "raced").await;
     assert_eq!(
         required(&pod)[0]["matchExpressions"][0]["values"],
         json!(["amd64", "arm64"])
     );
-    let puts = server
-        .requests()
-        .iter()
-        .filter(|r| r.starts_with("PUT /api/v1/namespaces/shop/pods/raced"))
-        .count();
-    assert_eq!(puts, 2, "the conflict was retried from a fresh read");
+    assert_eq!(
+        pod["metadata"]["labels"]["team"], "payments",
+        "not overwritten"
+    );
+    assert_eq!(patches(), 2, "the conflict was retried from a fresh read");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_newer_than_the_controller_s_api_types_are_kept() {
+    let server = FakeApiServer::start().await;
+    let _c = controller(&server);
+    let mut pod = gated("newer", &["multi:1"], json!({}));
+    pod["spec"]["fieldFromANewerRelease"] = json!({"kept": true});
+    pod["spec"]["containers"][0]["fieldFromANewerRelease"] = json!("kept");
+    server.apply("pods", pod);
+    let pod = ungated(&server, "newer").await;
+    assert_eq!(pod["spec"]["fieldFromANewerRelease"]["kept"], true);
+    assert_eq!(
+        pod["spec"]["containers"][0]["fieldFromANewerRelease"],
+        "kept"
+    );
+    assert!(!required(&pod).as_array().unwrap().is_empty());
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| !r.starts_with("PUT /api/v1/namespaces/shop/pods")),
+        "no whole-object write of a pod"
+    );
 }
 
 async fn eventually(what: &str, check: impl Fn() -> bool) {

@@ -9,11 +9,18 @@ use std::{sync::Arc, time::SystemTime};
 use base64::Engine;
 use k8s_openapi::{
     ByteString,
-    api::{admissionregistration::v1::ValidatingWebhookConfiguration, core::v1::Secret},
+    api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+        core::v1::Secret,
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use kube::{Api, api::PostParams};
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
 use multiarch_runtime::serving_cert::{ReloadingCert, certified_key};
+use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tracing::info;
 
@@ -24,7 +31,9 @@ use crate::{
         ensure_authority, ensure_serving,
     },
     desired::{owned, secret},
-    install::{CA_SECRET, OPERATOR_TLS_SECRET, Settings, VALIDATING_WEBHOOK, operator_dns_names},
+    install::{
+        CA_SECRET, OPERATOR_TLS_SECRET, Settings, VALIDATING_WEBHOOK, WEBHOOK, operator_dns_names,
+    },
 };
 
 /// The CRD whose conversion webhook the operator serves.
@@ -137,6 +146,11 @@ impl CertificateAuthority {
         let stored = self.read(OPERATOR_TLS_SECRET).await?;
         let names = operator_dns_names(&self.settings);
         let (data, operator_renewed) = ensure_serving(stored.as_ref(), &authority, &names, now)?;
+        // The API server gets the CA bundle before anything a new CA signed is served: a
+        // failed injection keeps the certificate served now (still valid; renewals come
+        // months before expiry) until the next check.
+        let bundle = ByteString(authority.bundle_pem.into_bytes());
+        let injected = self.inject(&bundle).await?;
         if stored.as_ref() != Some(&data) {
             if let Some(why) = &operator_renewed {
                 info!(
@@ -147,8 +161,6 @@ impl CertificateAuthority {
             self.write(OPERATOR_TLS_SECRET, &data).await?;
         }
         serve(resolver, &data)?;
-        let bundle = ByteString(authority.bundle_pem.into_bytes());
-        let injected = self.inject(&bundle).await?;
         Ok(Renewed {
             authority: authority_renewed,
             operator: operator_renewed,
@@ -165,60 +177,140 @@ impl CertificateAuthority {
     }
 
     /// Writes `bundle` into the CRD's conversion webhook and the validating webhooks;
-    /// `true` when something changed. Updates with the resourceVersion read: a
-    /// concurrent change fails the update and the next check retries.
+    /// `true` when something changed. JSON patches of those fields only, with the
+    /// resourceVersion read as a precondition: a concurrent change fails the patch and
+    /// the next check retries; nothing else of the objects is rewritten.
     async fn inject(&self, bundle: &ByteString) -> Result<bool, AuthorityError> {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&bundle.0);
         let mut changed = false;
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        if let Some(mut crd) = crds
+        if let Some(crd) = crds
             .get_opt(CONVERTED_CRD)
             .await
             .map_err(api_error("read the ClusterPodPlacementConfig CRD"))?
             && let Some(config) = crd
                 .spec
                 .conversion
-                .as_mut()
-                .and_then(|c| c.webhook.as_mut())
-                .and_then(|w| w.client_config.as_mut())
+                .as_ref()
+                .and_then(|c| c.webhook.as_ref())
+                .and_then(|w| w.client_config.as_ref())
         {
-            let mut dirty = config.ca_bundle.as_ref() != Some(bundle);
-            config.ca_bundle = Some(bundle.clone());
-            if let Some(service) = config.service.as_mut()
-                && service.namespace != self.settings.namespace
-            {
-                service.namespace = self.settings.namespace.clone();
-                dirty = true;
+            let base = "/spec/conversion/webhook/clientConfig";
+            let mut operations = Vec::new();
+            if config.ca_bundle.as_ref() != Some(bundle) {
+                operations.push(
+                    json!({"op": "add", "path": format!("{base}/caBundle"), "value": encoded}),
+                );
             }
-            if dirty {
-                crds.replace(CONVERTED_CRD, &PostParams::default(), &crd)
-                    .await
-                    .map_err(api_error("write the conversion webhook's CA bundle"))?;
+            if config
+                .service
+                .as_ref()
+                .is_some_and(|service| service.namespace != self.settings.namespace)
+            {
+                operations.push(json!({"op": "replace", "path": format!("{base}/service/namespace"), "value": self.settings.namespace}));
+            }
+            if !operations.is_empty() {
+                patch_with_version(
+                    &crds,
+                    CONVERTED_CRD,
+                    crd.metadata.resource_version.as_deref(),
+                    operations,
+                )
+                .await
+                .map_err(api_error("write the conversion webhook's CA bundle"))?;
                 changed = true;
             }
         }
         let hooks: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-        if let Some(mut configuration) = hooks
+        if let Some(configuration) = hooks
             .get_opt(VALIDATING_WEBHOOK)
             .await
             .map_err(api_error("read the validating webhook configuration"))?
         {
-            let mut dirty = false;
-            for hook in configuration.webhooks.iter_mut().flatten() {
-                if hook.client_config.ca_bundle.as_ref() != Some(bundle) {
-                    hook.client_config.ca_bundle = Some(bundle.clone());
-                    dirty = true;
-                }
-            }
-            if dirty {
-                hooks
-                    .replace(VALIDATING_WEBHOOK, &PostParams::default(), &configuration)
-                    .await
-                    .map_err(api_error("write the validating webhooks' CA bundle"))?;
+            let operations: Vec<Value> = configuration
+                .webhooks
+                .iter()
+                .flatten()
+                .enumerate()
+                .filter(|(_, hook)| hook.client_config.ca_bundle.as_ref() != Some(bundle))
+                .map(|(i, _)| json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": encoded}))
+                .collect();
+            if !operations.is_empty() {
+                patch_with_version(
+                    &hooks,
+                    VALIDATING_WEBHOOK,
+                    configuration.metadata.resource_version.as_deref(),
+                    operations,
+                )
+                .await
+                .map_err(api_error("write the validating webhooks' CA bundle"))?;
                 changed = true;
             }
         }
         Ok(changed)
     }
+
+    /// Writes `bundle` (base64) into the pod placement webhook's configuration, if it
+    /// exists: on its own, so that a configuration the API server refuses for another
+    /// reason still gets the CA its certificate is signed by.
+    pub async fn inject_mutating(&self, bundle: &str) -> Result<bool, AuthorityError> {
+        let hooks: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        let Some(configuration) = hooks
+            .get_opt(WEBHOOK)
+            .await
+            .map_err(api_error("read the mutating webhook configuration"))?
+        else {
+            return Ok(false);
+        };
+        let wanted = ByteString(
+            base64::engine::general_purpose::STANDARD
+                .decode(bundle)
+                .unwrap_or_default(),
+        );
+        let operations: Vec<Value> = configuration
+            .webhooks
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, hook)| hook.client_config.ca_bundle.as_ref() != Some(&wanted))
+            .map(|(i, _)| json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": bundle}))
+            .collect();
+        if operations.is_empty() {
+            return Ok(false);
+        }
+        patch_with_version(
+            &hooks,
+            WEBHOOK,
+            configuration.metadata.resource_version.as_deref(),
+            operations,
+        )
+        .await
+        .map_err(api_error("write the mutating webhook's CA bundle"))?;
+        Ok(true)
+    }
+}
+
+/// A JSON patch of `operations` on the object as read at `version`.
+async fn patch_with_version<K>(
+    api: &Api<K>,
+    name: &str,
+    version: Option<&str>,
+    mut operations: Vec<Value>,
+) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if let Some(version) = version {
+        operations.insert(
+            0,
+            json!({"op": "replace", "path": "/metadata/resourceVersion", "value": version}),
+        );
+    }
+    let patch: json_patch::Patch =
+        serde_json::from_value(Value::Array(operations)).map_err(kube::Error::SerdeError)?;
+    api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .map(|_| ())
 }
 
 fn serve(resolver: &Arc<ReloadingCert>, data: &SecretData) -> Result<(), AuthorityError> {

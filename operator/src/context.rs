@@ -25,6 +25,19 @@ pub enum Drain {
     EnoexecReports,
     /// The whole install is being removed.
     Uninstall,
+    /// The webhook configuration is gone (uninstall): reviews already in flight, and API
+    /// servers that have not seen the deletion yet, may still gate or route pods.
+    UninstallSettle,
+    /// The webhook configuration no longer routes to the scheduler (a mode switch): the
+    /// same, for pods still routed to it.
+    SchedulerRouteSettle,
+}
+
+impl Drain {
+    /// Settle clocks run for `route_settle`; the others for the drain timeout.
+    fn is_settle(self) -> bool {
+        matches!(self, Drain::UninstallSettle | Drain::SchedulerRouteSettle)
+    }
 }
 
 pub struct OperatorContext {
@@ -37,6 +50,10 @@ pub struct OperatorContext {
     /// How long pods (and reports) may wait for a component that is being removed
     /// before the operator releases them itself.
     pub drain_timeout: Duration,
+    /// How long after a route is removed (observed removed) the components serving it
+    /// stay: longer than an admission review may take, plus the API servers' delay in
+    /// seeing the change.
+    pub route_settle: Duration,
     /// Node metadata, for the cluster's architectures.
     pub nodes: Store<PartialObjectMeta<Node>>,
     pub events: PodEvents,
@@ -53,6 +70,7 @@ impl OperatorContext {
         settings: Settings,
         serving: Arc<ReloadingCert>,
         drain_timeout: Duration,
+        route_settle: Duration,
         nodes: Store<PartialObjectMeta<Node>>,
         events: PodEvents,
         metrics: OperatorMetrics,
@@ -64,6 +82,7 @@ impl OperatorContext {
             settings,
             serving,
             drain_timeout,
+            route_settle,
             nodes,
             events,
             metrics,
@@ -78,19 +97,29 @@ impl OperatorContext {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn timeout(&self, drain: Drain) -> Duration {
+        if drain.is_settle() {
+            self.route_settle
+        } else {
+            self.drain_timeout
+        }
+    }
+
     /// Starts `drain`'s clock (if not running) and says whether its timeout has passed.
-    /// The clock lives in memory: a new leader starts it again.
+    /// The clock lives in memory: a new leader starts it again (it waits longer, never
+    /// less).
     pub fn drain_expired(&self, drain: Drain) -> bool {
         let started = *self.drains().entry(drain).or_insert_with(Instant::now);
-        started.elapsed() >= self.drain_timeout
+        started.elapsed() >= self.timeout(drain)
     }
 
     /// How long `drain` has left, for messages.
     pub fn drain_left(&self, drain: Drain) -> Duration {
+        let timeout = self.timeout(drain);
         self.drains()
             .get(&drain)
-            .map(|started| self.drain_timeout.saturating_sub(started.elapsed()))
-            .unwrap_or(self.drain_timeout)
+            .map(|started| timeout.saturating_sub(started.elapsed()))
+            .unwrap_or(timeout)
     }
 
     /// Nothing drains: the clock stops.

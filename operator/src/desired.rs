@@ -252,6 +252,16 @@ pub fn static_install_secrets(
     Ok((secrets, bundle))
 }
 
+/// The key of the Secret holding the pod placement webhook's certificate.
+pub fn webhook_certificate_key(settings: &Settings) -> ObjectKey {
+    ObjectKey {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: Some(settings.namespace.clone()),
+        name: WEBHOOK_TLS_SECRET.into(),
+    }
+}
+
 /// The key of the MutatingWebhookConfiguration.
 pub fn webhook_configuration_key() -> ObjectKey {
     ObjectKey {

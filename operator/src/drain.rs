@@ -1,29 +1,39 @@
 //! Releasing pods that would be stranded, when the component they wait for goes away
-//! (uninstall, a mode switch) and the drain timeout has passed: a gated pod loses the
-//! gate; a pending pod that names the scheduler is recreated for the default scheduler
-//! (`schedulerName` cannot be changed): deleted, so that its controller recreates it
-//! through admission, or, a pod without a controller, recreated by the operator from a
-//! copy journaled in a ConfigMap first, so a crash between the delete and the create
-//! loses nothing. Each pod gets an event saying why.
+//! (uninstall, a mode switch, a rename) and the drain timeout has passed: a gated pod
+//! loses the gate; a pending pod that names the scheduler is recreated for the default
+//! scheduler (`schedulerName` cannot be changed): deleted, so that its controller
+//! recreates it through admission, or, a pod without a controller, recreated by the
+//! operator from a copy journaled first (`journal`), so a crash between the delete and
+//! the create loses nothing. Each pod gets an event saying why.
+//!
+//! Every write is precise: the gate is removed by a JSON patch of the one entry (never a
+//! whole-object PUT, which would drop fields newer than the operator's API types), and
+//! both writes carry the resourceVersion read, so a pod that changed meanwhile (bound,
+//! relabelled by the gate controller) is read again, not overwritten or deleted. No pod
+//! with a node is ever deleted, and none is deleted before a dry run shows that the API
+//! server would let it be created again.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions},
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions},
 };
 use multiarch_crd::names::{LABEL_SCHEDULING_GATE, SCHEDULING_GATE};
-use multiarch_runtime::pod_events::{PodEvents, Severity, pod_reference};
+use multiarch_runtime::pod_events::PodEvents;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::observe::PodRef;
+use crate::{
+    journal,
+    observe::{PodRef, pods_as_sent},
+    release_event::publish,
+};
 
-/// Label of the ConfigMaps that journal a pod being recreated.
-const JOURNAL_LABEL: &str = "multiarch.openshift.io/recreated-pod";
 /// Annotation on a recreated pod: the UID of the pod it replaces.
 pub const RECREATED_FROM: &str = "multiarch.openshift.io/recreated-from";
+/// Fresh reads of a pod that keeps changing under a release before the pass gives up on
+/// it (the next pass tries again).
+const CONFLICT_RETRIES: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot release pod {pod}: {source}")]
@@ -32,15 +42,62 @@ pub struct DrainError {
     pub source: kube::Error,
 }
 
-fn failed(pod: &PodRef) -> impl FnOnce(kube::Error) -> DrainError + '_ {
+pub(crate) fn failed(pod: &PodRef) -> impl FnOnce(kube::Error) -> DrainError + '_ {
     move |source| DrainError {
-        pod: format!("{}/{}", pod.namespace, pod.name),
+        pod: pod.to_string(),
         source,
     }
 }
 
-fn gone(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409)
+fn code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// What a release did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// Ungated or recreated.
+    Done,
+    /// Nothing to do: gone, replaced, bound, or no longer gated.
+    Skipped,
+    /// The API server would not create the pod again (a policy, a missing
+    /// ServiceAccount, a terminating namespace): the pod is left as it is, for a person.
+    Refused(String),
+}
+
+/// The pod as read now, if it is still the one listed.
+async fn current(api: &Api<Pod>, pod: &PodRef) -> Result<Option<Pod>, DrainError> {
+    let found = api.get_opt(&pod.name).await.map_err(failed(pod))?;
+    Ok(found.filter(|p| p.metadata.uid.as_deref() == Some(pod.uid.as_str())))
+}
+
+/// The JSON patch that removes multiarch's gate from `pod` as read (its resourceVersion
+/// a precondition) and marks it removed; `None` without the gate.
+pub fn ungate_patch(pod: &Pod) -> Option<json_patch::Patch> {
+    let index = pod
+        .spec
+        .as_ref()?
+        .scheduling_gates
+        .as_ref()?
+        .iter()
+        .position(|g| g.name == SCHEDULING_GATE)?;
+    let label = format!(
+        "/metadata/labels/{}",
+        LABEL_SCHEDULING_GATE.replace('/', "~1")
+    );
+    let mut operations = vec![
+        json!({"op": "replace", "path": "/metadata/resourceVersion", "value": pod.resource_version()}),
+        json!({"op": "test", "path": format!("/spec/schedulingGates/{index}/name"), "value": SCHEDULING_GATE}),
+        json!({"op": "remove", "path": format!("/spec/schedulingGates/{index}")}),
+    ];
+    if pod.metadata.labels.is_none() {
+        operations.push(json!({"op": "add", "path": "/metadata/labels", "value": {}}));
+    }
+    operations.push(json!({"op": "add", "path": label, "value": "removed"}));
+    serde_json::from_value(Value::Array(operations)).ok()
 }
 
 /// Removes multiarch's scheduling gate from `pod` (no architecture constraint is added:
@@ -50,55 +107,50 @@ pub async fn ungate(
     events: &PodEvents,
     pod: &PodRef,
     why: &str,
-) -> Result<(), DrainError> {
+) -> Result<Released, DrainError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let Some(mut current) = api.get_opt(&pod.name).await.map_err(failed(pod))? else {
-        return Ok(());
-    };
-    if current.metadata.uid.as_deref() != Some(pod.uid.as_str()) {
-        return Ok(());
+    let mut last_conflict = None;
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(current) = current(&api, pod).await? else {
+            return Ok(Released::Skipped);
+        };
+        let Some(patch) = ungate_patch(&current) else {
+            return Ok(Released::Skipped);
+        };
+        match api
+            .patch(
+                &pod.name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(patch),
+            )
+            .await
+        {
+            Ok(_) => {
+                info!(pod = %pod, "scheduling gate removed: {why}");
+                let note = format!(
+                    "Removed the {SCHEDULING_GATE} scheduling gate without an architecture constraint: {why}"
+                );
+                publish(events, pod, "ArchAwareSchedGateRemovedByOperator", note).await;
+                return Ok(Released::Done);
+            }
+            Err(e) if code(&e) == Some(404) => return Ok(Released::Skipped),
+            // Changed since it was read (the gate controller relabels pods it retries):
+            // read it again.
+            Err(e) if code(&e) == Some(409) => last_conflict = Some(e),
+            Err(e) => return Err(failed(pod)(e)),
+        }
     }
-    if let Some(gates) = current
-        .spec
-        .as_mut()
-        .and_then(|s| s.scheduling_gates.as_mut())
-    {
-        gates.retain(|g| g.name != SCHEDULING_GATE);
-    }
-    current
-        .labels_mut()
-        .insert(LABEL_SCHEDULING_GATE.into(), "removed".into());
-    match api
-        .replace(&pod.name, &PostParams::default(), &current)
-        .await
-    {
-        Ok(_) => {}
-        // Gone, or changed meanwhile: the next pass sees it afresh.
-        Err(e) if gone(&e) => return Ok(()),
-        Err(e) => return Err(failed(pod)(e)),
-    }
-    info!(pod = %format!("{}/{}", pod.namespace, pod.name), "scheduling gate removed: {why}");
-    let note = format!(
-        "Removed the {SCHEDULING_GATE} scheduling gate without an architecture constraint: {why}"
-    );
-    publish(events, pod, "ArchAwareSchedGateRemovedByOperator", note).await;
-    Ok(())
-}
-
-async fn publish(events: &PodEvents, pod: &PodRef, reason: &str, note: String) {
-    let reference = pod_reference(&pod.namespace, &pod.name, Some(pod.uid.clone()));
-    if let Err(e) = events
-        .publish(&reference, Severity::Warning, reason, "Release", note)
-        .await
-    {
-        warn!(pod = %pod.name, error = %e, "cannot publish the event");
+    match last_conflict {
+        Some(e) => Err(failed(pod)(e)),
+        None => Ok(Released::Skipped),
     }
 }
 
 /// The pod as it is recreated: same name, labels, annotations and spec, for the default
-/// scheduler, without what the API server and the scheduler wrote.
-pub fn recreated(pod: &Pod) -> Value {
-    let mut copy = serde_json::to_value(pod).unwrap_or(Value::Null);
+/// scheduler, without what the API server and the scheduler wrote. Built from the pod as
+/// the API server sent it, so fields newer than the operator's API types are kept.
+pub fn recreated(pod: &Value) -> Value {
+    let mut copy = pod.clone();
     copy.as_object_mut().map(|o| o.remove("status"));
     if let Some(meta) = copy["metadata"].as_object_mut() {
         for field in [
@@ -114,7 +166,7 @@ pub fn recreated(pod: &Pod) -> Value {
             meta.remove(field);
         }
     }
-    copy["metadata"]["annotations"][RECREATED_FROM] = json!(pod.metadata.uid);
+    copy["metadata"]["annotations"][RECREATED_FROM] = pod["metadata"]["uid"].clone();
     copy["spec"]["schedulerName"] = json!("default-scheduler");
     if let Some(spec) = copy["spec"].as_object_mut() {
         spec.remove("nodeName");
@@ -122,8 +174,23 @@ pub fn recreated(pod: &Pod) -> Value {
     copy
 }
 
-fn journal_name(pod: &PodRef) -> String {
-    format!("multiarch-recreate-{}", pod.uid)
+/// Whether the API server would create `copy` now: a dry run under a generated name
+/// (the pod itself still holds the real one), through admission and validation.
+async fn creatable(api: &Api<DynamicObject>, copy: &Value) -> Result<(), kube::Error> {
+    let mut probe = copy.clone();
+    let name = copy["metadata"]["name"].as_str().unwrap_or("pod");
+    if let Some(meta) = probe["metadata"].as_object_mut() {
+        meta.remove("name");
+        // A generated name is at most 63 characters; the base is cut as the server cuts it.
+        let base: String = name.chars().take(57).collect();
+        meta.insert("generateName".into(), json!(format!("{base}-")));
+    }
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let probe: DynamicObject = serde_json::from_value(probe).map_err(kube::Error::SerdeError)?;
+    api.create(&dry_run, &probe).await.map(|_| ())
 }
 
 /// Releases a pending pod that names a scheduler which goes away.
@@ -133,147 +200,124 @@ pub async fn reset(
     own_namespace: &str,
     pod: &PodRef,
     why: &str,
-) -> Result<(), DrainError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
-    let Some(current) = api.get_opt(&pod.name).await.map_err(failed(pod))? else {
-        return Ok(());
-    };
-    if current.metadata.uid.as_deref() != Some(pod.uid.as_str()) {
-        return Ok(());
-    }
-    // Bound since it was listed: it no longer waits for anyone.
-    if current.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
-        return Ok(());
-    }
-    let controller = current
-        .owner_references()
-        .iter()
-        .find(|o| o.controller == Some(true))
-        .map(|o| format!("{} {}", o.kind, o.name));
-    let delete = DeleteParams {
-        grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions {
-            uid: Some(pod.uid.clone()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    if let Some(controller) = controller {
-        publish(
-            events,
-            pod,
-            "RecreatedForDefaultScheduler",
-            format!("Deleted so that {controller} recreates it for the default scheduler: {why}"),
-        )
-        .await;
-        return match api.delete(&pod.name, &delete).await {
-            Ok(_) => Ok(()),
-            Err(e) if gone(&e) => Ok(()),
-            Err(e) => Err(failed(pod)(e)),
+) -> Result<Released, DrainError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let raw = pods_as_sent(client, &pod.namespace);
+    let mut last_conflict = None;
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(current) = raw.get_opt(&pod.name).await.map_err(failed(pod))? else {
+            return Ok(Released::Skipped);
         };
-    }
-    // A pod without a controller: journal the copy, delete, create, clear the journal.
-    let copy = recreated(&current);
-    let journal: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);
-    let entry = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(journal_name(pod)),
-            labels: Some(BTreeMap::from([(
-                JOURNAL_LABEL.to_owned(),
-                "true".to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([("pod.json".to_owned(), copy.to_string())])),
-        ..ConfigMap::default()
-    };
-    match journal.create(&PostParams::default(), &entry).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(failed(pod)(e)),
-    }
-    match api.delete(&pod.name, &delete).await {
-        Ok(_) => {}
-        Err(e) if gone(&e) => {}
-        Err(e) => return Err(failed(pod)(e)),
-    }
-    replay(client, events, own_namespace, &entry, why)
-        .await
-        .map_err(failed(pod))
-}
-
-/// Creates the pod a journal entry holds (unless its name is taken again), then removes
-/// the entry.
-async fn replay(
-    client: &kube::Client,
-    events: &PodEvents,
-    own_namespace: &str,
-    entry: &ConfigMap,
-    why: &str,
-) -> Result<(), kube::Error> {
-    let copy: Option<Pod> = entry
-        .data
-        .as_ref()
-        .and_then(|d| d.get("pod.json"))
-        .and_then(|text| serde_json::from_str(text).ok());
-    if let Some(copy) = copy {
-        let namespace = copy.namespace().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        match api.create(&PostParams::default(), &copy).await {
-            Ok(created) => {
-                let pod = PodRef {
-                    namespace,
-                    name: created.name_any(),
-                    uid: created.metadata.uid.clone().unwrap_or_default(),
-                };
-                info!(pod = %format!("{}/{}", pod.namespace, pod.name), "recreated for the default scheduler: {why}");
+        let current = serde_json::to_value(&current).unwrap_or(Value::Null);
+        if current["metadata"]["uid"].as_str() != Some(pod.uid.as_str()) {
+            return Ok(Released::Skipped);
+        }
+        // Bound since it was listed: it no longer waits for anyone, and is never deleted.
+        if current["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty())
+            || !current["metadata"]["deletionTimestamp"].is_null()
+        {
+            return Ok(Released::Skipped);
+        }
+        let copy = recreated(&current);
+        if let Err(e) = creatable(&raw, &copy).await {
+            let refusal = match &e {
+                kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+                other => other.to_string(),
+            };
+            if code(&e).is_none_or(|c| c >= 500 || c == 429) {
+                return Err(failed(pod)(e));
+            }
+            warn!(pod = %pod, "left waiting: the API server would not create it again: {refusal}");
+            publish(
+                events,
+                pod,
+                "CannotRecreateForDefaultScheduler",
+                format!(
+                    "Left as it is ({why}): the API server refuses to create this pod again, so it is not deleted; delete it when its creation is allowed again, or recreate it yourself: {refusal}"
+                ),
+            )
+            .await;
+            return Ok(Released::Refused(refusal));
+        }
+        let version = current["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_owned);
+        let delete = DeleteParams {
+            // Unbound: the API server deletes it at once; no grace is forced on anything.
+            preconditions: Some(Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: version,
+            }),
+            ..DeleteParams::default()
+        };
+        let controller = current["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o["controller"] == json!(true))
+            .map(|o| {
+                format!(
+                    "{} {}",
+                    o["kind"].as_str().unwrap_or(""),
+                    o["name"].as_str().unwrap_or("")
+                )
+            });
+        let outcome = match &controller {
+            Some(controller) => pods.delete(&pod.name, &delete).await.map(|_| {
+                info!(pod = %pod, "deleted for {controller} to recreate: {why}");
+            }),
+            // A pod without a controller: journal the copy, delete, create, clear.
+            None => {
+                journal::record(client, own_namespace, pod, &copy)
+                    .await
+                    .map_err(failed(pod))?;
+                pods.delete(&pod.name, &delete).await.map(|_| ())
+            }
+        };
+        match outcome {
+            Ok(()) => {}
+            Err(e) if code(&e) == Some(404) => {
+                journal::forget(client, own_namespace, pod)
+                    .await
+                    .map_err(failed(pod))?;
+                return Ok(Released::Skipped);
+            }
+            Err(e) if code(&e) == Some(409) => {
+                journal::forget(client, own_namespace, pod)
+                    .await
+                    .map_err(failed(pod))?;
+                last_conflict = Some(e);
+                continue;
+            }
+            Err(e) => return Err(failed(pod)(e)),
+        }
+        match controller {
+            Some(controller) => {
                 publish(
                     events,
-                    &pod,
+                    pod,
                     "RecreatedForDefaultScheduler",
-                    format!("Recreated for the default scheduler: {why}"),
+                    format!(
+                        "Deleted so that {controller} recreates it for the default scheduler: {why}"
+                    ),
                 )
                 .await;
+                return Ok(Released::Done);
             }
-            // The name was taken meanwhile: that pod stands.
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e),
+            None => {
+                return match journal::replay_one(client, events, own_namespace, pod, why).await {
+                    Ok(()) => Ok(Released::Done),
+                    Err(e) => Err(failed(pod)(e)),
+                };
+            }
         }
-    } else {
-        warn!(entry = %entry.name_any(), "unreadable pod journal entry dropped");
     }
-    let journal: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);
-    match journal
-        .delete(&entry.name_any(), &DeleteParams::default())
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
+    match last_conflict {
+        Some(e) => Err(failed(pod)(e)),
+        None => Ok(Released::Skipped),
     }
-}
-
-/// Finishes recreations a previous run started (a crash between delete and create).
-pub async fn replay_journal(
-    client: &kube::Client,
-    events: &PodEvents,
-    own_namespace: &str,
-) -> Result<usize, kube::Error> {
-    let journal: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);
-    let entries = journal
-        .list(&ListParams::default().labels(&format!("{JOURNAL_LABEL}=true")))
-        .await?;
-    for entry in &entries.items {
-        replay(
-            client,
-            events,
-            own_namespace,
-            entry,
-            "the scheduler it waited for was removed",
-        )
-        .await?;
-    }
-    Ok(entries.items.len())
 }
 
 #[cfg(test)]
@@ -281,14 +325,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_recreated_pod_keeps_its_spec_for_the_default_scheduler() {
-        let pod: Pod = serde_json::from_value(json!({
+    fn a_recreated_pod_keeps_its_spec_and_unknown_fields_for_the_default_scheduler() {
+        let pod = json!({
             "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "resourceVersion": "9",
                          "labels": {"app": "web"}, "creationTimestamp": "2026-11-23T06:28:23Z"},
-            "spec": {"schedulerName": "multiarch-scheduler", "containers": [{"name": "c", "image": "i"}]},
+            "spec": {"schedulerName": "multiarch-scheduler", "containers": [{"name": "c", "image": "i"}],
+                     "fieldFromANewerRelease": {"kept": true}},
             "status": {"phase": "Pending"},
-        }))
-        .unwrap();
+        });
         let copy = recreated(&pod);
         assert_eq!(copy["spec"]["schedulerName"], "default-scheduler");
         assert_eq!(copy["metadata"]["annotations"][RECREATED_FROM], "u-1");
@@ -296,5 +340,31 @@ mod tests {
         assert!(copy["metadata"]["uid"].is_null() && copy["metadata"]["resourceVersion"].is_null());
         assert!(copy["status"].is_null());
         assert_eq!(copy["spec"]["containers"][0]["image"], "i");
+        assert_eq!(copy["spec"]["fieldFromANewerRelease"]["kept"], true);
+    }
+
+    #[test]
+    fn the_gate_patch_removes_only_multiarch_s_gate_of_the_pod_as_read() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "resourceVersion": "41"},
+            "spec": {"containers": [], "schedulingGates": [{"name": "other"}, {"name": SCHEDULING_GATE}]},
+        }))
+        .unwrap();
+        let patch = serde_json::to_value(ungate_patch(&pod).unwrap()).unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "replace", "path": "/metadata/resourceVersion", "value": "41"},
+                {"op": "test", "path": "/spec/schedulingGates/1/name", "value": SCHEDULING_GATE},
+                {"op": "remove", "path": "/spec/schedulingGates/1"},
+                {"op": "add", "path": "/metadata/labels", "value": {}},
+                {"op": "add", "path": "/metadata/labels/multiarch.openshift.io~1scheduling-gate", "value": "removed"},
+            ])
+        );
+        let ungated: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"}, "spec": {"containers": [], "schedulingGates": [{"name": "other"}]},
+        }))
+        .unwrap();
+        assert!(ungate_patch(&ungated).is_none());
     }
 }

@@ -17,6 +17,11 @@ pub struct ActionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabel {
+    pub step: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SecretLabel {
     pub secret: &'static str,
 }
@@ -29,6 +34,10 @@ pub struct OperatorMetrics {
     pub writes: Family<ActionLabel, Counter>,
     /// Pods released by the operator (`ungated`, `recreated`).
     pub pods_released: Family<ActionLabel, Counter>,
+    /// Reconcile steps that failed while the others went on, by step.
+    pub step_failures: Family<StepLabel, Counter>,
+    /// Pods left for a person because the API server refuses to create them again.
+    pub pods_not_recreatable: Gauge,
     /// When each certificate expires (Unix seconds).
     pub certificate_expiry: Family<SecretLabel, Gauge>,
     /// Whether the webhook configuration routes pods (1) or not (0).
@@ -51,6 +60,16 @@ impl OperatorMetrics {
             "multiarch_operator_pods_released",
             "Pods the operator released because the component they waited for was removed",
             self.pods_released.clone(),
+        );
+        registry.register(
+            "multiarch_operator_step_failures",
+            "Reconcile steps that failed (the Degraded condition says why) while the others went on",
+            self.step_failures.clone(),
+        );
+        registry.register(
+            "multiarch_operator_pods_not_recreatable",
+            "Pods waiting for a component being removed that the API server refuses to create again (left for a person)",
+            self.pods_not_recreatable.clone(),
         );
         registry.register(
             "multiarch_operator_certificate_expiry_seconds",

@@ -10,12 +10,12 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{ListParams, ObjectList},
+    api::{DynamicObject, ListParams},
     core::PartialObjectMeta,
 };
 use multiarch_crd::{
     ENoExecEvent, PlacementMode, PodPlacementConfig,
-    names::{LABEL_MISPLACED, LABEL_SCHEDULING_GATE, SCHEDULING_GATE},
+    names::{LABEL_MISPLACED, LABEL_SCHEDULING_GATE},
 };
 use serde_json::Value;
 
@@ -168,16 +168,48 @@ pub struct PodRef {
     pub uid: String,
 }
 
-fn refs(pods: ObjectList<Pod>, keep: impl Fn(&Pod) -> bool) -> Vec<PodRef> {
-    pods.items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && keep(p))
-        .map(|p| PodRef {
-            namespace: p.namespace().unwrap_or_default(),
-            name: p.name_any(),
-            uid: p.metadata.uid.clone().unwrap_or_default(),
-        })
-        .collect()
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Pods in pages of this many: 20,000 gated pods are read in bounded pieces.
+const PAGE: u32 = 500;
+
+/// The pods `params` selects (those not being deleted), read as metadata only, page by
+/// page.
+async fn pod_refs(client: &kube::Client, params: ListParams) -> Result<Vec<PodRef>, kube::Error> {
+    let api = Api::<PartialObjectMeta<Pod>>::all(client.clone());
+    let mut params = params.limit(PAGE);
+    let mut refs = Vec::new();
+    loop {
+        let page = api.list_metadata(&params).await?;
+        refs.extend(
+            page.items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| PodRef {
+                    namespace: p.namespace().unwrap_or_default(),
+                    name: p.name_any(),
+                    uid: p.metadata.uid.clone().unwrap_or_default(),
+                }),
+        );
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(refs),
+        }
+    }
+}
+
+/// Pods as the API server sends them: every field kept, known to the operator's API
+/// types or not (a pod from a newer release is recreated whole).
+pub fn pods_as_sent(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::api::ApiResource::erase::<Pod>(&()),
+    )
 }
 
 /// Unbound pending pods naming `scheduler_name`.
@@ -187,11 +219,9 @@ pub async fn pods_waiting_for(
 ) -> Result<Vec<PodRef>, ObserveError> {
     let selector =
         format!("spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending");
-    let pods = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().fields(&selector))
+    pod_refs(client, ListParams::default().fields(&selector))
         .await
-        .map_err(read_error("pods waiting for the scheduler"))?;
-    Ok(refs(pods, |_| true))
+        .map_err(read_error("pods waiting for the scheduler"))
 }
 
 /// Pods the misplaced-pod correction labelled misplaced.
@@ -203,20 +233,16 @@ pub async fn misplaced_pods(client: &kube::Client) -> Result<usize, ObserveError
     Ok(pods.items.len())
 }
 
-/// Pods carrying multiarch's scheduling gate (the webhook labels every pod it gates).
+/// Pods labelled gated: the webhook labels every pod it gates, and whoever removes the
+/// gate relabels it. (A pod whose gate is gone under the old label is skipped when it is
+/// released.)
 pub async fn gated_pods(client: &kube::Client) -> Result<Vec<PodRef>, ObserveError> {
-    let pods = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().labels(&format!("{LABEL_SCHEDULING_GATE}=gated")))
-        .await
-        .map_err(read_error("gated pods"))?;
-    Ok(refs(pods, has_gate))
-}
-
-pub fn has_gate(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.scheduling_gates.as_ref())
-        .is_some_and(|gates| gates.iter().any(|g| g.name == SCHEDULING_GATE))
+    pod_refs(
+        client,
+        ListParams::default().labels(&format!("{LABEL_SCHEDULING_GATE}=gated")),
+    )
+    .await
+    .map_err(read_error("gated pods"))
 }
 
 /// ENoExecEvents left in multiarch's namespace.

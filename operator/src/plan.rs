@@ -3,7 +3,8 @@
 //!
 //! The rules that keep pods safe: pods are routed only to a path whose components are
 //! available (a mode switch keeps the old route until the new one is ready, then switches
-//! the webhook configuration's path at once); the scheduler stays while pods wait for it;
+//! the webhook configuration's path at once); the scheduler stays until no review under
+//! way can route a pod to it any more (the route's settle period) and no pod waits for it;
 //! the exec-format-error handler stays while reports wait for it; past the drain timeout
 //! the operator itself releases what is left (`drain`). No I/O.
 
@@ -63,7 +64,8 @@ pub struct Observed {
     pub rollouts: BTreeMap<Component, Rollout>,
     /// The mode the webhook configuration routes to now (`None`: no configuration).
     pub routing: Option<PlacementMode>,
-    /// Pending pods naming the scheduler (only counted when it matters).
+    /// Pending pods naming a scheduler that is being removed, still waiting after this
+    /// pass's releases (only counted when it matters).
     pub pods_waiting_for_scheduler: usize,
     /// Pods with multiarch's scheduling gate (only counted when uninstalling).
     pub gated_pods: usize,
@@ -108,10 +110,13 @@ pub fn route_ready(mode: PlacementMode, observed: &Observed) -> bool {
         .all(|c| observed.available(c))
 }
 
-/// Whose drain timeout has passed (the caller releases what is left).
+/// Which clocks have run out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Expired {
-    pub scheduler_pods: bool,
+    /// The webhook configuration has not routed to the scheduler for the settle period:
+    /// no review under way can still send it a pod.
+    pub scheduler_route_settled: bool,
+    /// The reports' drain timeout has passed (the caller deletes what is left).
     pub enoexec_reports: bool,
 }
 
@@ -119,10 +124,11 @@ pub struct Expired {
 pub fn plan(spec: &ClusterPodPlacementConfigSpec, observed: &Observed, expired: Expired) -> Plan {
     let mode = spec.placement_or_default().mode;
     let waiting = observed.pods_waiting_for_scheduler > 0;
+    // Past the drain timeout the caller has released what waits; what it could not
+    // release still waits and keeps the scheduler.
     let draining_scheduler = mode != PlacementMode::Scheduler
         && observed.exists(Component::Scheduler)
-        && waiting
-        && !expired.scheduler_pods;
+        && (waiting || !expired.scheduler_route_settled);
     let scheduler = mode == PlacementMode::Scheduler || draining_scheduler;
     let routing = if route_ready(mode, observed) {
         Some(mode)
@@ -220,31 +226,32 @@ mod tests {
     }
 
     #[test]
-    fn the_scheduler_stays_while_pods_wait_for_it() {
+    fn the_scheduler_stays_while_pods_wait_for_it_and_until_its_route_has_settled() {
         let mut switching = ready(&[Inspector, Webhook, GateController, Scheduler]);
         switching.routing = Some(PlacementMode::Scheduler);
         switching.pods_waiting_for_scheduler = 3;
-        let p = plan(
-            &spec(PlacementMode::SchedulingGate),
-            &switching,
-            Expired::default(),
-        );
+        let settled = Expired {
+            scheduler_route_settled: true,
+            enoexec_reports: false,
+        };
+        let p = plan(&spec(PlacementMode::SchedulingGate), &switching, settled);
         assert_eq!(
             p.routing,
             Some(PlacementMode::SchedulingGate),
             "switched at once"
         );
         assert!(p.scheduler && p.draining_scheduler);
-        let expired = plan(
+        // Nothing waits, but reviews under way may still route pods to it.
+        switching.pods_waiting_for_scheduler = 0;
+        let unsettled = plan(
             &spec(PlacementMode::SchedulingGate),
             &switching,
-            Expired {
-                scheduler_pods: true,
-                enoexec_reports: false,
-            },
+            Expired::default(),
         );
-        assert!(!expired.draining_scheduler);
-        switching.pods_waiting_for_scheduler = 0;
+        assert!(unsettled.scheduler && unsettled.draining_scheduler);
+        assert!(!plan(&spec(PlacementMode::SchedulingGate), &switching, settled).scheduler);
+        // Gone already: nothing to keep.
+        switching.rollouts.remove(&Scheduler);
         assert!(
             !plan(
                 &spec(PlacementMode::SchedulingGate),

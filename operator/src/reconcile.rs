@@ -1,6 +1,8 @@
 //! One reconcile of the ClusterPodPlacementConfig `cluster`: the finalizer, the
 //! certificates, what to install (`plan`), writing it (`apply`, only what differs), and
-//! the status; deletion goes to `uninstall`.
+//! the status; deletion goes to `uninstall`. A step that fails on one object (an operand
+//! the API server refuses, a pod that cannot be recreated) is recorded in the Degraded
+//! condition while the other steps, the status and the certificates go on.
 
 use std::{
     collections::BTreeSet,
@@ -25,15 +27,15 @@ use crate::{
     authority::{CertificateAuthority, secret_data},
     certificates::{ensure, expires_at},
     context::{Drain, OperatorContext},
-    desired::{self, Owner, Wanted, every_key, webhook_configuration_key},
-    drain,
+    desired::{self, Owner, Wanted, every_key, webhook_certificate_key, webhook_configuration_key},
+    journal,
     metrics::{ResultLabel, SecretLabel},
     observe,
     plan::{Component, Expired, Observed, Plan, plan},
-    rename, status,
+    release, rename, status,
     step::{
-        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, api_error, delete, now_time,
-        released, write_status, wrote,
+        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, StepFailures, api_error, delete,
+        now_time, write_status, wrote,
     },
     uninstall,
 };
@@ -64,9 +66,9 @@ async fn reconcile_once(
         return uninstall::run(cppc, ctx).await;
     }
     ensure_finalizer(cppc, ctx).await?;
-    drain::replay_journal(&ctx.client, &ctx.events, &ctx.settings.namespace)
-        .await
-        .map_err(api_error("finish recreating pods"))?;
+    // From here one failing step is recorded (Degraded) and the others go on.
+    let mut failures = StepFailures::default();
+    finish_recreations(cppc, ctx, &mut failures).await;
 
     let spec = &cppc.spec;
     ctx.log_verbosity.send_if_modified(|level| {
@@ -91,14 +93,36 @@ async fn reconcile_once(
         rename::previous_names(deployed_scheduler.as_ref(), &scheduler_name);
 
     // Pods and reports waiting for a component that is being removed.
-    let waiting = match &deployed_scheduler {
-        Some(deployed) if mode != PlacementMode::Scheduler => {
+    let leaving = deployed_scheduler
+        .as_ref()
+        .filter(|_| mode != PlacementMode::Scheduler);
+    let waiting = match leaving {
+        Some(deployed) => {
             let names = rename::every_name(Some(deployed), &deployed.name);
             rename::pods_waiting_for_any(ctx, &names).await?
         }
-        _ => Vec::new(),
+        None => Vec::new(),
     };
+    // The scheduler serves its route until the webhook configuration, as read, has not
+    // routed to it for the settle period: reviews already under way still send it pods.
+    let route_settled = if observed.routing == Some(PlacementMode::Scheduler) {
+        ctx.drain_done(Drain::SchedulerRouteSettle);
+        false
+    } else {
+        ctx.drain_expired(Drain::SchedulerRouteSettle)
+    };
+    // Past the drain timeout, release what still waits; what cannot be released keeps
+    // the scheduler.
     observed.pods_waiting_for_scheduler = waiting.len();
+    if clock(ctx, Drain::SchedulerPods, !waiting.is_empty()) && leaving.is_some() {
+        let why = format!(
+            "the ClusterPodPlacementConfig switched to gate mode, and the multiarch scheduler is being removed after waiting {:?} for it to place this pod",
+            ctx.drain_timeout
+        );
+        let left = release::reset_all(ctx, &waiting, &why, &mut failures).await;
+        ctx.metrics.pods_not_recreatable.set(left.refused as i64);
+        observed.pods_waiting_for_scheduler = left.total();
+    }
     let monitor = spec
         .plugins
         .as_ref()
@@ -117,63 +141,34 @@ async fn reconcile_once(
         observed.misplaced_pods = Some(observe::misplaced_pods(&ctx.client).await?);
     }
     let expired = Expired {
-        scheduler_pods: clock(ctx, Drain::SchedulerPods, !waiting.is_empty()),
+        scheduler_route_settled: route_settled,
         enoexec_reports: clock(ctx, Drain::EnoexecReports, !reports.is_empty()),
     };
     let plan = plan(spec, &observed, expired);
-
-    // Past the drain timeout, release what still waits.
-    if expired.scheduler_pods && !plan.scheduler {
-        let why = format!(
-            "the ClusterPodPlacementConfig switched to gate mode, and the multiarch scheduler is being removed after waiting {:?} for it to place this pod",
-            ctx.drain_timeout
-        );
-        for pod in &waiting {
-            drain::reset(&ctx.client, &ctx.events, &ctx.settings.namespace, pod, &why).await?;
-            released(ctx, "recreated");
-        }
-    }
     if expired.enoexec_reports && !plan.enoexec_handler {
-        uninstall::delete_reports(ctx, &reports).await?;
+        let deleted = uninstall::delete_reports(ctx, &reports).await;
+        failures.keep(ctx, "delete unhandled exec-format-error reports", deleted);
     }
 
     // Routing off first, so no pod is sent to what is about to change.
     if plan.routing.is_none() && routing_before.is_some() {
-        delete(ctx, &webhook_configuration_key()).await?;
+        let deleted = delete(ctx, &webhook_configuration_key()).await;
+        failures.keep(ctx, "remove the webhook configuration", deleted);
     }
-    let [webhook, inspector, inspector_client] = desired::certificates(&ctx.settings);
-    let webhook_tls = certificate(ctx, &authority, &webhook, now).await?;
-    let inspector_tls = certificate(ctx, &authority, &inspector, now).await?;
-    let inspector_client_tls = certificate(ctx, &authority, &inspector_client, now).await?;
     let apis = observe::optional_apis(&ctx.client).await?;
-    let objects = desired::objects(&Wanted {
-        settings: &ctx.settings,
-        spec,
-        plan: &plan,
-        owner: &Owner {
-            uid: cppc.uid().unwrap_or_default(),
+    apply_operands(
+        cppc,
+        ctx,
+        &Operands {
+            authority: &authority,
+            now,
+            plan: &plan,
+            apis,
+            previous_scheduler_names: &previous_scheduler_names,
         },
-        ca_bundle: &CertificateAuthority::bundle_base64(&authority),
-        webhook_tls: &webhook_tls,
-        inspector_tls: &inspector_tls,
-        inspector_client_tls: &inspector_client_tls,
-        apis,
-        previous_scheduler_names: &previous_scheduler_names,
-    });
-    let mut wanted = BTreeSet::new();
-    for object in &objects {
-        wanted.insert(ObjectKey::of(object));
-        match ctx.applier.ensure(object).await? {
-            Applied::Unchanged => {}
-            Applied::Created => wrote(ctx, "created"),
-            Applied::Updated => wrote(ctx, "updated"),
-        }
-    }
-    for key in every_key(&ctx.settings, apis) {
-        if !wanted.contains(&key) {
-            delete(ctx, &key).await?;
-        }
-    }
+        &mut failures,
+    )
+    .await;
     // A renamed scheduler, rolled out: what still waits under its old names is recreated.
     if plan.scheduler
         && deployed_scheduler
@@ -184,7 +179,18 @@ async fn reconcile_once(
             .get(&Component::Scheduler)
             .is_some_and(|r| r.rolled_out)
     {
-        rename::release_renamed(ctx, &previous_scheduler_names, &scheduler_name).await?;
+        let renamed = rename::release_renamed(
+            ctx,
+            &previous_scheduler_names,
+            &scheduler_name,
+            &mut failures,
+        )
+        .await;
+        failures.keep(
+            ctx,
+            "release pods waiting under an old scheduler name",
+            renamed,
+        );
     }
     observed.routing = plan.routing;
     ctx.metrics.routing.set(i64::from(plan.routing.is_some()));
@@ -199,16 +205,143 @@ async fn reconcile_once(
         observed: &observed,
         deprovisioning: None,
         architectures: ctx.architectures(),
+        failures: failures.messages(),
         previous: cppc.status.as_ref(),
         now: now_time(),
     });
     let progressing = is_true(&new_status, "Progressing");
     write_status(ctx, cppc, new_status).await?;
-    Ok(if progressing || busy(&plan) {
-        BUSY_REQUEUE
-    } else {
-        IDLE_REQUEUE
-    })
+    Ok(
+        if progressing || busy(&plan) || !failures.messages().is_empty() {
+            BUSY_REQUEUE
+        } else {
+            IDLE_REQUEUE
+        },
+    )
+}
+
+/// Finishes the recreations a previous pass started; one that fails is reported (an
+/// event on the ClusterPodPlacementConfig, Degraded) and left, never stopping the pass.
+async fn finish_recreations(
+    cppc: &ClusterPodPlacementConfig,
+    ctx: &OperatorContext,
+    failures: &mut StepFailures,
+) {
+    let replayed = journal::replay_all(&ctx.client, &ctx.events, &ctx.settings.namespace).await;
+    for unfinished in failures
+        .keep(ctx, "read the journal of pods being recreated", replayed)
+        .into_iter()
+        .flatten()
+    {
+        let note = format!(
+            "Cannot create again the pod journaled in ConfigMap {}/{} (the pod was deleted to be recreated for the default scheduler): {}. The copy is kept and retried; create it yourself from the ConfigMap's pod.json, then delete the ConfigMap",
+            ctx.settings.namespace, unfinished.entry, unfinished.error
+        );
+        failures.record(
+            ctx,
+            "recreate a journaled pod",
+            format!(
+                "ConfigMap {}/{}: {}",
+                ctx.settings.namespace, unfinished.entry, unfinished.error
+            ),
+        );
+        if let Err(e) = ctx
+            .events
+            .publish(
+                &reference(cppc),
+                Severity::Warning,
+                "PodNotRecreated",
+                "Release",
+                note,
+            )
+            .await
+        {
+            warn!(error = %e, "cannot publish the event");
+        }
+    }
+}
+
+/// What the operands are built from, besides the spec.
+struct Operands<'a> {
+    authority: &'a crate::certificates::Authority,
+    now: SystemTime,
+    plan: &'a Plan,
+    apis: desired::OptionalApis,
+    previous_scheduler_names: &'a [String],
+}
+
+/// Writes every operand the plan wants (only what differs) and deletes the others; one
+/// object that fails is recorded and the others go on.
+async fn apply_operands(
+    cppc: &ClusterPodPlacementConfig,
+    ctx: &OperatorContext,
+    operands: &Operands<'_>,
+    failures: &mut StepFailures,
+) {
+    let [webhook, inspector, inspector_client] = desired::certificates(&ctx.settings);
+    let mut issued = Vec::new();
+    for wanted in [&webhook, &inspector, &inspector_client] {
+        let data = certificate(ctx, operands.authority, wanted, operands.now).await;
+        match failures.keep(ctx, "issue a certificate", data) {
+            Some(data) => issued.push(data),
+            // Without every certificate the workloads that mount them are left as they are.
+            None => return,
+        }
+    }
+    let [webhook_tls, inspector_tls, inspector_client_tls] = [&issued[0], &issued[1], &issued[2]];
+    let objects = desired::objects(&Wanted {
+        settings: &ctx.settings,
+        spec: &cppc.spec,
+        plan: operands.plan,
+        owner: &Owner {
+            uid: cppc.uid().unwrap_or_default(),
+        },
+        ca_bundle: &CertificateAuthority::bundle_base64(operands.authority),
+        webhook_tls,
+        inspector_tls,
+        inspector_client_tls,
+        apis: operands.apis,
+        previous_scheduler_names: operands.previous_scheduler_names,
+    });
+    let mut wanted = BTreeSet::new();
+    let mut routed = true;
+    for object in &objects {
+        let key = ObjectKey::of(object);
+        wanted.insert(key.clone());
+        // The webhook's certificate follows its configuration: a certificate from a new
+        // CA is served only once the API server has that CA.
+        if key == webhook_certificate_key(&ctx.settings) && !routed {
+            let bundle = CertificateAuthority::bundle_base64(operands.authority);
+            let injected = ctx.authority.inject_mutating(&bundle).await;
+            if failures
+                .keep(
+                    ctx,
+                    "write the CA bundle into the webhook configuration",
+                    injected,
+                )
+                .is_none()
+            {
+                continue;
+            }
+        }
+        match ctx.applier.ensure(object).await {
+            Ok(Applied::Unchanged) => {}
+            Ok(Applied::Created) => wrote(ctx, "created"),
+            Ok(Applied::Updated) => wrote(ctx, "updated"),
+            Err(e) => {
+                if key == webhook_configuration_key() {
+                    routed = false;
+                }
+                failures.record(ctx, "apply an operand", format!("{key}: {e}"));
+            }
+        }
+    }
+    for key in every_key(&ctx.settings, operands.apis) {
+        if !wanted.contains(&key) {
+            let deleted = delete(ctx, &key).await;
+            failures.keep(ctx, "delete an operand", deleted);
+        }
+    }
 }
 
 fn busy(plan: &Plan) -> bool {

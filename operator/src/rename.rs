@@ -13,10 +13,9 @@ use serde_json::Value;
 use crate::{
     apply::ObjectKey,
     context::OperatorContext,
-    drain,
     install::{MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, SCHEDULER},
-    observe,
-    step::{ReconcileError, released},
+    observe, release,
+    step::{ReconcileError, StepFailures},
 };
 
 /// The scheduler Deployment as it is now.
@@ -95,31 +94,22 @@ pub async fn pods_waiting_for_any(
 }
 
 /// Recreates the pods pending under `previous` names, once the scheduler placing
-/// `wanted` is the one rolled out. Returns how many were released.
+/// `wanted` is the one rolled out. Returns how many still wait (refused or failed).
 pub async fn release_renamed(
     ctx: &OperatorContext,
     previous: &[String],
     wanted: &str,
+    failures: &mut StepFailures,
 ) -> Result<usize, ReconcileError> {
-    let mut count = 0;
+    let mut left = 0;
     for old in previous {
-        for pod in observe::pods_waiting_for(&ctx.client, old).await? {
-            let why = format!(
-                "the ClusterPodPlacementConfig renamed the scheduler from {old} to {wanted}, and no scheduler places pods named {old} any more"
-            );
-            drain::reset(
-                &ctx.client,
-                &ctx.events,
-                &ctx.settings.namespace,
-                &pod,
-                &why,
-            )
-            .await?;
-            released(ctx, "recreated");
-            count += 1;
-        }
+        let pods = observe::pods_waiting_for(&ctx.client, old).await?;
+        let why = format!(
+            "the ClusterPodPlacementConfig renamed the scheduler from {old} to {wanted}, and no scheduler places pods named {old} any more"
+        );
+        left += release::reset_all(ctx, &pods, &why, failures).await.total();
     }
-    Ok(count)
+    Ok(left)
 }
 
 #[cfg(test)]

@@ -54,6 +54,8 @@ pub struct OperatorOptions {
     pub identity: String,
     pub election: Option<ElectionConfig>,
     pub drain_timeout: Duration,
+    /// How long the components serving a removed route stay (`OperatorContext::route_settle`).
+    pub route_settle: Duration,
     /// How often the leader checks the certificates (and the replicas reload theirs).
     pub certificate_check: Duration,
 }
@@ -101,6 +103,7 @@ pub fn start(
         options.settings.clone(),
         serving.clone(),
         options.drain_timeout,
+        options.route_settle,
         nodes,
         PodEvents::new(client.clone(), "multiarch-operator", &options.identity),
         metrics,

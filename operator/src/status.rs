@@ -25,6 +25,8 @@ pub struct Inputs<'a> {
     /// Why an uninstall waits, when the object is being deleted.
     pub deprovisioning: Option<String>,
     pub architectures: Vec<String>,
+    /// Steps of this pass that failed while the others went on (`StepFailures`).
+    pub failures: &'a [String],
     pub previous: Option<&'a ClusterPodPlacementConfigStatus>,
     pub now: Time,
 }
@@ -195,7 +197,7 @@ pub fn status(inputs: &Inputs<'_>) -> ClusterPodPlacementConfigStatus {
         ));
     }
     let progressing = !deprovisioning && (!not_ready.is_empty() || !rolling.is_empty());
-    let degraded = !available && !deprovisioning;
+    let degraded = (!available && !deprovisioning) || !inputs.failures.is_empty();
     let routing_words = match observed.routing {
         Some(PlacementMode::Scheduler) => format!(
             "new pods in the selected namespaces go to {}",
@@ -244,11 +246,17 @@ pub fn status(inputs: &Inputs<'_>) -> ClusterPodPlacementConfigStatus {
         DEGRADED,
         degraded,
         if degraded { "Degraded" } else { "NotDegraded" },
-        if degraded {
+        if degraded && (available || deprovisioning) {
+            format!(
+                "Some of the operator's work failed (the rest went on; it is retried): {}.",
+                inputs.failures.join("; ")
+            )
+        } else if degraded {
             let mut why = problems;
             if why.is_empty() {
                 why.push("the webhook configuration is not in place yet".into());
             }
+            why.extend(inputs.failures.iter().cloned());
             format!(
                 "Pods are not placed by architecture: {}. New pods go to the default scheduler unchanged meanwhile.",
                 why.join("; ")
@@ -353,6 +361,16 @@ mod tests {
         previous: Option<&ClusterPodPlacementConfigStatus>,
         now: i64,
     ) -> ClusterPodPlacementConfigStatus {
+        compute_with(spec, o, previous, now, &[])
+    }
+
+    fn compute_with(
+        spec: &ClusterPodPlacementConfigSpec,
+        o: &Observed,
+        previous: Option<&ClusterPodPlacementConfigStatus>,
+        now: i64,
+        failures: &[String],
+    ) -> ClusterPodPlacementConfigStatus {
         let p = plan(spec, o, Expired::default());
         status(&Inputs {
             spec,
@@ -361,6 +379,7 @@ mod tests {
             observed: o,
             deprovisioning: None,
             architectures: vec!["amd64".into(), "arm64".into()],
+            failures,
             previous,
             now: Time(Timestamp::from_second(now).unwrap()),
         })
@@ -394,6 +413,29 @@ mod tests {
         // Unchanged status keeps its transition times.
         let again = compute(&spec, &o, Some(&s), 2000);
         assert_eq!(again, s);
+    }
+
+    #[test]
+    fn a_failed_step_degrades_a_working_install_without_turning_routing_off() {
+        use Component::*;
+        let spec = ClusterPodPlacementConfigSpec::default();
+        let o = observed(
+            &[Inspector, Webhook, GateController, Scheduler],
+            Some(PlacementMode::Scheduler),
+        );
+        let failure =
+            "apply an operand: MutatingWebhookConfiguration multiarch-webhook: refused".to_owned();
+        let s = compute_with(&spec, &o, None, 1000, &[failure]);
+        assert_eq!(find(&s, AVAILABLE).status, "True");
+        let degraded = find(&s, DEGRADED);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "Degraded")
+        );
+        assert_eq!(
+            degraded.message,
+            "Some of the operator's work failed (the rest went on; it is retried): apply an operand: MutatingWebhookConfiguration multiarch-webhook: refused."
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use multiarch_crd::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, names::SINGLETON_NAME,
 };
 use serde_json::{Value, json};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::{
     apply::{ApplyError, ObjectKey},
@@ -20,7 +20,7 @@ use crate::{
     certificates::CertificateError,
     context::OperatorContext,
     drain::DrainError,
-    metrics::ActionLabel,
+    metrics::{ActionLabel, StepLabel},
     observe::ObserveError,
 };
 
@@ -47,6 +47,47 @@ pub enum ReconcileError {
         what: &'static str,
         source: kube::Error,
     },
+}
+
+/// What failed in a pass without stopping it: the other steps, the status and the
+/// certificates go on; each failure is counted and named in the Degraded condition.
+#[derive(Debug, Default)]
+pub struct StepFailures(Vec<String>);
+
+impl StepFailures {
+    pub fn record(
+        &mut self,
+        ctx: &OperatorContext,
+        step: &'static str,
+        error: impl std::fmt::Display,
+    ) {
+        warn!(step, %error, "reconcile step failed; the others go on");
+        ctx.metrics
+            .step_failures
+            .get_or_create(&StepLabel { step })
+            .inc();
+        self.0.push(format!("{step}: {error}"));
+    }
+
+    /// Runs `result`'s step: its value, or `None` with the failure recorded.
+    pub fn keep<T, E: std::fmt::Display>(
+        &mut self,
+        ctx: &OperatorContext,
+        step: &'static str,
+        result: Result<T, E>,
+    ) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.record(ctx, step, e);
+                None
+            }
+        }
+    }
+
+    pub fn messages(&self) -> &[String] {
+        &self.0
+    }
 }
 
 pub(crate) fn api_error(what: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError {

@@ -1,9 +1,12 @@
 //! Deleting the ClusterPodPlacementConfig uninstalls multiarch in an order that strands
 //! no pod: while PodPlacementConfigs exist nothing moves (MTO's rule); then the webhook
-//! configuration goes, so no new pod is routed or gated; the pods already gated or
-//! waiting for the scheduler are left to the gate controller and the scheduler until the
-//! drain timeout, then released by the operator; the exec-format-error reports likewise;
-//! then every operand goes, and last the finalizer.
+//! configuration goes, so no new pod is routed or gated; every component stays for the
+//! route's settle period (reviews already under way, API servers that have not seen the
+//! deletion yet), and the pods gated or waiting for the scheduler, including any admitted
+//! meanwhile, are left to the gate controller and the scheduler until the drain timeout,
+//! then released by the operator; the exec-format-error reports likewise; then every
+//! operand goes, and last the finalizer. Pods the API server refuses to create again hold
+//! the uninstall, named in the status, until a person acts.
 
 use std::time::Duration;
 
@@ -18,12 +21,12 @@ use tracing::info;
 use crate::{
     context::{Drain, OperatorContext},
     desired::{every_key, webhook_configuration_key},
-    drain, observe,
+    observe,
     plan::{Component, Observed, Plan},
-    rename, status,
+    release, rename, status,
     step::{
-        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, api_error, delete, now_time,
-        released, write_status,
+        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, StepFailures, api_error, delete,
+        now_time, write_status,
     },
 };
 
@@ -36,16 +39,30 @@ pub async fn run(
     if !cppc.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(IDLE_REQUEUE);
     }
-    let expired = ctx.drain_expired(Drain::Uninstall);
     let configs = observe::pod_placement_configs(&ctx.client).await?;
     if !configs.is_empty() {
+        // The drain has not started: its clocks start when it does.
+        ctx.drain_done(Drain::Uninstall);
+        ctx.drain_done(Drain::UninstallSettle);
         let why = format!(
             "waiting for the PodPlacementConfigs to be deleted first: {} (pods stay routed meanwhile)",
             configs.join(", ")
         );
-        return wait(ctx, cppc, Observed::default(), why).await;
+        return wait(
+            ctx,
+            cppc,
+            Observed::default(),
+            why,
+            &StepFailures::default(),
+        )
+        .await;
     }
     delete(ctx, &webhook_configuration_key()).await?;
+    // The route is seen gone (the delete answered): the drain and the settle run from here.
+    let expired = ctx.drain_expired(Drain::Uninstall);
+    // Taken before the pods are listed: the last look comes after the settle.
+    let settled = ctx.drain_expired(Drain::UninstallSettle);
+    let mut failures = StepFailures::default();
     let observed = Observed {
         rollouts: observe::rollouts(&ctx.client, &ctx.settings).await?,
         ..Observed::default()
@@ -55,6 +72,12 @@ pub async fn run(
         ctx.drain_left(Drain::Uninstall).as_secs()
     );
     let mut waiting_on = Vec::new();
+    if !settled {
+        waiting_on.push(format!(
+            "admission reviews already under way to finish ({} s) before the last look for pods still gated or routed",
+            ctx.drain_left(Drain::UninstallSettle).as_secs()
+        ));
+    }
 
     let gated = observe::gated_pods(&ctx.client).await?;
     if !gated.is_empty() {
@@ -64,9 +87,9 @@ pub async fn run(
                 gated.len()
             ));
         } else {
-            for pod in &gated {
-                drain::ungate(&ctx.client, &ctx.events, pod, WHY).await?;
-                released(ctx, "ungated");
+            let still = release::ungate_all(ctx, &gated, WHY, &mut failures).await;
+            if still.total() > 0 {
+                waiting_on.push(format!("{} gated pods to be ungated", still.total()));
             }
         }
     }
@@ -75,6 +98,7 @@ pub async fn run(
     let scheduler_name = cppc.spec.placement_or_default().scheduler_name;
     let names = rename::every_name(rename::deployed(ctx).await?.as_ref(), &scheduler_name);
     let pending = rename::pods_waiting_for_any(ctx, &names).await?;
+    let mut refused = 0;
     if !pending.is_empty() {
         if observed.available(Component::Scheduler) && !expired {
             waiting_on.push(format!(
@@ -82,12 +106,20 @@ pub async fn run(
                 pending.len()
             ));
         } else {
-            for pod in &pending {
-                drain::reset(&ctx.client, &ctx.events, &ctx.settings.namespace, pod, WHY).await?;
-                released(ctx, "recreated");
+            let still = release::reset_all(ctx, &pending, WHY, &mut failures).await;
+            refused = still.refused;
+            if still.refused > 0 {
+                waiting_on.push(format!(
+                    "{} pending pods the API server refuses to create again (see their events: delete them, or allow their creation)",
+                    still.refused
+                ));
+            }
+            if still.failed > 0 {
+                waiting_on.push(format!("{} pending pods to be recreated", still.failed));
             }
         }
     }
+    ctx.metrics.pods_not_recreatable.set(refused as i64);
 
     let apis = observe::optional_apis(&ctx.client).await?;
     // The daemon first: no new reports while the handler drains the old ones.
@@ -114,6 +146,7 @@ pub async fn run(
             cppc,
             observed,
             format!("waiting for {}", waiting_on.join("; ")),
+            &failures,
         )
         .await;
     }
@@ -136,6 +169,7 @@ pub async fn run(
         .await
         .map_err(api_error("remove the finalizer"))?;
     ctx.drain_done(Drain::Uninstall);
+    ctx.drain_done(Drain::UninstallSettle);
     info!("uninstalled: every operand removed, finalizer released");
     Ok(IDLE_REQUEUE)
 }
@@ -145,6 +179,7 @@ async fn wait(
     cppc: &ClusterPodPlacementConfig,
     observed: Observed,
     why: String,
+    failures: &StepFailures,
 ) -> Result<Duration, ReconcileError> {
     let nothing = Plan {
         scheduler: false,
@@ -161,6 +196,7 @@ async fn wait(
         observed: &observed,
         deprovisioning: Some(why),
         architectures: ctx.architectures(),
+        failures: failures.messages(),
         previous: cppc.status.as_ref(),
         now: now_time(),
     });

@@ -1,7 +1,7 @@
 //! One pass of the gate controller over a gated pod, against the API server: a fresh
 //! read of the pod and of the placement configuration, the images inspected when the
-//! pure [`process`] needs them, its result written with one update (a conflict is retried
-//! from a fresh read), its events published. Failed inspections wait out a backoff.
+//! pure [`process`] needs them, its result written with one JSON patch of what it changed
+//! (a conflict is retried from a fresh read), its events published. Failed inspections wait out a backoff.
 
 use std::{
     sync::Arc,
@@ -10,7 +10,11 @@ use std::{
 
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, ResourceExt, api::PostParams, runtime::controller::Action};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::controller::Action,
+};
 use multiarch_inspector::InspectRequest;
 use multiarch_plugins::model::{
     platform::{ContainerPlatforms, compatible_platforms},
@@ -141,7 +145,14 @@ async fn pass(
     let Some(done) = process(&pod, &inputs, inspection) else {
         return Ok(Pass::Done);
     };
-    match pods.replace(name, &PostParams::default(), &done.pod).await {
+    match pods
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(changes(&pod, &done.pod)),
+        )
+        .await
+    {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Pass::Conflict),
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Pass::Done),
@@ -172,6 +183,23 @@ async fn pass(
         Some(attempts) => Pass::Retry(attempts),
         None => Pass::Done,
     })
+}
+
+/// The pass's changes as a JSON patch on the pod as read: only what the pass changed is
+/// written (a whole-object PUT of the typed pod would drop fields newer than the
+/// controller's API types), and the resourceVersion read is a precondition (a pod changed
+/// meanwhile is a conflict, processed again from a fresh read).
+pub(super) fn changes(read: &Pod, processed: &Pod) -> json_patch::Patch {
+    let before = serde_json::to_value(read).unwrap_or_default();
+    let after = serde_json::to_value(processed).unwrap_or_default();
+    let mut operations = vec![json_patch::PatchOperation::Replace(
+        json_patch::ReplaceOperation {
+            path: "/metadata/resourceVersion".parse().unwrap_or_default(),
+            value: serde_json::Value::String(read.resource_version().unwrap_or_default()),
+        },
+    )];
+    operations.extend(json_patch::diff(&before, &after).0);
+    json_patch::Patch(operations)
 }
 
 fn key(namespace: &str, name: &str) -> String {

@@ -506,6 +506,13 @@ pub struct OperatorArgs {
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
 
+    /// How long the components serving a removed route (uninstall, a mode switch away
+    /// from the scheduler) stay after the operator sees the route gone: longer than an
+    /// admission review may take (the webhook's 10 s timeout) plus the API servers' delay
+    /// in seeing the change. Pods still routed meanwhile are placed or released.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub route_settle: Duration,
+
     /// How often the certificates are checked (they are renewed months before expiry).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub certificate_check: Duration,

@@ -92,6 +92,7 @@ pub async fn run(args: &OperatorArgs) -> anyhow::Result<()> {
             retry_period: Duration::from_secs(2),
         }),
         drain_timeout: args.drain_timeout,
+        route_settle: args.route_settle,
         certificate_check: args.certificate_check,
     };
     info!(image = %options.settings.image, namespace = %options.settings.namespace, "operator starting");

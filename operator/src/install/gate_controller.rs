@@ -17,7 +17,7 @@ const METRICS_PORT: u16 = 8080;
 /// What the gate controller calls cluster-wide.
 pub fn gate_controller_rules() -> Value {
     json!([
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "update"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]},
     ])

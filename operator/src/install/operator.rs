@@ -65,7 +65,7 @@ pub fn operator_cluster_rules() -> Value {
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         // Uninstall and mode switches: ungate, or recreate pods left for a scheduler
         // that goes away; its own pod's image.
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "update", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         // The CA bundle of the conversion webhook; whether ServiceMonitors exist.
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]},

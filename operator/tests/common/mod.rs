@@ -170,6 +170,15 @@ pub fn settings() -> Settings {
 }
 
 pub async fn start_operator(server: &FakeApiServer, drain_timeout: Duration) -> Operator {
+    start_operator_with(server, drain_timeout, Duration::from_secs(1)).await
+}
+
+/// An operator whose removed routes settle for `route_settle`.
+pub async fn start_operator_with(
+    server: &FakeApiServer,
+    drain_timeout: Duration,
+    route_settle: Duration,
+) -> Operator {
     let _ = multiarch_runtime::logging::init(multiarch_runtime::logging::LogFormat::Text, "warn");
     let supervisor = Supervisor::new(tokio_util::sync::CancellationToken::new());
     let tasks = supervisor.tasks();
@@ -184,6 +193,7 @@ pub async fn start_operator(server: &FakeApiServer, drain_timeout: Duration) -> 
             identity: "operator-test".into(),
             election: None,
             drain_timeout,
+            route_settle,
             certificate_check: Duration::from_secs(2),
         },
         listener,

@@ -820,7 +820,10 @@ async fn handle(
             }
         }
         (Method::GET, Some(name), _) => get(&shared, &target, &name, wants_metadata_only(&headers)),
-        (Method::POST, None, _) => writes::create(&shared, &target, body, &writer),
+        (Method::POST, None, _) => {
+            let dry_run = query.get("dryRun").is_some_and(|d| d == "All");
+            writes::create(&shared, &target, body, &writer, dry_run)
+        }
         (Method::POST, Some(name), Some("binding")) => bind(&shared, &target, &name, &body),
         (Method::POST, Some(name), Some("eviction")) if target.resource == "pods" => {
             eviction::evict(&shared, &target, &name, &body)

@@ -151,6 +151,7 @@ pub(crate) fn create(
     target: &Target,
     mut body: Value,
     writer: &managed_fields::Writer,
+    dry_run: bool,
 ) -> Response {
     let mut store = shared.store.lock().unwrap();
     if target.resource == "apiextensions.k8s.io/customresourcedefinitions"
@@ -232,6 +233,10 @@ pub(crate) fn create(
     }
     lifecycle::set_generation(&target.resource, None, &mut body);
     managed_fields::record_update(None, &mut body, writer);
+    // `?dryRun=All`: admitted and validated as a real create, never stored.
+    if dry_run {
+        return json_response(201, &body);
+    }
     store_result(shared, &mut store, key, None, body)
 }
 
@@ -379,6 +384,15 @@ pub(crate) fn patch(
         }
     } else if request.content_type.starts_with("application/json-patch") {
         match json_patch(&existing, body) {
+            // A resourceVersion the patch leaves on the object is a precondition, as on
+            // the real server (its storage compares it with the stored one).
+            Ok(patched)
+                if patched["metadata"]["resourceVersion"].is_string()
+                    && patched["metadata"]["resourceVersion"]
+                        != existing["metadata"]["resourceVersion"] =>
+            {
+                return conflict(target, name);
+            }
             Ok(patched) if status_only => {
                 let mut kept = existing.clone();
                 kept["status"] = patched["status"].clone();
@@ -506,6 +520,24 @@ pub(crate) fn delete(shared: &Shared, target: &Target, name: &str, body: &Value)
             "Conflict",
             &format!(
                 "Operation cannot be fulfilled on {plural} \"{name}\": Precondition failed: UID in precondition: {wanted}, UID in object meta: {uid}"
+            ),
+            name,
+            plural,
+        );
+    }
+    let version = object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    if let Some(wanted) = body["preconditions"]["resourceVersion"].as_str()
+        && wanted != version
+    {
+        let plural = plural(target);
+        return status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": Precondition failed: ResourceVersion in precondition: {wanted}, ResourceVersion in object meta: {version}"
             ),
             name,
             plural,

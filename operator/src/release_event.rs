@@ -1,0 +1,16 @@
+//! The event a released pod gets: why the operator ungated, deleted or recreated it.
+
+use multiarch_runtime::pod_events::{PodEvents, Severity, pod_reference};
+use tracing::warn;
+
+use crate::observe::PodRef;
+
+pub(crate) async fn publish(events: &PodEvents, pod: &PodRef, reason: &str, note: String) {
+    let reference = pod_reference(&pod.namespace, &pod.name, Some(pod.uid.clone()));
+    if let Err(e) = events
+        .publish(&reference, Severity::Warning, reason, "Release", note)
+        .await
+    {
+        warn!(pod = %pod, error = %e, "cannot publish the event");
+    }
+}
