@@ -11,67 +11,11 @@ mod rbac;
 use std::{sync::Arc, time::Duration};
 
 use common::*;
-use kube::{
-    Api,
-    api::{DeleteParams, Patch, PatchParams},
-};
+use kube::{Api, api::DeleteParams};
 use multiarch_crd::ClusterPodPlacementConfig;
 use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_operator::install;
 use serde_json::{Value, json};
-
-async fn patch_spec(server: &FakeApiServer, spec: Value) {
-    Api::<ClusterPodPlacementConfig>::all(client(server))
-        .patch(
-            "cluster",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": spec})),
-        )
-        .await
-        .unwrap();
-}
-
-/// Waits until the uninstall has released the ClusterPodPlacementConfig's finalizer.
-async fn cppc_gone(server: &FakeApiServer) {
-    eventually("the ClusterPodPlacementConfig gone", || {
-        get(
-            server,
-            "multiarch.openshift.io/clusterpodplacementconfigs",
-            "cluster",
-        )
-        .is_none()
-    })
-    .await;
-}
-
-fn pods(server: &FakeApiServer) -> Vec<Value> {
-    server.list("pods")
-}
-
-fn waiting_for_scheduler(server: &FakeApiServer) -> Vec<String> {
-    pods(server)
-        .iter()
-        .filter(|p| {
-            p["spec"]["schedulerName"] == "multiarch-scheduler"
-                && p["spec"]["nodeName"].is_null()
-                && p["metadata"]["deletionTimestamp"].is_null()
-        })
-        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn gated(server: &FakeApiServer) -> Vec<String> {
-    pods(server)
-        .iter()
-        .filter(|p| {
-            p["spec"]["schedulingGates"].as_array().is_some_and(|g| {
-                g.iter()
-                    .any(|g| g["name"] == "multiarch.openshift.io/scheduling-gate")
-            })
-        })
-        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
-        .collect()
-}
 
 /// The test's own requests the operator never makes (creating and deleting the
 /// ClusterPodPlacementConfig); its spec patches share the operator's finalizer patch.

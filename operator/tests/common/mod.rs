@@ -325,12 +325,76 @@ pub async fn installed(
     spec: Value,
     drain: Duration,
 ) -> (Rollouts, Operator) {
+    installed_with(server, spec, drain, Duration::from_secs(1)).await
+}
+
+/// The same, with removed routes settling for `route_settle`.
+pub async fn installed_with(
+    server: &Arc<FakeApiServer>,
+    spec: Value,
+    drain: Duration,
+    route_settle: Duration,
+) -> (Rollouts, Operator) {
     let rollouts = Rollouts::start(server);
-    let operator = start_operator(server, drain).await;
+    let operator = start_operator_with(server, drain, route_settle).await;
     create_cppc(server, spec).await;
     eventually("Available", || {
         condition(server, "Available").is_some_and(|c| c["status"] == "True")
     })
     .await;
     (rollouts, operator)
+}
+
+/// Patches the ClusterPodPlacementConfig's spec, as a user would.
+pub async fn patch_spec(server: &FakeApiServer, spec: Value) {
+    kube::Api::<multiarch_crd::ClusterPodPlacementConfig>::all(client(server))
+        .patch(
+            "cluster",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until the uninstall has released the ClusterPodPlacementConfig's finalizer.
+pub async fn cppc_gone(server: &FakeApiServer) {
+    eventually("the ClusterPodPlacementConfig gone", || {
+        get(
+            server,
+            "multiarch.openshift.io/clusterpodplacementconfigs",
+            "cluster",
+        )
+        .is_none()
+    })
+    .await;
+}
+
+pub fn pods(server: &FakeApiServer) -> Vec<Value> {
+    server.list("pods")
+}
+
+pub fn waiting_for_scheduler(server: &FakeApiServer) -> Vec<String> {
+    pods(server)
+        .iter()
+        .filter(|p| {
+            p["spec"]["schedulerName"] == "multiarch-scheduler"
+                && p["spec"]["nodeName"].is_null()
+                && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+pub fn gated(server: &FakeApiServer) -> Vec<String> {
+    pods(server)
+        .iter()
+        .filter(|p| {
+            p["spec"]["schedulingGates"].as_array().is_some_and(|g| {
+                g.iter()
+                    .any(|g| g["name"] == "multiarch.openshift.io/scheduling-gate")
+            })
+        })
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
 }
