@@ -11,6 +11,7 @@ pub mod architecture;
 pub mod cluster_pod_placement_config;
 pub mod conversion;
 pub mod enoexec_event;
+pub mod label_selector;
 pub mod log_verbosity;
 pub mod names;
 pub mod placement;

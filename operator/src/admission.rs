@@ -1,8 +1,9 @@
 //! The webhooks the operator serves (every replica, not only the leader): the
 //! ClusterPodPlacementConfig CRD's conversion between `v1alpha1` and `v1beta1`, and the
 //! admission rules CEL and ValidatingAdmissionPolicies cannot express because they look at
-//! other objects: no ClusterPodPlacementConfig deletion while PodPlacementConfigs exist,
-//! and PodPlacementConfig priorities unique per namespace.
+//! other objects or go beyond CEL's cost limits: no ClusterPodPlacementConfig deletion
+//! while PodPlacementConfigs exist, its namespaceSelector exactly as the API server checks
+//! a label selector, and PodPlacementConfig priorities unique per namespace.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use axum::{
     routing::{get, post},
 };
 use kube::{Api, ResourceExt, api::ListParams};
-use multiarch_crd::{PodPlacementConfig, conversion};
+use multiarch_crd::{PodPlacementConfig, conversion, label_selector};
 use multiarch_runtime::serving_cert::ReloadingCert;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -99,6 +100,28 @@ pub fn cluster_config_delete(configs: &[String]) -> Result<(), String> {
     ))
 }
 
+/// What the CRD's CEL cannot check of a ClusterPodPlacementConfig as written: its
+/// `namespaceSelector` as the API server checks the webhook configuration it is copied
+/// into (which would otherwise refuse it, long after the user wrote it).
+pub fn cluster_config_spec(object: &Value) -> Result<(), String> {
+    let selector = &object["spec"]["namespaceSelector"];
+    if selector.is_null() {
+        return Ok(());
+    }
+    let errors = match serde_json::from_value(selector.clone()) {
+        Ok(selector) => label_selector::selector_errors(&selector, "spec.namespaceSelector"),
+        Err(e) => vec![format!("spec.namespaceSelector: Invalid value: {e}")],
+    };
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the namespaceSelector would be refused in the webhook configuration: {}",
+            errors.join("; ")
+        ))
+    }
+}
+
 fn priority(object: &Value) -> i64 {
     object["spec"]["priority"].as_i64().unwrap_or(0)
 }
@@ -143,7 +166,8 @@ async fn validate_cluster_config(State(state): State<AdmissionState>, body: Byte
         Err(refused) => return *refused,
     };
     if request["operation"] != "DELETE" {
-        return json_response(&admission_response(&request, Ok(())));
+        let verdict = cluster_config_spec(&request["object"]);
+        return json_response(&admission_response(&request, verdict));
     }
     let verdict = match Api::<PodPlacementConfig>::all(state.client.clone())
         .list(&ListParams::default())
@@ -239,6 +263,18 @@ mod tests {
         // MTO's default: two configs left at priority 0 conflict.
         let zero = json!({"metadata": {"name": "z"}, "spec": {}});
         assert!(pod_config_priority(&zero, None, &[ppc("y", 0)]).is_err());
+    }
+
+    #[test]
+    fn a_namespace_selector_the_webhook_configuration_would_refuse_is_refused() {
+        let bad = json!({"spec": {"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In", "values": []}]}}});
+        assert_eq!(
+            cluster_config_spec(&bad).unwrap_err(),
+            "the namespaceSelector would be refused in the webhook configuration: spec.namespaceSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
+        );
+        let good = json!({"spec": {"namespaceSelector": {"matchLabels": {"example.com/team": "payments"}}}});
+        assert!(cluster_config_spec(&good).is_ok());
+        assert!(cluster_config_spec(&json!({"spec": {}})).is_ok());
     }
 
     #[test]

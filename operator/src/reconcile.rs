@@ -15,7 +15,7 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use multiarch_crd::{
-    ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, PlacementMode,
+    ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, PlacementMode, label_selector,
     names::SINGLETON_NAME,
 };
 use multiarch_runtime::pod_events::Severity;
@@ -303,11 +303,31 @@ async fn apply_operands(
         apis: operands.apis,
         previous_scheduler_names: operands.previous_scheduler_names,
     });
+    let selector_errors = cppc
+        .spec
+        .namespace_selector
+        .as_ref()
+        .map(|s| label_selector::selector_errors(s, "spec.namespaceSelector"))
+        .unwrap_or_default();
     let mut wanted = BTreeSet::new();
     let mut routed = true;
     for object in &objects {
         let key = ObjectKey::of(object);
         wanted.insert(key.clone());
+        // Refused by the CRD and the validating webhook; written while they were not
+        // there: the configuration in place stays as it is, and the user is told.
+        if key == webhook_configuration_key() && !selector_errors.is_empty() {
+            routed = false;
+            failures.record(
+                ctx,
+                "use the namespaceSelector",
+                format!(
+                    "the webhook configuration keeps its previous namespaceSelector: {}",
+                    selector_errors.join("; ")
+                ),
+            );
+            continue;
+        }
         // The webhook's certificate follows its configuration: a certificate from a new
         // CA is served only once the API server has that CA.
         if key == webhook_certificate_key(&ctx.settings) && !routed {

@@ -369,3 +369,41 @@ async fn the_drain_clock_starts_when_the_podplacementconfigs_are_gone() {
     );
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_namespace_selector_degrades_and_stops_nothing_else() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;
+    // Written past the CRD and the webhook (they were not there yet).
+    let mut stored = get(
+        &server,
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        "cluster",
+    )
+    .unwrap();
+    stored["spec"]["namespaceSelector"] =
+        json!({"matchExpressions": [{"key": "team", "operator": "In"}]});
+    stored["spec"]["plugins"] = json!({"execFormatErrorMonitor": {"enabled": true}});
+    server.apply("multiarch.openshift.io/clusterpodplacementconfigs", stored);
+    eventually("Degraded naming the selector", || {
+        condition(&server, "Degraded").is_some_and(|c| {
+            c["status"] == "True"
+                && c["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("matchExpressions[0].values: Required value")
+        })
+    })
+    .await;
+    assert!(
+        get(&server, "apps/daemonsets", "multiarch-enoexec-daemon").is_some(),
+        "the rest of the spec is installed"
+    );
+    let configuration = get(&server, MWC, "multiarch-webhook").unwrap();
+    assert!(
+        !configuration.to_string().contains("\"team\""),
+        "the configuration keeps its previous selector"
+    );
+    assert_eq!(condition(&server, "Available").unwrap()["status"], "True");
+    operator.stop().await;
+}

@@ -183,6 +183,55 @@ async fn deletes_and_priorities_are_validated_over_https() {
     operator.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_selector_the_api_server_would_refuse_is_refused_when_written() {
+    let server = cluster().await;
+    let (operator, bundle) = ready_operator(&server).await;
+    let review = |operation: &str, selector: Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "c-1", "operation": operation, "name": "cluster",
+                        "object": cppc(json!({"namespaceSelector": selector}))}})
+    };
+    // A key prefix longer than a DNS subdomain: past what the CRD's CEL checks.
+    let long_prefix = format!("{}.example.com/team", "a".repeat(250));
+    for (operation, selector, message) in [
+        (
+            "CREATE",
+            json!({"matchExpressions": [{"key": "team", "operator": "NotIn"}]}),
+            "spec.namespaceSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+        ),
+        (
+            "UPDATE",
+            json!({"matchLabels": {long_prefix.clone(): "payments"}}),
+            "spec.namespaceSelector.matchLabels: Invalid value:",
+        ),
+    ] {
+        let path = "/validate/clusterpodplacementconfigs";
+        let answer = post(&operator, &bundle, path, &review(operation, selector)).await;
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        let said = answer["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            said.starts_with(&format!(
+                "the namespaceSelector would be refused in the webhook configuration: {message}"
+            )),
+            "{said}"
+        );
+    }
+    let fine = review(
+        "CREATE",
+        json!({"matchExpressions": [{"key": "multiarch.openshift.io/exclude-pod-placement", "operator": "DoesNotExist"}]}),
+    );
+    let answer = post(
+        &operator,
+        &bundle,
+        "/validate/clusterpodplacementconfigs",
+        &fine,
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    operator.stop().await;
+}
+
 #[tokio::test]
 async fn a_pod_placement_config_needs_the_cluster_pod_placement_config() {
     let server = Arc::new(cluster().await);

@@ -214,7 +214,7 @@ pub fn validating_webhook_configuration(settings: &Settings) -> Value {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": VALIDATING_WEBHOOK, "labels": labels("operator")},
         "webhooks": [
-            hook("clusterpodplacementconfigs.multiarch.openshift.io", VALIDATE_CPPC_PATH, json!(["DELETE"]), "clusterpodplacementconfigs", "Cluster", "Ignore"),
+            hook("clusterpodplacementconfigs.multiarch.openshift.io", VALIDATE_CPPC_PATH, json!(["CREATE", "UPDATE", "DELETE"]), "clusterpodplacementconfigs", "Cluster", "Ignore"),
             hook("podplacementconfigs.multiarch.openshift.io", VALIDATE_PPC_PATH, json!(["CREATE", "UPDATE"]), "podplacementconfigs", "Namespaced", "Fail"),
         ],
     })
