@@ -12,6 +12,7 @@ pub mod certificates;
 pub mod context;
 pub mod desired;
 pub mod drain;
+pub mod finalizers;
 pub mod install;
 pub mod journal;
 pub mod metrics;

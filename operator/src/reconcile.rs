@@ -10,16 +10,12 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
-use kube::{
-    Api, Resource, ResourceExt,
-    api::{Patch, PatchParams},
-};
+use kube::{Api, Resource, ResourceExt};
 use multiarch_crd::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, PlacementMode, label_selector,
     names::SINGLETON_NAME,
 };
 use multiarch_runtime::pod_events::Severity;
-use serde_json::json;
 use tracing::{info, warn};
 
 use crate::{
@@ -28,14 +24,15 @@ use crate::{
     certificates::{ensure, expires_at},
     context::{Drain, OperatorContext},
     desired::{self, Owner, Wanted, every_key, webhook_certificate_key, webhook_configuration_key},
+    finalizers::{self, FINALIZER, NO_POD_PLACEMENT_CONFIG},
     journal,
     metrics::{ResultLabel, SecretLabel},
     observe,
     plan::{Component, Expired, Observed, Plan, plan},
     release, rename, status,
     step::{
-        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, StepFailures, api_error, delete,
-        now_time, write_status, wrote,
+        BUSY_REQUEUE, IDLE_REQUEUE, ReconcileError, StepFailures, api_error, delete, now_time,
+        write_status, wrote,
     },
     uninstall,
 };
@@ -65,9 +62,19 @@ async fn reconcile_once(
     if cppc.meta().deletion_timestamp.is_some() {
         return uninstall::run(cppc, ctx).await;
     }
-    ensure_finalizer(cppc, ctx).await?;
     // From here one failing step is recorded (Degraded) and the others go on.
     let mut failures = StepFailures::default();
+    // MTO's finalizers: pod-placement always, no-pod-placement-config while any
+    // PodPlacementConfig exists.
+    let configs = observe::pod_placement_configs(&ctx.client).await;
+    let mut wanted = vec![(FINALIZER, true)];
+    if let Some(configs) = failures.keep(ctx, "list the PodPlacementConfigs", configs) {
+        wanted.push((NO_POD_PLACEMENT_CONFIG, !configs.is_empty()));
+    }
+    if finalizers::set(ctx, cppc, &wanted).await? {
+        // Written: the next pass starts from the object as it is now.
+        return Ok(Duration::ZERO);
+    }
     finish_recreations(cppc, ctx, &mut failures).await;
 
     let spec = &cppc.spec;
@@ -410,26 +417,6 @@ async fn certificate(
             .set(expiry);
     }
     Ok(data)
-}
-
-async fn ensure_finalizer(
-    cppc: &ClusterPodPlacementConfig,
-    ctx: &OperatorContext,
-) -> Result<(), ReconcileError> {
-    if cppc.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(());
-    }
-    let mut finalizers = cppc.finalizers().to_vec();
-    finalizers.push(FINALIZER.to_owned());
-    Api::<ClusterPodPlacementConfig>::all(ctx.client.clone())
-        .patch(
-            SINGLETON_NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": cppc.resource_version()}})),
-        )
-        .await
-        .map_err(api_error("add the finalizer"))?;
-    Ok(())
 }
 
 pub(crate) fn is_true(status: &ClusterPodPlacementConfigStatus, type_: &str) -> bool {

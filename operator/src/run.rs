@@ -245,6 +245,15 @@ async fn lead(
         wake.clone(),
         stop.clone(),
     );
+    // PodPlacementConfigs coming and going: the no-pod-placement-config finalizer follows.
+    let pod_configs = watch_into(
+        Api::<kube::core::PartialObjectMeta<multiarch_crd::PodPlacementConfig>>::all(
+            client.clone(),
+        ),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+    );
     // Pods the misplaced-pod correction labels (or that go): the status counts them.
     let misplaced = watch_into(
         Api::<Pod>::all(client.clone()),
@@ -321,6 +330,7 @@ async fn lead(
         nodes,
         watches,
         optional_apis,
+        pod_configs,
         misplaced,
         passes
     );

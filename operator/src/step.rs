@@ -24,8 +24,6 @@ use crate::{
     observe::ObserveError,
 };
 
-/// MTO's finalizer: the operands are removed in order before the object goes.
-pub const FINALIZER: &str = "finalizers.multiarch.openshift.io/pod-placement";
 /// Requeue while something is in progress, and otherwise (certificates are checked then).
 pub const BUSY_REQUEUE: Duration = Duration::from_secs(5);
 pub const IDLE_REQUEUE: Duration = Duration::from_secs(300);

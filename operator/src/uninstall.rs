@@ -10,23 +10,20 @@
 
 use std::time::Duration;
 
-use kube::{
-    Api, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams},
-};
-use multiarch_crd::{ClusterPodPlacementConfig, ENoExecEvent, names::SINGLETON_NAME};
-use serde_json::json;
+use kube::{Api, api::DeleteParams};
+use multiarch_crd::{ClusterPodPlacementConfig, ENoExecEvent};
 use tracing::info;
 
 use crate::{
     context::{Drain, OperatorContext},
     desired::{every_key, webhook_configuration_key},
+    finalizers::{self, FINALIZER, NO_POD_PLACEMENT_CONFIG},
     observe,
     plan::{Component, Observed, Plan},
     release, rename, status,
     step::{
-        BUSY_REQUEUE, FINALIZER, IDLE_REQUEUE, ReconcileError, StepFailures, api_error, delete,
-        now_time, write_status,
+        BUSY_REQUEUE, IDLE_REQUEUE, ReconcileError, StepFailures, api_error, delete, now_time,
+        write_status,
     },
 };
 
@@ -36,10 +33,15 @@ pub async fn run(
     cppc: &ClusterPodPlacementConfig,
     ctx: &OperatorContext,
 ) -> Result<Duration, ReconcileError> {
-    if !cppc.finalizers().iter().any(|f| f == FINALIZER) {
+    if !finalizers::has(cppc, FINALIZER) {
         return Ok(IDLE_REQUEUE);
     }
     let configs = observe::pod_placement_configs(&ctx.client).await?;
+    // MTO's order: the no-pod-placement-config finalizer goes once the configs are gone.
+    if configs.is_empty() && finalizers::set(ctx, cppc, &[(NO_POD_PLACEMENT_CONFIG, false)]).await?
+    {
+        return Ok(Duration::ZERO);
+    }
     if !configs.is_empty() {
         // The drain has not started: its clocks start when it does.
         ctx.drain_done(Drain::Uninstall);
@@ -154,20 +156,7 @@ pub async fn run(
     for key in every_key(&ctx.settings, apis) {
         delete(ctx, &key).await?;
     }
-    let finalizers: Vec<String> = cppc
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    Api::<ClusterPodPlacementConfig>::all(ctx.client.clone())
-        .patch(
-            SINGLETON_NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": finalizers, "resourceVersion": cppc.resource_version()}})),
-        )
-        .await
-        .map_err(api_error("remove the finalizer"))?;
+    finalizers::set(ctx, cppc, &[(FINALIZER, false)]).await?;
     ctx.drain_done(Drain::Uninstall);
     ctx.drain_done(Drain::UninstallSettle);
     info!("uninstalled: every operand removed, finalizer released");

@@ -407,3 +407,68 @@ async fn an_invalid_namespace_selector_degrades_and_stops_nothing_else() {
     assert_eq!(condition(&server, "Available").unwrap()["status"], "True");
     operator.stop().await;
 }
+
+fn finalizers(server: &FakeApiServer) -> Vec<String> {
+    get(
+        server,
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        "cluster",
+    )
+    .map(|c| {
+        c["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| f.as_str().unwrap().to_owned())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+const NO_PPC: &str = "finalizers.multiarch.openshift.io/no-pod-placement-config";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_no_pod_placement_config_finalizer_is_kept_while_any_exists_as_mto_keeps_it() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;
+    assert!(!finalizers(&server).iter().any(|f| f == NO_PPC));
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        json!({"metadata": {"name": "prefs", "namespace": "shop"}, "spec": {"priority": 1, "plugins": {}}}),
+    );
+    eventually("the finalizer added", || {
+        finalizers(&server).iter().any(|f| f == NO_PPC)
+    })
+    .await;
+    server.delete(
+        "multiarch.openshift.io/podplacementconfigs",
+        "shop",
+        "prefs",
+    );
+    eventually("the finalizer removed", || {
+        !finalizers(&server).iter().any(|f| f == NO_PPC)
+    })
+    .await;
+    // During an uninstall it holds until the configs are gone, then goes first.
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        json!({"metadata": {"name": "prefs", "namespace": "shop"}, "spec": {"priority": 1, "plugins": {}}}),
+    );
+    eventually("the finalizer added again", || {
+        finalizers(&server).iter().any(|f| f == NO_PPC)
+    })
+    .await;
+    delete_cppc(&server).await;
+    eventually("the uninstall held", || {
+        deprovisioning_says(&server, "shop/prefs")
+    })
+    .await;
+    assert!(finalizers(&server).iter().any(|f| f == NO_PPC));
+    server.delete(
+        "multiarch.openshift.io/podplacementconfigs",
+        "shop",
+        "prefs",
+    );
+    cppc_gone(&server).await;
+    operator.stop().await;
+}
