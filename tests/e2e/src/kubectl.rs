@@ -41,6 +41,22 @@ impl Kubectl {
         command
     }
 
+    /// Starts `kubectl ARGS` in the background (a watch); its stdout is piped, the caller
+    /// reads it and stops the process by its pid.
+    pub fn spawn(&self, args: &[&str]) -> anyhow::Result<Child> {
+        let mut command = Command::new(&self.bin);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        command
+            .spawn()
+            .with_context(|| format!("cannot run {}", self.bin.display()))
+    }
+
     /// Runs `kubectl ARGS` with `stdin`, whatever its exit status.
     pub fn output(&self, args: &[&str], stdin: &str, deadline: Duration) -> anyhow::Result<Output> {
         let child = self

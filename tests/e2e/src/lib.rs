@@ -3,6 +3,7 @@
 //! starts a cluster from the kit (or takes yours by kubeconfig), builds and pushes the
 //! image, and runs `tests/cluster.rs`, whose cases use what is here.
 
+pub mod churn;
 pub mod creator;
 pub mod diagnostics;
 pub mod kubectl;

@@ -15,6 +15,7 @@ use std::{
 
 use anyhow::{Context, bail, ensure};
 use multiarch_e2e::{
+    churn::{Churn, Deletions},
     creator::Creator,
     diagnostics,
     pods::{
@@ -39,7 +40,8 @@ const NS_RESTARTS: &str = "e2e-restarts";
 const NS_GATE: &str = "e2e-gate";
 const NS_ROTATION: &str = "e2e-rotation";
 const NS_MISPLACED: &str = "e2e-misplaced";
-const TEST_NAMESPACES: [&str; 7] = [
+const NS_CHURN: &str = "e2e-churn";
+const TEST_NAMESPACES: [&str; 8] = [
     NS_PPC,
     NS_SCHEDULER,
     NS_ENOEXEC,
@@ -47,9 +49,15 @@ const TEST_NAMESPACES: [&str; 7] = [
     NS_GATE,
     NS_ROTATION,
     NS_MISPLACED,
+    NS_CHURN,
 ];
 /// A Node object without a kubelet, of the foreign architecture (the misplaced-pod case).
 const FAKE_NODE: &str = "e2e-foreign-node";
+/// A Node object without a kubelet, tainted, that only the churn's pods tolerate: they
+/// are placed there and never run.
+const CHURN_NODE: &str = "e2e-churn-node";
+/// Pods a second while routes are removed and switched (the load).
+const CHURN_RATE: usize = 20;
 
 const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
 
@@ -112,6 +120,7 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
     }
     cases.extend([
         ("mode switches under load", mode_switches as Case),
+        ("releases at 20 pods/s", releases_under_load),
         ("uninstall", uninstall),
     ]);
     let (mut passed, mut failed) = (0, 0);
@@ -1093,9 +1102,191 @@ fn no_pod_left_waiting(tier: &Tier) -> anyhow::Result<()> {
     Ok(())
 }
 
+// ---- releases under load ----------------------------------------------------------------
+
+/// The churn's node: no kubelet, room for thousands of pods, a taint only they tolerate.
+fn churn_node(tier: &Tier) -> anyhow::Result<()> {
+    let arch = tier
+        .node_architectures()?
+        .into_iter()
+        .next()
+        .context("the cluster has no node")?;
+    tier.kubectl.apply(
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": CHURN_NODE, "labels": {
+            "kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": CHURN_NODE}},
+            "spec": {"taints": [{"key": "e2e/churn", "effect": "NoSchedule"}]}})
+        .to_string(),
+    )?;
+    let capacity = json!({"cpu": "64", "memory": "256Gi", "pods": "10000"});
+    tier.kubectl.run(&[
+        "patch",
+        "node",
+        CHURN_NODE,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
+    ])?;
+    Ok(())
+}
+
+/// Every churn pod ends bound to a node (none gated, none pending for a scheduler that
+/// is gone), and no pod the API server deleted meanwhile had a node: nothing running was
+/// force-killed by a release.
+fn churn_settled(tier: &Tier, deleted: &[Value], what: &str) -> anyhow::Result<()> {
+    wait::until_true(&format!("every churn pod bound ({what})"), ROLLOUT, || {
+        let pods = tier.kubectl.items(&["pods", "-n", NS_CHURN])?;
+        let unbound: Vec<String> = pods
+            .iter()
+            .filter(|p| p["spec"]["nodeName"].is_null())
+            .map(|p| {
+                format!(
+                    "{} ({}, gates {:?})",
+                    pods::name(p),
+                    p["spec"]["schedulerName"],
+                    gates(p)
+                )
+            })
+            .take(10)
+            .collect();
+        Ok((unbound.is_empty(), format!("unbound: {unbound:?}")))
+    })?;
+    no_pod_left_waiting(tier)?;
+    let bound: Vec<String> = deleted
+        .iter()
+        .filter(|p| !p["spec"]["nodeName"].is_null())
+        .map(|p| pods::name(p).to_owned())
+        .collect();
+    ensure!(
+        bound.is_empty(),
+        "pods deleted while bound to a node: {bound:?}"
+    );
+    let released = deleted.len();
+    let total = tier.kubectl.items(&["pods", "-n", NS_CHURN])?.len();
+    println!(
+        "e2e: {what}: {total} churn pods, all bound; {released} deleted unbound to be recreated, none deleted on a node"
+    );
+    Ok(())
+}
+
+/// Pods at 20/s while the route switches to gate mode and back: the scheduler serves
+/// what was routed to it until its route settles, the gate controller what was gated.
+fn releases_under_load(tier: &Tier) -> anyhow::Result<()> {
+    tier.namespace(NS_CHURN, json!({}))?;
+    churn_node(tier)?;
+    let deletions = Deletions::watch(&tier.kubectl, NS_CHURN)?;
+    let churn = Churn::start(
+        tier.kubectl.clone(),
+        NS_CHURN,
+        "switch",
+        &tier.test_images.multi(),
+        CHURN_NODE,
+        CHURN_RATE,
+    );
+    let switched = (|| {
+        churn.wait_for(2 * CHURN_RATE, ROLLOUT)?;
+        for mode in ["SchedulingGate", "Scheduler"] {
+            set_mode(tier, mode)?;
+            tier.wait_routing(mode, ROLLOUT)?;
+            let now = churn.created_so_far();
+            churn.wait_for(now + 3 * CHURN_RATE, ROLLOUT)?;
+        }
+        Ok::<(), anyhow::Error>(())
+    })();
+    let created = churn.stop();
+    let outcome = switched.and_then(|()| {
+        ensure!(
+            created.refused.is_empty(),
+            "pod creations refused: {:?}",
+            created.refused.iter().take(5).collect::<Vec<_>>()
+        );
+        wait::until_true("every churn pod bound", ROLLOUT, || {
+            let pods = tier.kubectl.items(&["pods", "-n", NS_CHURN])?;
+            let unbound = pods
+                .iter()
+                .filter(|p| p["spec"]["nodeName"].is_null())
+                .count();
+            Ok((unbound == 0, format!("{unbound} unbound")))
+        })
+    });
+    let deleted = deletions.stop();
+    outcome?;
+    churn_settled(tier, &deleted, "switched to gate mode and back")
+}
+
+/// The uninstall's churn, when the churn case ran: pods at 20/s while the
+/// ClusterPodPlacementConfig is deleted.
+struct UninstallChurn {
+    churn: Churn,
+    deletions: Deletions,
+}
+
+fn start_uninstall_churn(tier: &Tier) -> anyhow::Result<Option<UninstallChurn>> {
+    if tier.kubectl.get_opt(&["namespace", NS_CHURN])?.is_none()
+        || tier.kubectl.get_opt(&["node", CHURN_NODE])?.is_none()
+    {
+        return Ok(None);
+    }
+    let deletions = Deletions::watch(&tier.kubectl, NS_CHURN)?;
+    let churn = Churn::start(
+        tier.kubectl.clone(),
+        NS_CHURN,
+        "uninstall",
+        &tier.test_images.multi(),
+        CHURN_NODE,
+        CHURN_RATE,
+    );
+    churn.wait_for(2 * CHURN_RATE, ROLLOUT)?;
+    Ok(Some(UninstallChurn { churn, deletions }))
+}
+
+fn finish_uninstall_churn(tier: &Tier, running: UninstallChurn) -> anyhow::Result<()> {
+    let created = running.churn.stop();
+    let settled = wait::until_true("every churn pod bound after the uninstall", ROLLOUT, || {
+        let pods = tier.kubectl.items(&["pods", "-n", NS_CHURN])?;
+        let unbound = pods
+            .iter()
+            .filter(|p| p["spec"]["nodeName"].is_null())
+            .count();
+        Ok((unbound == 0, format!("{unbound} unbound")))
+    });
+    let deleted = running.deletions.stop();
+    settled?;
+    ensure!(
+        created.refused.is_empty(),
+        "pod creations refused: {:?}",
+        created.refused.iter().take(5).collect::<Vec<_>>()
+    );
+    println!(
+        "e2e: created {} pods at {CHURN_RATE}/s while multiarch was uninstalled",
+        created.names.len()
+    );
+    churn_settled(tier, &deleted, "uninstalled under load")
+}
+
+/// The churn's pods (no kubelet confirms their deletion: at once) and node.
+fn remove_churn(tier: &Tier) -> anyhow::Result<()> {
+    if tier.kubectl.get_opt(&["namespace", NS_CHURN])?.is_some() {
+        tier.kubectl.run(&[
+            "delete",
+            "pods",
+            "--all",
+            "-n",
+            NS_CHURN,
+            "--force",
+            "--grace-period=0",
+            "--ignore-not-found",
+        ])?;
+    }
+    tier.kubectl
+        .run(&["delete", "node", CHURN_NODE, "--ignore-not-found"])?;
+    Ok(())
+}
+
 // ---- uninstall ------------------------------------------------------------------------
 
 fn uninstall(tier: &Tier) -> anyhow::Result<()> {
+    let churn = start_uninstall_churn(tier)?;
     run_readme(tier, "uninstall", &[])?;
     wait::until_true("nothing of multiarch left", ROLLOUT, || {
         let mut left = Vec::new();
@@ -1125,6 +1316,10 @@ fn uninstall(tier: &Tier) -> anyhow::Result<()> {
         Ok((left.is_empty(), format!("left: {left:?}")))
     })?;
     no_pod_left_waiting(tier)?;
+    if let Some(churn) = churn {
+        finish_uninstall_churn(tier, churn)?;
+    }
+    remove_churn(tier)?;
     if tier.service_monitors {
         let monitors = tier.kubectl.items(&["servicemonitors", "-A"])?;
         ensure!(
@@ -1205,6 +1400,7 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
     }
     tier.kubectl
         .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
+    remove_churn(tier)?;
     for namespace in TEST_NAMESPACES {
         tier.delete_namespace(namespace)?;
     }
