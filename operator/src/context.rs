@@ -60,6 +60,8 @@ pub struct OperatorContext {
     pub metrics: OperatorMetrics,
     /// The ClusterPodPlacementConfig's `logVerbosity`, for the operator's own log.
     pub log_verbosity: tokio::sync::watch::Sender<LogVerbosity>,
+    /// One issuer of the operands' certificates at a time (reconcile, certificate loop).
+    pub operand_certificates: tokio::sync::Mutex<()>,
     drains: Mutex<BTreeMap<Drain, Instant>>,
 }
 
@@ -87,6 +89,7 @@ impl OperatorContext {
             events,
             metrics,
             log_verbosity: tokio::sync::watch::channel(LogVerbosity::default()).0,
+            operand_certificates: tokio::sync::Mutex::new(()),
             drains: Mutex::default(),
         }
     }

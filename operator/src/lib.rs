@@ -17,6 +17,7 @@ pub mod install;
 pub mod journal;
 pub mod metrics;
 pub mod observe;
+pub mod operand_certificates;
 pub mod plan;
 pub mod reconcile;
 pub mod release;

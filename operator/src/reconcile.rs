@@ -9,8 +9,8 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use k8s_openapi::api::core::v1::{ObjectReference, Secret};
-use kube::{Api, Resource, ResourceExt};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::{Resource, ResourceExt};
 use multiarch_crd::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, PlacementMode, label_selector,
     names::SINGLETON_NAME,
@@ -20,19 +20,18 @@ use tracing::{info, warn};
 
 use crate::{
     apply::{Applied, ObjectKey},
-    authority::{CertificateAuthority, secret_data},
-    certificates::{ensure, expires_at},
+    authority::CertificateAuthority,
     context::{Drain, OperatorContext},
     desired::{self, Owner, Wanted, every_key, webhook_certificate_key, webhook_configuration_key},
     finalizers::{self, FINALIZER, NO_POD_PLACEMENT_CONFIG},
     journal,
-    metrics::{ResultLabel, SecretLabel},
-    observe,
+    metrics::ResultLabel,
+    observe, operand_certificates,
     plan::{Component, Expired, Observed, Plan, plan},
     release, rename, status,
     step::{
-        BUSY_REQUEUE, IDLE_REQUEUE, ReconcileError, StepFailures, api_error, delete, now_time,
-        write_status, wrote,
+        BUSY_REQUEUE, IDLE_REQUEUE, ReconcileError, StepFailures, delete, now_time, write_status,
+        wrote,
     },
     uninstall,
 };
@@ -285,16 +284,12 @@ async fn apply_operands(
     operands: &Operands<'_>,
     failures: &mut StepFailures,
 ) {
-    let [webhook, inspector, inspector_client] = desired::certificates(&ctx.settings);
-    let mut issued = Vec::new();
-    for wanted in [&webhook, &inspector, &inspector_client] {
-        let data = certificate(ctx, operands.authority, wanted, operands.now).await;
-        match failures.keep(ctx, "issue a certificate", data) {
-            Some(data) => issued.push(data),
-            // Without every certificate the workloads that mount them are left as they are.
-            None => return,
-        }
-    }
+    let issued =
+        operand_certificates::ensure_all(ctx, cppc, operands.authority, operands.now).await;
+    // Without every certificate the workloads that mount them are left as they are.
+    let Some(issued) = failures.keep(ctx, "issue a certificate", issued) else {
+        return;
+    };
     let [webhook_tls, inspector_tls, inspector_client_tls] = [&issued[0], &issued[1], &issued[2]];
     let objects = desired::objects(&Wanted {
         settings: &ctx.settings,
@@ -383,40 +378,6 @@ fn clock(ctx: &OperatorContext, drain: Drain, waiting: bool) -> bool {
         ctx.drain_done(drain);
         false
     }
-}
-
-/// A certificate the operator keeps in `secret` (the webhook's, the inspector's, the
-/// inspector's clients'): the stored one while it is right, else a new one.
-async fn certificate(
-    ctx: &OperatorContext,
-    authority: &crate::certificates::Authority,
-    wanted: &desired::Certificate,
-    now: SystemTime,
-) -> Result<crate::certificates::SecretData, ReconcileError> {
-    let secret = wanted.secret;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
-    let stored = secrets
-        .get_opt(secret)
-        .await
-        .map_err(api_error("read a certificate's Secret"))?
-        .map(|s| secret_data(&s));
-    let (data, renewed) = ensure(
-        stored.as_ref(),
-        authority,
-        &wanted.dns_names,
-        wanted.usage,
-        now,
-    )?;
-    if let Some(why) = renewed {
-        info!(secret, "certificate issued: {why}");
-    }
-    if let Some(expiry) = expires_at(&data) {
-        ctx.metrics
-            .certificate_expiry
-            .get_or_create(&SecretLabel { secret })
-            .set(expiry);
-    }
-    Ok(data)
 }
 
 pub(crate) fn is_true(status: &ClusterPodPlacementConfigStatus, type_: &str) -> bool {

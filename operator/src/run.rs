@@ -372,6 +372,10 @@ async fn check_certificates(context: &OperatorContext) {
         }
         Err(e) => warn!(error = %e, "certificate check failed; retrying at the next check"),
     }
+    // The operands' too: a reconcile that keeps failing never lets one expire.
+    if let Err(e) = crate::operand_certificates::renew(context, SystemTime::now()).await {
+        warn!(error = %e, "operand certificate renewal failed; retrying at the next check");
+    }
     let secrets: Api<Secret> = Api::namespaced(context.client.clone(), &context.settings.namespace);
     if let Ok(Some(secret)) = secrets.get_opt(OPERATOR_TLS_SECRET).await
         && let Some(expiry) = expires_at(&crate::authority::secret_data(&secret))

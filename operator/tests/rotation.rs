@@ -20,14 +20,14 @@ use std::{
 use base64::{Engine, engine::general_purpose::STANDARD};
 use common::*;
 use k8s_openapi::api::core::v1::Secret;
-use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
 use multiarch_operator::{
     authority::secret_data,
     certificates::{
         Authority, BUNDLE_KEY, CA_KEY, CA_LIFETIME_SECONDS, CERT_KEY, PRIVATE_KEY_KEY,
         SERVING_LIFETIME_SECONDS, SecretData, ensure_authority, expires_at, issue_serving,
     },
-    install::{CA_SECRET, WEBHOOK_TLS_SECRET, webhook_dns_names},
+    install::{CA_SECRET, OPERATOR_TLS_SECRET, WEBHOOK_TLS_SECRET, webhook_dns_names},
 };
 use serde_json::{Value, json};
 
@@ -356,4 +356,100 @@ async fn a_ca_near_expiry_is_replaced_while_the_old_one_stays_trusted() {
         STANDARD.decode(injected).unwrap(),
         new_ca.bundle_pem.as_bytes()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_is_renewed_while_every_reconcile_fails() {
+    let (server, _rollouts, addr, _dir) = serving_cluster().await;
+    let authority = Authority::from_secret_data(&secret(&server, CA_SECRET)).unwrap();
+    let issued = SystemTime::now() - Duration::from_secs(SERVING_LIFETIME_SECONDS as u64 - 60);
+    let old = issue_serving(&authority, &webhook_dns_names(&settings()), issued).unwrap();
+    write_secret(&server, WEBHOOK_TLS_SECRET, &old);
+    until_served(&server, addr, &old[CERT_KEY]).await;
+    // Every reconcile fails before it writes an operand: the operands cannot be read.
+    server.inject(Fault::new(
+        Some(Method::GET),
+        "/apis/apps/v1/namespaces/multiarch/deployments",
+        Effect::Status(500),
+    ));
+    let operator = start_operator(&server, Duration::from_secs(30)).await;
+    eventually("a new certificate in the Secret", || {
+        expires_at(&secret(&server, WEBHOOK_TLS_SECRET))
+            .is_some_and(|at| at > unix_now() + SERVING_LIFETIME_SECONDS - 3600)
+    })
+    .await;
+    let new_leaf = der_of(&secret(&server, WEBHOOK_TLS_SECRET)[CERT_KEY]);
+    until_served(
+        &server,
+        addr,
+        &secret(&server, WEBHOOK_TLS_SECRET)[CERT_KEY],
+    )
+    .await;
+    assert_ne!(new_leaf, der_of(&old[CERT_KEY]));
+    assert!(operator.passes() == 0, "no reconcile succeeded meanwhile");
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_serves_a_certificate_from_a_new_ca_only_once_the_api_server_has_the_ca() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(&server, json!({}), Duration::from_secs(30)).await;
+    operator.stop().await;
+    // A CA with two minutes left, the operator's certificate signed by it.
+    let created = SystemTime::now() - Duration::from_secs(CA_LIFETIME_SECONDS as u64 - 120);
+    let (old_ca, _) = ensure_authority(None, created).unwrap();
+    let own_names = multiarch_operator::install::operator_dns_names(&settings());
+    let own = issue_serving(&old_ca, &own_names, SystemTime::now()).unwrap();
+    write_secret(&server, CA_SECRET, &old_ca.to_secret_data());
+    write_secret(&server, OPERATOR_TLS_SECRET, &own);
+    // The API server refuses the CRD's new bundle for now.
+    let crd_patch = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterpodplacementconfigs.multiarch.openshift.io";
+    server.inject(Fault::new(
+        Some(Method::PATCH),
+        crd_patch,
+        Effect::Status(500),
+    ));
+    let operator = start_operator(&server, Duration::from_secs(30)).await;
+    let attempts = || {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with(&format!("PATCH {crd_patch}")))
+            .count()
+    };
+    eventually("two certificate checks failing to inject", || {
+        attempts() >= 2
+    })
+    .await;
+    assert_ne!(
+        secret(&server, CA_SECRET)[CERT_KEY],
+        old_ca.cert_pem.as_bytes(),
+        "the CA was renewed"
+    );
+    assert_eq!(
+        secret(&server, OPERATOR_TLS_SECRET)[CERT_KEY],
+        own[CERT_KEY],
+        "nothing signed by the new CA before the API server has it"
+    );
+    server.clear_faults();
+    let new_ca = Authority::from_secret_data(&secret(&server, CA_SECRET)).unwrap();
+    eventually("the new CA's certificate, after the bundle", || {
+        secret(&server, OPERATOR_TLS_SECRET)[CA_KEY] == new_ca.bundle_pem.as_bytes()
+    })
+    .await;
+    let crd = server
+        .get(
+            "apiextensions.k8s.io/customresourcedefinitions",
+            "",
+            "clusterpodplacementconfigs.multiarch.openshift.io",
+        )
+        .unwrap();
+    let injected = crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        STANDARD.decode(injected).unwrap(),
+        new_ca.bundle_pem.as_bytes()
+    );
+    operator.stop().await;
 }
