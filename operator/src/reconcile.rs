@@ -120,15 +120,17 @@ async fn reconcile_once(
     // Past the drain timeout, release what still waits; what cannot be released keeps
     // the scheduler.
     observed.pods_waiting_for_scheduler = waiting.len();
+    let mut refused = 0;
     if clock(ctx, Drain::SchedulerPods, !waiting.is_empty()) && leaving.is_some() {
         let why = format!(
             "the ClusterPodPlacementConfig switched to gate mode, and the multiarch scheduler is being removed after waiting {:?} for it to place this pod",
             ctx.drain_timeout
         );
         let left = release::reset_all(ctx, &waiting, &why, &mut failures).await;
-        ctx.metrics.pods_not_recreatable.set(left.refused as i64);
+        refused = left.refused;
         observed.pods_waiting_for_scheduler = left.total();
     }
+    ctx.metrics.pods_not_recreatable.set(refused as i64);
     let monitor = spec
         .plugins
         .as_ref()

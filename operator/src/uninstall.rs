@@ -18,7 +18,7 @@ use crate::{
     context::{Drain, OperatorContext},
     desired::{every_key, webhook_configuration_key},
     finalizers::{self, FINALIZER, NO_POD_PLACEMENT_CONFIG},
-    observe,
+    journal, observe,
     plan::{Component, Observed, Plan},
     release, rename, status,
     step::{
@@ -78,6 +78,27 @@ pub async fn run(
         waiting_on.push(format!(
             "admission reviews already under way to finish ({} s) before the last look for pods still gated or routed",
             ctx.drain_left(Drain::UninstallSettle).as_secs()
+        ));
+    }
+
+    // Recreations a previous pass started: their copies must not go with the namespace.
+    let unfinished = journal::replay_all(&ctx.client, &ctx.events, &ctx.settings.namespace)
+        .await
+        .map_err(api_error("read the journal of pods being recreated"))?;
+    for pod in &unfinished {
+        failures.record(
+            ctx,
+            "recreate a journaled pod",
+            format!(
+                "ConfigMap {}/{}: {}",
+                ctx.settings.namespace, pod.entry, pod.error
+            ),
+        );
+    }
+    if !unfinished.is_empty() {
+        waiting_on.push(format!(
+            "{} journaled pods to be created again (their copies are kept in ConfigMaps until then)",
+            unfinished.len()
         ));
     }
 

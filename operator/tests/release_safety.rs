@@ -472,3 +472,37 @@ async fn the_no_pod_placement_config_finalizer_is_kept_while_any_exists_as_mto_k
     cppc_gone(&server).await;
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uninstall_waits_for_journaled_pods_to_be_created_again() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;
+    let copy = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "orphan", "namespace": "gone"},
+        "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "c", "image": "i"}]}});
+    server.inject(Fault::new(
+        Some(Method::POST),
+        "/api/v1/namespaces/gone/pods",
+        Effect::Status(403),
+    ));
+    server.apply(
+        "configmaps",
+        json!({"metadata": {"name": "multiarch-recreate-u-2", "namespace": NS,
+                            "labels": {"multiarch.openshift.io/recreated-pod": "true"}},
+               "data": {"pod.json": copy.to_string()}}),
+    );
+    delete_cppc(&server).await;
+    eventually("the uninstall waiting for the journaled pod", || {
+        deprovisioning_says(&server, "1 journaled pods to be created again")
+    })
+    .await;
+    assert!(
+        server
+            .get("configmaps", NS, "multiarch-recreate-u-2")
+            .is_some()
+    );
+    server.clear_faults();
+    cppc_gone(&server).await;
+    assert!(server.get("pods", "gone", "orphan").is_some(), "never lost");
+    operator.stop().await;
+}

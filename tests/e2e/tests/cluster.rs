@@ -1185,12 +1185,21 @@ fn releases_under_load(tier: &Tier) -> anyhow::Result<()> {
     );
     let switched = (|| {
         churn.wait_for(2 * CHURN_RATE, ROLLOUT)?;
-        for mode in ["SchedulingGate", "Scheduler"] {
-            set_mode(tier, mode)?;
-            tier.wait_routing(mode, ROLLOUT)?;
-            let now = churn.created_so_far();
-            churn.wait_for(now + 3 * CHURN_RATE, ROLLOUT)?;
-        }
+        set_mode(tier, "SchedulingGate")?;
+        tier.wait_routing("SchedulingGate", ROLLOUT)?;
+        // Still under load until the scheduler's route has settled and it is gone.
+        wait::until_true("multiarch-scheduler removed under load", ROLLOUT, || {
+            let installed =
+                tier.kubectl
+                    .get_opt(&["deployment", "-n", "multiarch", "multiarch-scheduler"])?;
+            Ok((installed.is_none(), "still installed".into()))
+        })?;
+        let now = churn.created_so_far();
+        churn.wait_for(now + 2 * CHURN_RATE, ROLLOUT)?;
+        set_mode(tier, "Scheduler")?;
+        tier.wait_routing("Scheduler", ROLLOUT)?;
+        let now = churn.created_so_far();
+        churn.wait_for(now + 3 * CHURN_RATE, ROLLOUT)?;
         Ok::<(), anyhow::Error>(())
     })();
     let created = churn.stop();
@@ -1288,6 +1297,12 @@ fn remove_churn(tier: &Tier) -> anyhow::Result<()> {
 fn uninstall(tier: &Tier) -> anyhow::Result<()> {
     let churn = start_uninstall_churn(tier)?;
     run_readme(tier, "uninstall", &[])?;
+    // The churn judged first: then its node goes, and with it the node daemon's pod
+    // there (no kubelet ends it), which would hold multiarch's namespace.
+    if let Some(churn) = churn {
+        finish_uninstall_churn(tier, churn)?;
+    }
+    remove_churn(tier)?;
     wait::until_true("nothing of multiarch left", ROLLOUT, || {
         let mut left = Vec::new();
         for (kind, namespaced) in [
@@ -1316,10 +1331,6 @@ fn uninstall(tier: &Tier) -> anyhow::Result<()> {
         Ok((left.is_empty(), format!("left: {left:?}")))
     })?;
     no_pod_left_waiting(tier)?;
-    if let Some(churn) = churn {
-        finish_uninstall_churn(tier, churn)?;
-    }
-    remove_churn(tier)?;
     if tier.service_monitors {
         let monitors = tier.kubectl.items(&["servicemonitors", "-A"])?;
         ensure!(
