@@ -214,12 +214,18 @@ async fn a_pod_the_api_server_would_not_create_again_is_left_and_named() {
     let (rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;
     server.apply("pods", pending_pod("locked", "batch", SCHEDULER, None));
     rollouts.hold(SCHEDULER);
-    // A policy now refuses this namespace's pods (PodSecurity raised, say).
-    server.inject(Fault::new(
-        Some(Method::POST),
-        "/api/v1/namespaces/locked/pods",
-        Effect::Status(403),
-    ));
+    // A policy now refuses this namespace's pods (as a raised PodSecurity level would).
+    server.apply(
+        "admissionregistration.k8s.io/validatingadmissionpolicies",
+        json!({"metadata": {"name": "lock-down"}, "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [{"expression": "object.metadata.namespace != 'locked'",
+                             "message": "namespace locked admits no new pods", "reason": "Forbidden"}]}}),
+    );
+    server.apply(
+        "admissionregistration.k8s.io/validatingadmissionpolicybindings",
+        json!({"metadata": {"name": "lock-down"}, "spec": {"policyName": "lock-down", "validationActions": ["Deny"]}}),
+    );
     delete_cppc(&server).await;
     eventually("the uninstall naming the pod it cannot recreate", || {
         deprovisioning_says(
@@ -246,8 +252,24 @@ async fn a_pod_the_api_server_would_not_create_again_is_left_and_named() {
         requests_to(&server, "DELETE /api/v1/namespaces/locked/pods/batch"),
         0
     );
+    let refusal = server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .find(|e| e["reason"] == "CannotRecreateForDefaultScheduler")
+        .unwrap();
+    assert!(
+        refusal["note"]
+            .as_str()
+            .unwrap()
+            .contains("namespace locked admits no new pods"),
+        "{refusal}"
+    );
     // Allowed again: released, and the uninstall ends.
-    server.clear_faults();
+    server.delete(
+        "admissionregistration.k8s.io/validatingadmissionpolicybindings",
+        "",
+        "lock-down",
+    );
     cppc_gone(&server).await;
     assert_eq!(
         server.get("pods", "locked", "batch").unwrap()["spec"]["schedulerName"],
