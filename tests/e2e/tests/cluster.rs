@@ -1228,6 +1228,46 @@ fn releases_under_load(tier: &Tier) -> anyhow::Result<()> {
 struct UninstallChurn {
     churn: Churn,
     deletions: Deletions,
+    reaper: Reaper,
+}
+
+/// The node daemon's pod on the churn node (its DaemonSet tolerates every taint) ends
+/// only when forced, no kubelet being there to confirm it: while the uninstall runs, the
+/// test forces it, as it would remove any pod it stranded on a node it invented.
+struct Reaper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Reaper {
+    fn start(tier: &Tier) -> Reaper {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stopping, kubectl) = (stop.clone(), tier.kubectl.clone());
+        let thread = std::thread::spawn(move || {
+            let selector = format!("spec.nodeName={CHURN_NODE}");
+            while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = kubectl.run(&[
+                    "delete",
+                    "pods",
+                    "-n",
+                    "multiarch",
+                    "--field-selector",
+                    &selector,
+                    "--force",
+                    "--grace-period=0",
+                    "--ignore-not-found",
+                    "--wait=false",
+                ]);
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        });
+        Reaper { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.thread.join();
+    }
 }
 
 fn start_uninstall_churn(tier: &Tier) -> anyhow::Result<Option<UninstallChurn>> {
@@ -1246,7 +1286,12 @@ fn start_uninstall_churn(tier: &Tier) -> anyhow::Result<Option<UninstallChurn>> 
         CHURN_RATE,
     );
     churn.wait_for(2 * CHURN_RATE, ROLLOUT)?;
-    Ok(Some(UninstallChurn { churn, deletions }))
+    let reaper = Reaper::start(tier);
+    Ok(Some(UninstallChurn {
+        churn,
+        deletions,
+        reaper,
+    }))
 }
 
 fn finish_uninstall_churn(tier: &Tier, running: UninstallChurn) -> anyhow::Result<()> {
@@ -1260,6 +1305,7 @@ fn finish_uninstall_churn(tier: &Tier, running: UninstallChurn) -> anyhow::Resul
         Ok((unbound == 0, format!("{unbound} unbound")))
     });
     let deleted = running.deletions.stop();
+    running.reaper.stop();
     settled?;
     ensure!(
         created.refused.is_empty(),
