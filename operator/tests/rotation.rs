@@ -404,17 +404,19 @@ async fn the_operator_serves_a_certificate_from_a_new_ca_only_once_the_api_serve
     write_secret(&server, OPERATOR_TLS_SECRET, &own);
     // The API server refuses the CRD's new bundle for now.
     let crd_patch = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterpodplacementconfigs.multiarch.openshift.io";
-    server.inject(Fault::new(
-        Some(Method::PATCH),
-        crd_patch,
-        Effect::Status(500),
-    ));
+    // (Whichever way the bundle is written: a patch, or an update of the whole object.)
+    for method in [Method::PATCH, Method::PUT] {
+        server.inject(Fault::new(Some(method), crd_patch, Effect::Status(500)));
+    }
     let operator = start_operator(&server, Duration::from_secs(30)).await;
     let attempts = || {
         server
             .requests()
             .iter()
-            .filter(|r| r.starts_with(&format!("PATCH {crd_patch}")))
+            .filter(|r| {
+                r.starts_with(&format!("PATCH {crd_patch}"))
+                    || r.starts_with(&format!("PUT {crd_patch}"))
+            })
             .count()
     };
     eventually("two certificate checks failing to inject", || {
