@@ -176,11 +176,21 @@ pub fn recreated(pod: &Value) -> Value {
 
 /// Whether the API server would create `copy` now: a dry run under a generated name
 /// (the pod itself still holds the real one), through admission and validation.
-async fn creatable(api: &Api<DynamicObject>, copy: &Value) -> Result<(), kube::Error> {
+/// A pod its controller recreates is probed without its owner references: the operator
+/// never creates it, and may not be allowed to set `blockOwnerDeletion` on the controller
+/// (OwnerReferencesPermissionEnforcement, on by default in OpenShift).
+async fn creatable(
+    api: &Api<DynamicObject>,
+    copy: &Value,
+    by_controller: bool,
+) -> Result<(), kube::Error> {
     let mut probe = copy.clone();
     let name = copy["metadata"]["name"].as_str().unwrap_or("pod");
     if let Some(meta) = probe["metadata"].as_object_mut() {
         meta.remove("name");
+        if by_controller {
+            meta.remove("ownerReferences");
+        }
         // A generated name is at most 63 characters; the base is cut as the server cuts it.
         let base: String = name.chars().take(57).collect();
         meta.insert("generateName".into(), json!(format!("{base}-")));
@@ -221,7 +231,10 @@ pub async fn reset(
             return Ok(Released::Skipped);
         }
         let copy = recreated(&current);
-        if let Err(e) = creatable(&raw, &copy).await {
+        let by_controller = current["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|owners| owners.iter().any(|o| o["controller"] == json!(true)));
+        if let Err(e) = creatable(&raw, &copy, by_controller).await {
             let refusal = match &e {
                 kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
                 other => other.to_string(),

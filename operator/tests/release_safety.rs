@@ -528,3 +528,36 @@ async fn an_uninstall_waits_for_journaled_pods_to_be_created_again() {
     assert!(server.get("pods", "gone", "orphan").is_some(), "never lost");
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_its_controller_recreates_is_probed_without_the_owner_the_operator_cannot_set() {
+    let server = Arc::new(cluster().await);
+    let (rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;
+    server.apply("pods", pending_pod("shop", "web-1", SCHEDULER, Some("web")));
+    rollouts.hold(SCHEDULER);
+    // As OwnerReferencesPermissionEnforcement refuses the operator an owner it may not
+    // block: the operator never creates such a pod; its controller does.
+    server.apply(
+        "admissionregistration.k8s.io/validatingadmissionpolicies",
+        json!({"metadata": {"name": "no-foreign-owners"}, "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [{"expression": "!has(object.metadata.ownerReferences)",
+                             "message": "cannot set blockOwnerDeletion", "reason": "Forbidden"}]}}),
+    );
+    server.apply(
+        "admissionregistration.k8s.io/validatingadmissionpolicybindings",
+        json!({"metadata": {"name": "no-foreign-owners"}, "spec": {"policyName": "no-foreign-owners", "validationActions": ["Deny"]}}),
+    );
+    delete_cppc(&server).await;
+    cppc_gone(&server).await;
+    assert!(
+        server.get("pods", "shop", "web-1").is_none(),
+        "deleted for its ReplicaSet to recreate"
+    );
+    assert!(
+        events(&server)
+            .iter()
+            .any(|e| e == "RecreatedForDefaultScheduler web-1")
+    );
+    operator.stop().await;
+}
