@@ -1319,24 +1319,32 @@ fn finish_uninstall_churn(tier: &Tier, running: UninstallChurn) -> anyhow::Resul
     churn_settled(tier, &deleted, "uninstalled under load")
 }
 
-/// The churn's pods (no kubelet confirms their deletion: at once) and node.
+/// The churn's pods (no kubelet confirms their deletion: at once) and node. A thousand
+/// pods take kubectl well over its usual minute to delete one by one.
 fn remove_churn(tier: &Tier) -> anyhow::Result<()> {
     if tier.kubectl.get_opt(&["namespace", NS_CHURN])?.is_some() {
-        tier.kubectl.run(&[
-            "delete",
-            "pods",
-            "--all",
-            "-n",
-            NS_CHURN,
-            "--force",
-            "--grace-period=0",
-            "--ignore-not-found",
-        ])?;
+        tier.kubectl.run_with(
+            &[
+                "delete",
+                "pods",
+                "--all",
+                "-n",
+                NS_CHURN,
+                "--force",
+                "--grace-period=0",
+                "--ignore-not-found",
+            ],
+            "",
+            CHURN_CLEAN_UP,
+        )?;
     }
     tier.kubectl
         .run(&["delete", "node", CHURN_NODE, "--ignore-not-found"])?;
     Ok(())
 }
+
+/// How long removing the churn's pods may take.
+const CHURN_CLEAN_UP: Duration = Duration::from_secs(600);
 
 // ---- uninstall ------------------------------------------------------------------------
 
