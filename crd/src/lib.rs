@@ -8,6 +8,8 @@
 //! (`x-kubernetes-validations`), so the API server enforces it without a webhook.
 
 pub mod architecture;
+pub mod cel;
+pub mod cel_architecture_placement;
 pub mod cluster_pod_placement_config;
 pub mod conversion;
 pub mod enoexec_event;
@@ -21,6 +23,7 @@ pub mod render;
 mod schema;
 
 pub use architecture::Architecture;
+pub use cel_architecture_placement::{ArchitectureRule, CelArchitecturePlacement};
 pub use cluster_pod_placement_config::v1beta1::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigSpec, ClusterPodPlacementConfigStatus,
     Routing,

@@ -4,7 +4,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Architecture;
+use crate::{Architecture, CelArchitecturePlacement};
 
 /// Optional features. A plugin is on when it is present and `enabled: true`;
 /// `plugins: {}` is valid and turns everything off.
@@ -57,12 +57,25 @@ pub struct LocalPlugins {
     /// the cluster-wide ones; see `priority`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_affinity_scoring: Option<NodeAffinityScoring>,
+
+    /// Decide the architectures of the pods this config selects by ordered CEL rules
+    /// over their metadata instead of by their images. Only the highest-priority config
+    /// that selects a pod is consulted; its rules are never merged with another's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel_architecture_placement: Option<CelArchitecturePlacement>,
 }
 
 impl LocalPlugins {
     /// The architecture preferences, when the plugin is present and enabled.
     pub fn enabled_node_affinity_scoring(&self) -> Option<&NodeAffinityScoring> {
         self.node_affinity_scoring.as_ref().filter(|p| p.enabled)
+    }
+
+    /// The architecture rules, when the plugin is present and enabled.
+    pub fn enabled_cel_architecture_placement(&self) -> Option<&CelArchitecturePlacement> {
+        self.cel_architecture_placement
+            .as_ref()
+            .filter(|p| p.enabled)
     }
 }
 

@@ -112,6 +112,41 @@ pub fn constrain(pod: &mut Pod, platforms: &[Platform]) -> Constrained {
     }
 }
 
+/// Replaces the pod's own architecture constraint with a rule's decision
+/// (`celArchitecturePlacement`): the `kubernetes.io/arch` nodeSelector key and every
+/// `kubernetes.io/arch` expression of the required terms go, preferred terms stay, and
+/// `kubernetes.io/arch In [architectures]` is ANDed into every required term. Returns
+/// whether the pod's own constraint was removed.
+pub fn impose_rule(pod: &mut Pod, architectures: &[String]) -> bool {
+    let mut removed = false;
+    if let Some(spec) = pod.spec.as_mut() {
+        if let Some(selector) = spec.node_selector.as_mut() {
+            removed |= selector.remove(NODE_ARCH_LABEL).is_some();
+        }
+        let terms = spec
+            .affinity
+            .as_mut()
+            .and_then(|a| a.node_affinity.as_mut())
+            .and_then(|n| {
+                n.required_during_scheduling_ignored_during_execution
+                    .as_mut()
+            })
+            .map(|r| r.node_selector_terms.iter_mut());
+        for term in terms.into_iter().flatten() {
+            if let Some(expressions) = term.match_expressions.as_mut() {
+                let before = expressions.len();
+                expressions.retain(|e| e.key != NODE_ARCH_LABEL);
+                removed |= expressions.len() != before;
+            }
+        }
+    }
+    let mut archs = architectures.to_vec();
+    archs.sort();
+    archs.dedup();
+    merge_required(pod, &ArchRequirement::In(archs));
+    removed
+}
+
 #[cfg(test)]
 #[path = "arch_constraint_tests.rs"]
 mod tests;

@@ -191,3 +191,62 @@ fn the_written_constraint_and_the_image_filter_agree_on_every_node() {
         }
     }
 }
+
+#[test]
+fn a_rule_replaces_the_pods_own_architecture_constraint() {
+    let cases: Vec<(&str, Value, bool, Value, Value)> = vec![
+        (
+            "no constraint: the rule's set",
+            json!({}),
+            false,
+            Value::Null,
+            json!([{"matchExpressions": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]),
+        ),
+        (
+            "nodeSelector pin removed, other keys kept",
+            json!({"nodeSelector": {"kubernetes.io/arch": "s390x", "disk": "ssd"}}),
+            true,
+            json!({"disk": "ssd"}),
+            json!([{"matchExpressions": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]),
+        ),
+        (
+            "arch expressions removed from every term, the rest kept",
+            json!({"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [
+                        {"key": "zone", "operator": "In", "values": ["a"]},
+                        {"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["amd64"]}]},
+                    {"matchExpressions": [
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["s390x"]}]}]},
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference":
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["s390x"]}]}}]}}}),
+            true,
+            Value::Null,
+            json!([
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]},
+                {"matchExpressions": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]),
+        ),
+    ];
+    for (name, spec, removed, selector, want) in cases {
+        let mut p = pod(spec);
+        let before = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            impose_rule(&mut p, &["arm64".into(), "amd64".into()]),
+            removed,
+            "{name}"
+        );
+        assert_eq!(terms(&p), want, "{name}");
+        let after = serde_json::to_value(&p).unwrap();
+        assert_eq!(after["spec"]["nodeSelector"], selector, "{name}");
+        // Preferred terms are the user's and stay as they were.
+        assert_eq!(
+            after["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
+            before["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"],
+            "{name}"
+        );
+    }
+}

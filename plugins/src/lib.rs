@@ -4,6 +4,7 @@
 
 pub mod affinity_writer;
 pub mod arch_constraint;
+pub mod architecture_rules;
 pub mod events;
 pub mod exemption;
 pub mod framework;

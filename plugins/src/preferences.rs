@@ -162,6 +162,7 @@ mod tests {
                 }),
                 plugins: LocalPlugins {
                     node_affinity_scoring: Some(scoring(platforms)),
+                    cel_architecture_placement: None,
                 },
                 priority,
             },

@@ -3,7 +3,7 @@
 //! happens to a custom resource written through it (`custom_resource`: pruning, defaults,
 //! OpenAPI validation and CEL rules).
 
-pub mod cel;
+pub use multiarch_crd::cel;
 pub mod cel_rules;
 pub mod crd_create;
 pub mod custom_resource;

@@ -4,3 +4,4 @@
 pub mod check;
 pub mod cost;
 pub mod decl;
+pub mod pod_rule;

@@ -1,0 +1,270 @@
+//! The checks a `celArchitecturePlacement` rule's expression passes before the operator's
+//! webhook admits it, which the API server cannot make itself (CEL inside a CEL string):
+//! it parses, reads only the pod's metadata, type-checks to a bool and stays within the
+//! cost budget of one evaluation. The evaluation binds `self` to exactly what is declared
+//! here, so a rule that passes reads nothing else.
+
+use std::sync::{Arc, LazyLock};
+
+use kube_cel::cel::{
+    Program,
+    common::ast::{EntryExpr, Expr, IdedExpr},
+};
+use serde_json::json;
+
+use super::{
+    check::{CelType, CheckError, check},
+    cost::estimate,
+    decl::{Decl, DeclKind},
+};
+
+/// The metadata fields a rule may read.
+pub const READABLE_FIELDS: [&str; 4] = ["name", "namespace", "labels", "annotations"];
+
+/// The API server's budget for one CEL evaluation (`PerCallLimit`): no rule may be
+/// estimated above it.
+pub const RULE_COST_LIMIT: u64 = 1_000_000;
+/// The budget of one config's rules together (`StaticEstimatedCostLimit`): what one pod's
+/// evaluation may cost at most when no rule matches.
+pub const CONFIG_COST_LIMIT: u64 = 10_000_000;
+
+/// What `self` is to a rule: the pod's name, namespace, labels and annotations, with the
+/// sizes the API server allows them (names 253 and 63 characters, label values 63,
+/// annotations 256 KiB together).
+static POD_METADATA: LazyLock<Arc<Decl>> = LazyLock::new(|| {
+    let schema = json!({
+        "type": "object",
+        "properties": {"metadata": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 253},
+            "namespace": {"type": "string", "maxLength": 63},
+            "labels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 63}},
+            "annotations": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 262_144}},
+        }}},
+    });
+    // The schema above always declares: an object of strings and maps of strings.
+    let mut decl = Decl::of(&schema, false).unwrap_or_else(|| unreachable!("a declared schema"));
+    // A CRD's CEL escapes `namespace` (a CEL reserved word) as `__namespace__`; a rule
+    // sees the pod as admission policies do, where it is `namespace`.
+    if let DeclKind::Object(fields) = &mut decl.kind
+        && let Some(metadata) = fields.get_mut("metadata")
+    {
+        let mut inner = (**metadata).clone();
+        if let DeclKind::Object(meta) = &mut inner.kind
+            && let Some(namespace) = meta.remove("__namespace__")
+        {
+            meta.insert("namespace".to_owned(), namespace);
+        }
+        *metadata = Arc::new(inner);
+    }
+    Arc::new(decl)
+});
+
+/// A rule that passed: its estimated cost of one evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckedRule {
+    pub cost: u64,
+}
+
+/// Checks one expression. The error reads as the API server's CEL errors do
+/// (`ERROR: <input>:line:column: ...`), with the place of the problem where it has one.
+pub fn check_rule(expression: &str) -> Result<CheckedRule, String> {
+    let program = Program::compile(expression).map_err(|e| e.to_string())?;
+    let expr = program.expression();
+    if let Some(outside) = read_outside_metadata(expr) {
+        return Err(format!(
+            "ERROR: <input>:{}: {outside}: a rule may read only self.metadata.name, self.metadata.namespace, self.metadata.labels and self.metadata.annotations",
+            position(expression, &outside)
+        ));
+    }
+    let checked = check(expr, &POD_METADATA).map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| match e {
+                CheckError::Invalid(message) => {
+                    format!("ERROR: <input>:{}: {message}", position(expression, message))
+                }
+                CheckError::Unmodelled(function) => format!(
+                    "ERROR: <input>:{}: function '{function}' is not available to architecture rules",
+                    position(expression, function)
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    if checked.uses_old_self {
+        return Err(format!(
+            "ERROR: <input>:{}: oldSelf is not available to architecture rules: a rule sees one pod",
+            position(expression, "oldSelf")
+        ));
+    }
+    if checked.result != CelType::Bool && !checked.result.is_dyn() {
+        return Err(format!(
+            "ERROR: <input>:1:1: the expression must return a bool, not {}",
+            checked.result
+        ));
+    }
+    let cost = estimate(expr, &checked, &POD_METADATA).cost.max;
+    if cost > RULE_COST_LIMIT {
+        return Err(format!(
+            "ERROR: <input>:1:1: the estimated cost of one evaluation, {cost}, is over the limit of {RULE_COST_LIMIT}: look labels and annotations up by key instead of iterating over them"
+        ));
+    }
+    Ok(CheckedRule { cost })
+}
+
+/// The first place `self` is used other than as `self.metadata.<readable field>`, as the
+/// text of the offending use.
+fn read_outside_metadata(e: &IdedExpr) -> Option<String> {
+    match &e.expr {
+        Expr::Select(select) => {
+            if let Expr::Select(inner) = &select.operand.expr
+                && is_self(&inner.operand)
+                && inner.field == "metadata"
+                && !inner.test
+            {
+                return (!READABLE_FIELDS.contains(&select.field.as_str()))
+                    .then(|| format!("self.metadata.{}", select.field));
+            }
+            if is_self(&select.operand) {
+                return Some(format!("self.{}", select.field));
+            }
+            read_outside_metadata(&select.operand)
+        }
+        Expr::Ident(name) if name == "self" => Some("self".to_owned()),
+        Expr::Call(call) => call
+            .target
+            .iter()
+            .map(|t| t.as_ref())
+            .chain(&call.args)
+            .find_map(read_outside_metadata),
+        Expr::Comprehension(c) => [
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]
+        .into_iter()
+        .find_map(read_outside_metadata),
+        Expr::List(list) => list.elements.iter().find_map(read_outside_metadata),
+        Expr::Map(map) => map.entries.iter().find_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => {
+                read_outside_metadata(&m.key).or_else(|| read_outside_metadata(&m.value))
+            }
+            EntryExpr::StructField(f) => read_outside_metadata(&f.value),
+        }),
+        Expr::Struct(s) => s.entries.iter().find_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(m) => {
+                read_outside_metadata(&m.key).or_else(|| read_outside_metadata(&m.value))
+            }
+            EntryExpr::StructField(f) => read_outside_metadata(&f.value),
+        }),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => None,
+    }
+}
+
+fn is_self(e: &IdedExpr) -> bool {
+    matches!(&e.expr, Expr::Ident(name) if name == "self")
+}
+
+/// `line:column` (from 1) of the first quoted name in `message` (or of `message` itself)
+/// in the source; 1:1 when it is not found. The checker reports no positions, so the
+/// problem's own words locate it.
+fn position(source: &str, message: &str) -> String {
+    let needle = message
+        .split('\'')
+        .nth(1)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(message);
+    let needle = needle.strip_prefix("self.").map_or(needle, |rest| {
+        // `self.spec`: point at the field, which is where `self` went wrong.
+        rest.rsplit('.').next().unwrap_or(rest)
+    });
+    let Some(offset) = source.find(needle) else {
+        return "1:1".to_owned();
+    };
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("{line}:{column}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_rules_pass_with_their_cost() {
+        for rule in [
+            "self.metadata.labels['app'] == 'db'",
+            "'tier' in self.metadata.labels && self.metadata.labels['tier'] == 'db'",
+            "self.metadata.name.startsWith('redis-')",
+            "has(self.metadata.annotations.team) && self.metadata.namespace == 'shop'",
+            "self.metadata.name.matches('^db-[0-9]+$') || self.metadata.labels.app in ['a', 'b']",
+            "self.metadata.labels['app'].lowerAscii() == 'db'",
+        ] {
+            let checked = check_rule(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+            assert!(
+                checked.cost > 0 && checked.cost <= RULE_COST_LIMIT,
+                "{rule}"
+            );
+        }
+    }
+
+    #[test]
+    fn anything_beyond_the_metadata_is_refused_with_its_place() {
+        for (rule, says) in [
+            ("self.spec.nodeName == ''", "<input>:1:6: self.spec"),
+            ("self['spec'] == {}", "<input>:1:1: self:"),
+            ("self.all(k, k == 'spec')", "<input>:1:1: self:"),
+            ("has(self.status)", "<input>:1:10: self.status"),
+            (
+                "self.metadata.ownerReferences.size() > 0",
+                "<input>:1:15: self.metadata.ownerReferences",
+            ),
+            ("self.metadata['labels'].size() > 0", "self.metadata"),
+            ("[self][0].spec == null", "self:"),
+            ("self.metadata.labels.exists(self, self == 'x')", "self:"),
+            (
+                "\n  self.status.phase == 'Running'",
+                "<input>:2:8: self.status",
+            ),
+        ] {
+            let error = check_rule(rule).expect_err(rule);
+            assert!(error.contains(says), "{rule}: {error}");
+            assert!(
+                error.contains("may read only self.metadata.name"),
+                "{rule}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn syntax_type_and_unknown_names_are_refused_with_their_place() {
+        let syntax = check_rule("self.metadata.name ==").expect_err("syntax");
+        assert!(syntax.starts_with("ERROR: <input>:1:"), "{syntax}");
+        let not_bool = check_rule("self.metadata.name").expect_err("string");
+        assert_eq!(
+            not_bool,
+            "ERROR: <input>:1:1: the expression must return a bool, not string"
+        );
+        let unknown = check_rule("pod.metadata.name == 'x'").expect_err("unknown");
+        assert!(
+            unknown.starts_with("ERROR: <input>:1:1: undeclared reference to 'pod'"),
+            "{unknown}"
+        );
+        let field = check_rule("self.metadata.labels.app == 1").expect_err("type");
+        assert!(field.starts_with("ERROR: <input>:"), "{field}");
+        let old = check_rule("oldSelf.metadata.name == 'x'").expect_err("oldSelf");
+        assert!(old.contains("oldSelf"), "{old}");
+    }
+
+    #[test]
+    fn rules_that_iterate_the_annotations_cost_too_much() {
+        let error = check_rule(
+            "self.metadata.annotations.exists(k, self.metadata.annotations[k].matches('x.*y'))",
+        )
+        .expect_err("costly");
+        assert!(error.contains("estimated cost"), "{error}");
+    }
+}

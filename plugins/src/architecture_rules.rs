@@ -1,0 +1,294 @@
+//! `celArchitecturePlacement`: which architectures the namespace admin's rules give a pod.
+//! One definition, used by the webhook (admission), the scheduler (in place of the
+//! images' platforms), the gate controller and `multiarch audit`.
+//!
+//! Among the namespace's PodPlacementConfigs whose `labelSelector` selects the pod, the
+//! one with the highest `priority` wins (equal priorities: the name first in byte order);
+//! rules are never merged across configs. When the winner enables the plugin, its rules
+//! run in order and the first that is true decides; none true, its fallback decides.
+//! A rule that cannot be evaluated for a pod (a label it indexes is missing, a value of
+//! the wrong type) does not match it; the error is reported with the decision.
+//!
+//! Programs are compiled once per config spec and reused while the spec is unchanged.
+
+use std::{collections::HashMap, sync::Arc};
+
+use kube_cel::{
+    KubeCelExt,
+    cel::{Context, Program, Value},
+};
+use multiarch_crd::{CelArchitecturePlacement, PodPlacementConfig};
+
+use crate::model::selectors::{LabelSelector, Labels};
+
+/// The annotation that records on a pod which rule decided its architectures:
+/// `PodPlacementConfig-<name>/<rule>`, or `PodPlacementConfig-<name>/fallback`.
+pub const ANNOTATION_ARCHITECTURE_RULE: &str = "multiarch.openshift.io/architecture-rule";
+
+/// The pod as a rule sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct RuleSubject<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+    pub labels: &'a Labels,
+    pub annotations: &'a Labels,
+}
+
+/// What the rules decided for one pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchitectureDecision {
+    /// The winning config's name.
+    pub config: String,
+    /// The rule that matched; `None` when the fallback decided.
+    pub rule: Option<String>,
+    /// The architectures, in the order the rule (or fallback) lists them.
+    pub architectures: Vec<String>,
+    /// Rules that could not be evaluated for the pod, with the reason.
+    pub errors: Vec<(String, String)>,
+}
+
+impl ArchitectureDecision {
+    /// `PodPlacementConfig-<config>/<rule or fallback>`: the annotation's value and how
+    /// events name the decision.
+    pub fn source(&self) -> String {
+        format!(
+            "PodPlacementConfig-{}/{}",
+            self.config,
+            self.rule.as_deref().unwrap_or("fallback")
+        )
+    }
+
+    /// One phrase for events and messages: `rule "db" of PodPlacementConfig tiers` or
+    /// `the fallback of PodPlacementConfig tiers`.
+    pub fn describe(&self) -> String {
+        match &self.rule {
+            Some(rule) => format!("rule {rule:?} of PodPlacementConfig {}", self.config),
+            None => format!("the fallback of PodPlacementConfig {}", self.config),
+        }
+    }
+
+    pub fn allows(&self, architecture: &str) -> bool {
+        self.architectures.iter().any(|a| a == architecture)
+    }
+}
+
+/// The compiled rules of every PodPlacementConfig, by namespace.
+#[derive(Clone, Default)]
+pub struct ArchitectureRules {
+    /// Only namespaces where some config enables the plugin; every config of such a
+    /// namespace, since a config without the plugin can still win the selection.
+    namespaces: HashMap<String, Vec<Arc<CompiledConfig>>>,
+}
+
+impl std::fmt::Debug for ArchitectureRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchitectureRules")
+            .field("namespaces", &self.namespaces.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+struct CompiledConfig {
+    uid: Option<String>,
+    name: String,
+    priority: u8,
+    selector: Option<LabelSelector>,
+    config: PodPlacementConfig,
+    placement: Option<CompiledPlacement>,
+}
+
+struct CompiledPlacement {
+    fallback: Vec<String>,
+    rules: Vec<CompiledRule>,
+}
+
+struct CompiledRule {
+    name: String,
+    architectures: Vec<String>,
+    /// `Err`: the expression does not parse (the operator's webhook refuses such configs;
+    /// one stored before it ran never matches).
+    program: Result<Program, String>,
+}
+
+impl ArchitectureRules {
+    /// Compiles the configs' rules, reusing `previous`'s programs for every config whose
+    /// spec is unchanged.
+    pub fn compile(configs: &[PodPlacementConfig], previous: &ArchitectureRules) -> Self {
+        let mut namespaces: HashMap<String, Vec<Arc<CompiledConfig>>> = HashMap::new();
+        let ruled: std::collections::HashSet<&str> = configs
+            .iter()
+            .filter(|c| {
+                c.spec
+                    .plugins
+                    .enabled_cel_architecture_placement()
+                    .is_some()
+            })
+            .filter_map(|c| c.metadata.namespace.as_deref())
+            .collect();
+        for config in configs {
+            let Some(namespace) = config.metadata.namespace.as_deref() else {
+                continue;
+            };
+            if !ruled.contains(namespace) {
+                continue;
+            }
+            let name = config.metadata.name.clone().unwrap_or_default();
+            let reused = previous.namespaces.get(namespace).and_then(|known| {
+                known
+                    .iter()
+                    .find(|k| {
+                        k.name == name
+                            && k.uid == config.metadata.uid
+                            && k.config.spec == config.spec
+                    })
+                    .cloned()
+            });
+            let compiled = reused.unwrap_or_else(|| Arc::new(CompiledConfig::new(config)));
+            namespaces
+                .entry(namespace.to_owned())
+                .or_default()
+                .push(compiled);
+        }
+        for configs in namespaces.values_mut() {
+            // Highest priority first; equal priorities by name, so every component picks
+            // the same winner.
+            configs.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
+        }
+        ArchitectureRules { namespaces }
+    }
+
+    /// No config anywhere enables the plugin.
+    pub fn is_empty(&self) -> bool {
+        self.namespaces.is_empty()
+    }
+
+    /// Whether some config of this namespace enables the plugin (so a pod of it may be
+    /// decided by rules).
+    pub fn governs_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.contains_key(namespace)
+    }
+
+    /// The decision for a pod: `None` when the winning config does not enable the plugin
+    /// (or no config selects the pod), and the pod is placed by its images.
+    pub fn decide(&self, pod: RuleSubject<'_>) -> Option<ArchitectureDecision> {
+        let configs = self.namespaces.get(pod.namespace)?;
+        let winner = configs.iter().find(|c| {
+            c.selector
+                .as_ref()
+                .is_none_or(|selector| selector.matches(pod.labels))
+        })?;
+        winner.placement.as_ref()?.decide(&winner.name, pod)
+    }
+}
+
+impl CompiledConfig {
+    fn new(config: &PodPlacementConfig) -> Self {
+        CompiledConfig {
+            uid: config.metadata.uid.clone(),
+            name: config.metadata.name.clone().unwrap_or_default(),
+            priority: config.spec.priority,
+            selector: config.spec.label_selector.as_ref().map(LabelSelector::from),
+            config: config.clone(),
+            placement: config
+                .spec
+                .plugins
+                .enabled_cel_architecture_placement()
+                .map(CompiledPlacement::new),
+        }
+    }
+}
+
+impl CompiledPlacement {
+    fn new(placement: &CelArchitecturePlacement) -> Self {
+        CompiledPlacement {
+            fallback: placement.fallback_names(),
+            rules: placement
+                .rules
+                .iter()
+                .map(|rule| CompiledRule {
+                    name: rule.name.clone(),
+                    architectures: rule.architecture_names(),
+                    program: Program::compile(&rule.expression).map_err(|e| e.to_string()),
+                })
+                .collect(),
+        }
+    }
+
+    fn decide(&self, config: &str, pod: RuleSubject<'_>) -> Option<ArchitectureDecision> {
+        let mut errors = Vec::new();
+        let matched = FUNCTIONS.with(|functions| {
+            let mut scope = functions.new_inner_scope();
+            scope.add_variable_from_value("self", subject_value(pod));
+            self.rules.iter().find(|rule| {
+                let program = match &rule.program {
+                    Ok(program) => program,
+                    Err(e) => {
+                        errors.push((rule.name.clone(), e.clone()));
+                        return false;
+                    }
+                };
+                match program.execute(&scope) {
+                    Ok(Value::Bool(matched)) => matched,
+                    Ok(other) => {
+                        errors.push((rule.name.clone(), format!("returned {other:?}, not a bool")));
+                        false
+                    }
+                    Err(e) => {
+                        errors.push((rule.name.clone(), e.to_string()));
+                        false
+                    }
+                }
+            })
+        });
+        Some(match matched {
+            Some(rule) => ArchitectureDecision {
+                config: config.to_owned(),
+                rule: Some(rule.name.clone()),
+                architectures: rule.architectures.clone(),
+                errors,
+            },
+            None => ArchitectureDecision {
+                config: config.to_owned(),
+                rule: None,
+                architectures: self.fallback.clone(),
+                errors,
+            },
+        })
+    }
+}
+
+thread_local! {
+    /// CEL's standard functions and the Kubernetes library, registered once per thread
+    /// (registering them costs more than evaluating a rule).
+    static FUNCTIONS: Context<'static> = Context::default().with_all();
+}
+
+/// `self` for the rules: exactly the four fields the rule checker lets them read.
+fn subject_value(pod: RuleSubject<'_>) -> Value {
+    let map = |labels: &Labels| {
+        Value::from(
+            labels
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                .collect::<HashMap<String, Value>>(),
+        )
+    };
+    let metadata: HashMap<String, Value> = [
+        ("name".to_owned(), Value::from(pod.name.to_owned())),
+        (
+            "namespace".to_owned(),
+            Value::from(pod.namespace.to_owned()),
+        ),
+        ("labels".to_owned(), map(pod.labels)),
+        ("annotations".to_owned(), map(pod.annotations)),
+    ]
+    .into();
+    Value::from(HashMap::from([(
+        "metadata".to_owned(),
+        Value::from(metadata),
+    )]))
+}
+
+#[cfg(test)]
+#[path = "architecture_rules_tests.rs"]
+mod tests;

@@ -1,0 +1,306 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use multiarch_crd::{
+    Architecture, ArchitectureRule, CelArchitecturePlacement, LocalPlugins, NodeAffinityScoring,
+    PlatformWeight, PodPlacementConfigSpec,
+};
+
+use super::*;
+
+fn rule(name: &str, expression: &str, architectures: &[Architecture]) -> ArchitectureRule {
+    ArchitectureRule {
+        name: name.into(),
+        expression: expression.into(),
+        architectures: architectures.to_vec(),
+    }
+}
+
+fn placement(rules: Vec<ArchitectureRule>, fallback: &[Architecture]) -> CelArchitecturePlacement {
+    CelArchitecturePlacement {
+        enabled: true,
+        fallback_architectures: fallback.to_vec(),
+        rules,
+    }
+}
+
+fn config(
+    name: &str,
+    priority: u8,
+    app: Option<&str>,
+    rules: Option<CelArchitecturePlacement>,
+) -> PodPlacementConfig {
+    let mut config = PodPlacementConfig::new(
+        name,
+        PodPlacementConfigSpec {
+            label_selector: app.map(|a| meta::LabelSelector {
+                match_labels: Some([("app".to_owned(), a.to_owned())].into()),
+                match_expressions: None,
+            }),
+            plugins: LocalPlugins {
+                node_affinity_scoring: Some(NodeAffinityScoring {
+                    enabled: true,
+                    platforms: vec![PlatformWeight {
+                        architecture: Architecture::Arm64,
+                        weight: 10,
+                    }],
+                }),
+                cel_architecture_placement: rules,
+            },
+            priority,
+        },
+    );
+    config.metadata.namespace = Some("shop".into());
+    config.metadata.uid = Some(format!("uid-{name}"));
+    config
+}
+
+struct Pod {
+    name: &'static str,
+    namespace: &'static str,
+    labels: Labels,
+    annotations: Labels,
+}
+
+fn pod(name: &'static str, labels: &[(&str, &str)]) -> Pod {
+    Pod {
+        name,
+        namespace: "shop",
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        annotations: Labels::new(),
+    }
+}
+
+impl Pod {
+    fn subject(&self) -> RuleSubject<'_> {
+        RuleSubject {
+            name: self.name,
+            namespace: self.namespace,
+            labels: &self.labels,
+            annotations: &self.annotations,
+        }
+    }
+}
+
+fn decide(configs: &[PodPlacementConfig], pod: &Pod) -> Option<ArchitectureDecision> {
+    ArchitectureRules::compile(configs, &ArchitectureRules::default()).decide(pod.subject())
+}
+
+use Architecture::{Amd64, Arm64, Ppc64le, S390x};
+
+fn tiers() -> CelArchitecturePlacement {
+    placement(
+        vec![
+            rule(
+                "db",
+                "'tier' in self.metadata.labels && self.metadata.labels['tier'] == 'db'",
+                &[Ppc64le],
+            ),
+            rule(
+                "redis",
+                "self.metadata.name.startsWith('redis-')",
+                &[Amd64, Arm64],
+            ),
+            rule(
+                "operands",
+                "self.metadata.annotations['operator'] == 'x'",
+                &[S390x],
+            ),
+        ],
+        &[Amd64],
+    )
+}
+
+#[test]
+fn the_first_matching_rule_decides_and_none_means_the_fallback() {
+    let configs = [config("tiers", 1, None, Some(tiers()))];
+    let cases: [(Pod, Option<&str>, &[&str]); 4] = [
+        (pod("pg-0", &[("tier", "db")]), Some("db"), &["ppc64le"]),
+        // Both `db` and `redis` match: the first in order decides.
+        (pod("redis-0", &[("tier", "db")]), Some("db"), &["ppc64le"]),
+        (pod("redis-0", &[]), Some("redis"), &["amd64", "arm64"]),
+        (pod("web-0", &[("tier", "web")]), None, &["amd64"]),
+    ];
+    for (pod, rule, architectures) in cases {
+        let decision = decide(&configs, &pod).expect("the config decides");
+        assert_eq!(decision.config, "tiers");
+        assert_eq!(decision.rule.as_deref(), rule, "{}", pod.name);
+        assert_eq!(decision.architectures, architectures, "{}", pod.name);
+    }
+}
+
+#[test]
+fn a_rule_that_cannot_be_evaluated_does_not_match_and_is_reported() {
+    // No `operator` annotation: indexing it is an error, not a match.
+    let configs = [config("tiers", 1, None, Some(tiers()))];
+    let decision = decide(&configs, &pod("web-0", &[])).expect("decides");
+    assert_eq!(decision.rule, None);
+    assert_eq!(decision.errors.len(), 1, "{:?}", decision.errors);
+    assert_eq!(decision.errors[0].0, "operands");
+    let mut annotated = pod("web-0", &[]);
+    annotated.annotations.insert("operator".into(), "x".into());
+    let decision = decide(&configs, &annotated).expect("decides");
+    assert_eq!(decision.rule.as_deref(), Some("operands"));
+    assert!(decision.errors.is_empty());
+}
+
+#[test]
+fn one_winner_by_priority_then_name_and_rules_are_never_merged() {
+    let arm = placement(vec![rule("all", "true", &[Arm64])], &[Arm64]);
+    let s390 = placement(vec![rule("none", "false", &[S390x])], &[S390x]);
+    let cases: [(Vec<PodPlacementConfig>, Option<(&str, &str)>); 5] = [
+        // Higher priority wins, even with no rule matching (its fallback decides).
+        (
+            vec![
+                config("low", 1, None, Some(arm.clone())),
+                config("high", 9, None, Some(s390.clone())),
+            ],
+            Some(("high", "s390x")),
+        ),
+        // Equal priorities: the name first in byte order.
+        (
+            vec![
+                config("b", 5, None, Some(s390.clone())),
+                config("a", 5, None, Some(arm.clone())),
+            ],
+            Some(("a", "arm64")),
+        ),
+        // The winner does not enable the plugin: images decide, never the lower config.
+        (
+            vec![
+                config("low", 1, None, Some(arm.clone())),
+                config("high", 9, None, None),
+            ],
+            None,
+        ),
+        // The winner disables it: the same.
+        (
+            vec![
+                config("low", 1, None, Some(arm.clone())),
+                config(
+                    "high",
+                    9,
+                    None,
+                    Some(CelArchitecturePlacement {
+                        enabled: false,
+                        ..s390.clone()
+                    }),
+                ),
+            ],
+            None,
+        ),
+        // A config that does not select the pod takes no part.
+        (
+            vec![
+                config("low", 1, None, Some(arm.clone())),
+                config("high", 9, Some("db"), Some(s390.clone())),
+            ],
+            Some(("low", "arm64")),
+        ),
+    ];
+    for (configs, want) in cases {
+        let got = decide(&configs, &pod("web-0", &[("app", "web")]));
+        assert_eq!(
+            got.as_ref()
+                .map(|d| (d.config.as_str(), d.architectures[0].as_str())),
+            want,
+            "{:?}",
+            configs
+                .iter()
+                .map(|c| c.metadata.name.clone())
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn other_namespaces_are_not_governed() {
+    let configs = [config("tiers", 1, None, Some(tiers()))];
+    let mut elsewhere = pod("pg-0", &[("tier", "db")]);
+    elsewhere.namespace = "other";
+    let rules = ArchitectureRules::compile(&configs, &ArchitectureRules::default());
+    assert!(rules.decide(elsewhere.subject()).is_none());
+    assert!(!rules.governs_namespace("other"));
+    assert!(rules.governs_namespace("shop"));
+    let none = ArchitectureRules::compile(
+        &[config("plain", 1, None, None)],
+        &ArchitectureRules::default(),
+    );
+    assert!(none.is_empty());
+}
+
+#[test]
+fn a_thousand_rules_are_evaluated_in_order() {
+    let rules: Vec<ArchitectureRule> = (0..1000)
+        .map(|i| {
+            rule(
+                &format!("r{i}"),
+                &format!("self.metadata.labels['n'] == '{i}'"),
+                &[if i % 2 == 0 { Amd64 } else { Arm64 }],
+            )
+        })
+        .collect();
+    let configs = [config("many", 1, None, Some(placement(rules, &[S390x])))];
+    let decision = decide(&configs, &pod("p", &[("n", "999")])).expect("decides");
+    assert_eq!(decision.rule.as_deref(), Some("r999"));
+    assert_eq!(decision.architectures, ["arm64"]);
+    let decision = decide(&configs, &pod("p", &[("n", "x")])).expect("decides");
+    assert_eq!(decision.rule, None);
+    assert_eq!(decision.architectures, ["s390x"]);
+}
+
+#[test]
+fn programs_are_compiled_once_per_spec() {
+    let configs = vec![config("tiers", 1, None, Some(tiers()))];
+    let first = ArchitectureRules::compile(&configs, &ArchitectureRules::default());
+    let same = ArchitectureRules::compile(&configs, &first);
+    assert!(Arc::ptr_eq(
+        &first.namespaces["shop"][0],
+        &same.namespaces["shop"][0]
+    ));
+    let mut changed = configs.clone();
+    if let Some(p) = changed[0].spec.plugins.cel_architecture_placement.as_mut() {
+        p.rules[0].architectures = vec![S390x];
+    }
+    let recompiled = ArchitectureRules::compile(&changed, &same);
+    assert!(!Arc::ptr_eq(
+        &same.namespaces["shop"][0],
+        &recompiled.namespaces["shop"][0]
+    ));
+    let decision = recompiled
+        .decide(pod("pg-0", &[("tier", "db")]).subject())
+        .expect("decides");
+    assert_eq!(decision.architectures, ["s390x"]);
+}
+
+#[test]
+fn a_stored_expression_that_does_not_parse_never_matches() {
+    let broken = placement(
+        vec![
+            rule("broken", "self.metadata.name ==", &[S390x]),
+            rule("rest", "true", &[Arm64]),
+        ],
+        &[Amd64],
+    );
+    let decision = decide(&[config("c", 1, None, Some(broken))], &pod("p", &[])).expect("decides");
+    assert_eq!(decision.rule.as_deref(), Some("rest"));
+    assert_eq!(decision.errors[0].0, "broken");
+}
+
+#[test]
+fn the_decision_names_its_source() {
+    let configs = [config("tiers", 1, None, Some(tiers()))];
+    let by_rule = decide(&configs, &pod("pg-0", &[("tier", "db")])).expect("decides");
+    assert_eq!(by_rule.source(), "PodPlacementConfig-tiers/db");
+    assert_eq!(
+        by_rule.describe(),
+        "rule \"db\" of PodPlacementConfig tiers"
+    );
+    let fallback = decide(&configs, &pod("web-0", &[])).expect("decides");
+    assert_eq!(fallback.source(), "PodPlacementConfig-tiers/fallback");
+    assert_eq!(
+        fallback.describe(),
+        "the fallback of PodPlacementConfig tiers"
+    );
+}
