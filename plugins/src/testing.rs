@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::{
+    architecture_rules::ArchitectureDecision,
     framework::CycleContext,
     image_platforms::{ImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, nominated::NominatedPods, platform::Platform, pod::PodInfo},
@@ -26,6 +27,7 @@ pub struct Fixture {
     pub images: PodImagePlatforms,
     pub preferences: Vec<(String, i32)>,
     pub fallback: Option<String>,
+    pub architecture_rule: Option<ArchitectureDecision>,
     pub nominated: NominatedPods,
 }
 
@@ -37,6 +39,7 @@ impl Fixture {
             images: PodImagePlatforms::default(),
             preferences: Vec::new(),
             fallback: None,
+            architecture_rule: None,
             nominated: NominatedPods::default(),
         }
     }
@@ -53,6 +56,7 @@ impl Fixture {
             images: &self.images,
             arch_preferences: &self.preferences,
             fallback_architecture: self.fallback.as_deref(),
+            architecture_rule: self.architecture_rule.as_ref(),
             nominated: &self.nominated,
         }
     }

@@ -239,6 +239,7 @@ fn the_webhook_never_routes_what_the_scheduler_refuses() {
             images: &PodImagePlatforms::default(),
             arch_preferences: &[],
             fallback_architecture: None,
+            architecture_rule: None,
             nominated: &nominated,
         };
         let refused = UnsupportedFeatures

@@ -33,6 +33,8 @@ pub struct CompatiblePlatforms {
     bits: Option<u64>,
     /// Set when `fallbackArchitecture` replaced images that could not be inspected.
     pub fallback_used: bool,
+    /// Set when a `celArchitecturePlacement` rule decided the platforms: how it is named.
+    pub decided_by: Option<String>,
     reason: Reason,
 }
 
@@ -57,6 +59,29 @@ impl CompatiblePlatforms {
 
 /// The platforms the pod can run on, or the status that explains why none.
 pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, Status> {
+    if let Some(decision) = ctx.architecture_rule {
+        // The namespace admin's rule decides, whatever the images say (the caller warns
+        // when they have no build there).
+        let platforms: Vec<Platform> = decision
+            .architectures
+            .iter()
+            .map(|a| Platform::linux(a))
+            .collect();
+        return Ok(CompatiblePlatforms {
+            bits: Some(platform_bits(&platforms)),
+            reason: Reason::Shared(
+                format!(
+                    "node(s) didn't match the architectures of {} ({})",
+                    decision.describe(),
+                    describe(&platforms)
+                )
+                .into(),
+            ),
+            platforms,
+            fallback_used: false,
+            decided_by: Some(decision.describe()),
+        });
+    }
     let failed: Vec<String> = ctx
         .images
         .containers
@@ -74,6 +99,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
                 reason: mismatch_reason(&platforms, true),
                 platforms,
                 fallback_used: true,
+                decided_by: None,
             });
         }
         let mut status = Status::unschedulable(format!(
@@ -101,6 +127,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             platforms: Vec::new(),
             bits: None,
             fallback_used: false,
+            decided_by: None,
             reason: Reason::Static(""),
         });
     }
@@ -130,6 +157,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         reason: mismatch_reason(&platforms, false),
         platforms,
         fallback_used: false,
+        decided_by: None,
     })
 }
 
@@ -394,6 +422,38 @@ mod tests {
             !ImageArchitecture
                 .filter(&ctx, &state, &NodeBuilder::new("b", "amd64").info())
                 .is_success()
+        );
+    }
+
+    #[test]
+    fn a_rules_architectures_replace_the_images_platforms() {
+        // Images with no common build, and one that cannot be read: the rule decides.
+        let mut f = fixture(vec![
+            ("quay.io/a:1", known(&["amd64"])),
+            ("quay.io/b:1", known(&["arm64"])),
+            ("quay.io/c:1", ImagePlatforms::Failed("unauthorized".into())),
+        ]);
+        f.architecture_rule = Some(crate::architecture_rules::ArchitectureDecision {
+            config: "tiers".into(),
+            rule: Some("db".into()),
+            architectures: vec!["ppc64le".into(), "s390x".into()],
+            errors: Vec::new(),
+        });
+        let ctx = f.ctx();
+        let mut state = CycleState::new();
+        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+        let found = state.read::<CompatiblePlatforms>().unwrap();
+        assert_eq!(
+            found.decided_by.as_deref(),
+            Some("rule \"db\" of PodPlacementConfig tiers")
+        );
+        let z = NodeBuilder::new("z", "s390x").info();
+        assert!(ImageArchitecture.filter(&ctx, &state, &z).is_success());
+        let status = ImageArchitecture.filter(&ctx, &state, &NodeBuilder::new("a", "amd64").info());
+        assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
+        assert_eq!(
+            status.message(),
+            "node(s) didn't match the architectures of rule \"db\" of PodPlacementConfig tiers (ppc64le, s390x)"
         );
     }
 

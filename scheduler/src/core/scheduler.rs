@@ -3,8 +3,9 @@
 
 use std::{sync::Arc, time::Instant};
 
-use multiarch_crd::{ClusterPlugins, PodPlacementConfig, names::NODE_ARCH_LABEL};
+use multiarch_crd::names::NODE_ARCH_LABEL;
 use multiarch_plugins::{
+    architecture_rules::{ArchitectureDecision, ArchitectureRules, RuleSubject},
     events::{ClusterChange, EventKind, NodeChanges},
     exemption,
     framework::CycleContext,
@@ -24,6 +25,8 @@ use multiarch_runtime::backoff::Backoff;
 use rand::{SeedableRng, rngs::SmallRng};
 use rustc_hash::FxHashMap;
 
+pub use super::placement_inputs::PlacementInputs;
+pub use super::rule_override::RuleOverride;
 pub use super::storage_objects::{StorageKey, StorageObject};
 use super::{
     cycle::{Cycle, NodeChoice, Rotation},
@@ -31,15 +34,8 @@ use super::{
     image_source::{ImageLookup, ImageSource},
     preemption::{self, PreemptionResult},
     queue::SchedulingQueue,
+    rule_override::rule_override,
 };
-
-/// The parts of the configuration CRDs that placement reads.
-#[derive(Clone, Debug, Default)]
-pub struct PlacementInputs {
-    pub cluster_plugins: Option<ClusterPlugins>,
-    pub configs: Vec<PodPlacementConfig>,
-    pub fallback_architecture: Option<String>,
-}
 
 /// Condition reason written on `PodScheduled=False`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +82,9 @@ pub enum Outcome {
         message: String,
         attempts: u32,
         volumes: VolumeBindingPlan,
+        /// The rule that decided the pod's architectures, when one did.
+        architecture_rule: Option<ArchitectureDecision>,
+        rule_override: Option<RuleOverride>,
     },
     Failed {
         pod: Arc<PodInfo>,
@@ -97,6 +96,8 @@ pub enum Outcome {
         /// Set when preemption made room: the caller evicts, then calls
         /// [`SchedulerCore::preemption_done`].
         preemption: Option<Preemption>,
+        architecture_rule: Option<ArchitectureDecision>,
+        rule_override: Option<RuleOverride>,
     },
     /// Some images are being inspected; the pod waits without blocking the cycle.
     WaitingForImages {
@@ -145,6 +146,11 @@ impl SchedulerCore {
 
     pub fn profile(&self) -> &Profile {
         &self.profile
+    }
+
+    /// The compiled `celArchitecturePlacement` rules in force.
+    pub fn architecture_rules(&self) -> &ArchitectureRules {
+        &self.inputs.architecture_rules
     }
 
     pub fn scheduler_name(&self) -> &str {
@@ -346,6 +352,12 @@ impl SchedulerCore {
             });
         }
 
+        let rule = self.inputs.architecture_rules.decide(RuleSubject {
+            name: &pod.name,
+            namespace: &pod.namespace,
+            labels: &pod.labels,
+            annotations: &pod.annotations,
+        });
         let mut pending = Vec::new();
         let mut containers = Vec::with_capacity(pod.images.len());
         for image in &pod.images {
@@ -364,7 +376,9 @@ impl SchedulerCore {
                 platforms,
             });
         }
-        if !pending.is_empty() {
+        // A rule decides without the images: what they answered so far only tells
+        // whether the rule sends the pod where they have no build.
+        if !pending.is_empty() && rule.is_none() {
             self.queue
                 .wait_for_images(&pod.uid, pending.iter().map(|i| i.image.clone()).collect());
             return Some(Outcome::WaitingForImages {
@@ -373,6 +387,10 @@ impl SchedulerCore {
             });
         }
         let pod_images = PodImagePlatforms { containers };
+        let rule_override = rule
+            .as_ref()
+            .filter(|_| pending.is_empty())
+            .and_then(|r| rule_override(r, &pod_images));
 
         let own_preferences = own_architecture_preferences(&pod);
         let preferences = applied(&architecture_preferences(
@@ -390,6 +408,7 @@ impl SchedulerCore {
                 images: &pod_images,
                 arch_preferences: &preferences,
                 fallback_architecture: self.inputs.fallback_architecture.as_deref(),
+                architecture_rule: rule.as_ref(),
                 nominated: &self.nominated,
             };
             decide(
@@ -400,12 +419,13 @@ impl SchedulerCore {
                 nominated_node.as_deref(),
             )
         };
-        Some(match decision {
+        let outcome = match decision {
             Decision::Chosen(choice) => self.scheduled(pod, choice, popped.attempts + 1),
             Decision::Failed(diagnosis, preemption) => {
                 self.failed(pod, diagnosis, preemption, nominated_node.is_some(), now)
             }
-        })
+        };
+        Some(outcome.with_architecture_rule(rule, rule_override))
     }
 
     fn scheduled(&mut self, pod: Arc<PodInfo>, choice: NodeChoice, attempts: u32) -> Outcome {
@@ -417,6 +437,11 @@ impl SchedulerCore {
             pod.namespace, pod.name, node_name, node_architecture
         );
         match &choice.compatible {
+            Some(c) if c.decided_by.is_some() => message.push_str(&format!(
+                "; architectures {} from {}",
+                c.describe(),
+                c.decided_by.as_deref().unwrap_or_default()
+            )),
             Some(c) if c.fallback_used => message.push_str(&format!(
                 "; image inspection failed, so the pod was placed on its fallback architecture {}",
                 c.describe()
@@ -443,6 +468,8 @@ impl SchedulerCore {
             message,
             attempts,
             volumes: choice.volumes,
+            architecture_rule: None,
+            rule_override: None,
         }
     }
 
@@ -515,6 +542,8 @@ impl SchedulerCore {
             diagnosis: Box::new(diagnosis),
             nomination,
             preemption: order,
+            architecture_rule: None,
+            rule_override: None,
         }
     }
 }
@@ -559,6 +588,8 @@ fn own_architecture_preferences(pod: &PodInfo) -> Vec<String> {
         .collect()
 }
 
+#[cfg(test)]
+mod architecture_rule_tests;
 mod cluster_changes;
 #[cfg(test)]
 mod tests;

@@ -29,6 +29,12 @@ pub struct HintLabel {
     pub hint: &'static str,
 }
 
+/// What decided a rule-governed pod's architectures: `rule` or `fallback`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecidedByLabel {
+    pub decided_by: &'static str,
+}
+
 fn latency() -> Histogram {
     Histogram::new([
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -60,6 +66,12 @@ pub struct SchedulerMetrics {
     pub preemption_victims: Counter,
     /// Writing a pod's volume decisions and waiting for its claims to be bound.
     pub volume_binding_seconds: Histogram,
+    /// Pods placed by a `celArchitecturePlacement` decision.
+    pub architecture_rule_decisions: Family<DecidedByLabel, Counter>,
+    /// Rule decisions that send pods where their images have no build.
+    pub architecture_rule_overrides: Counter,
+    /// Rules that could not be evaluated for a pod (treated as not matching).
+    pub architecture_rule_errors: Counter,
 }
 
 impl Default for SchedulerMetrics {
@@ -81,6 +93,9 @@ impl Default for SchedulerMetrics {
             volume_binding_seconds: Histogram::new([
                 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
             ]),
+            architecture_rule_decisions: Family::default(),
+            architecture_rule_overrides: Counter::default(),
+            architecture_rule_errors: Counter::default(),
         }
     }
 }
@@ -157,6 +172,21 @@ impl SchedulerMetrics {
             "volume_binding_duration_seconds",
             "Time to write a pod's volume decisions and see its claims bound",
             self.volume_binding_seconds.clone(),
+        );
+        sub.register(
+            "architecture_rule_decisions",
+            "Pods scheduled on the architectures a celArchitecturePlacement rule (or its fallback) decided",
+            self.architecture_rule_decisions.clone(),
+        );
+        sub.register(
+            "architecture_rule_overrides_images",
+            "Scheduling attempts whose rule sent the pod where its images have no build (event ArchitectureRuleOverridesImages)",
+            self.architecture_rule_overrides.clone(),
+        );
+        sub.register(
+            "architecture_rule_errors",
+            "celArchitecturePlacement rules that could not be evaluated for a pod and did not match it",
+            self.architecture_rule_errors.clone(),
         );
     }
 }

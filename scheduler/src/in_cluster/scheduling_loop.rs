@@ -8,6 +8,7 @@ use std::{
 };
 
 use multiarch_plugins::{
+    architecture_rules::ArchitectureDecision,
     model::{
         pod::PodInfo,
         quantity::QUANTITY_LIMIT,
@@ -30,14 +31,16 @@ use super::{
     image_lookups::InspectedImages,
     in_flight::{InFlight, InFlightBindings},
     inbox::{BindOutcome, Inbox, Kind, deleted_watch_key, storage_watch_key},
-    metrics::{AttemptResultLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel},
+    metrics::{
+        AttemptResultLabel, DecidedByLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel,
+    },
     pod_reports::{PodReport, PodReports},
 };
 mod fencing;
 
 use crate::core::{
     binder::{Binder, Binding},
-    scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, SchedulerCore},
+    scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, RuleOverride, SchedulerCore},
 };
 
 pub(super) struct Loop {
@@ -422,13 +425,42 @@ impl Loop {
         placement
             .scheduler_name
             .clone_from(&self.options.scheduler_name);
-        let inputs = PlacementInputs {
-            cluster_plugins: spec.plugins.clone(),
-            configs: self.configs.pod_configs.to_vec(),
-            fallback_architecture: spec.fallback_architecture.map(|a| a.as_str().to_owned()),
-        };
+        let inputs = PlacementInputs::new(
+            spec.plugins.clone(),
+            self.configs.pod_configs.to_vec(),
+            spec.fallback_architecture.map(|a| a.as_str().to_owned()),
+            self.core.architecture_rules(),
+        );
         self.core
             .set_configuration(Profile::new(&placement), inputs, now);
+    }
+
+    /// A rule's decision that needs saying: rules that could not be evaluated (logged,
+    /// counted) and a decision against the images (a Warning event on the pod).
+    fn report_rule(
+        &self,
+        pod: &PodInfo,
+        rule: Option<&ArchitectureDecision>,
+        overrides: Option<RuleOverride>,
+    ) {
+        let Some(rule) = rule else {
+            return;
+        };
+        for (name, error) in &rule.errors {
+            self.metrics.architecture_rule_errors.inc();
+            info!(pod = %pod.key(), config = %rule.config, rule = %name, %error, "architecture rule not evaluated for the pod; it did not match");
+        }
+        if let Some(overrides) = overrides {
+            self.metrics.architecture_rule_overrides.inc();
+            self.reports.send(PodReport::about(
+                pod,
+                true,
+                "ArchitectureRuleOverridesImages",
+                "Scheduling",
+                overrides.message,
+                None,
+            ));
+        }
     }
 
     fn outcome(&mut self, outcome: Outcome) {
@@ -439,6 +471,8 @@ impl Loop {
                 message,
                 attempts,
                 volumes,
+                architecture_rule,
+                rule_override,
                 ..
             } => {
                 self.metrics
@@ -447,6 +481,19 @@ impl Loop {
                         result: "scheduled",
                     })
                     .inc();
+                if let Some(rule) = &architecture_rule {
+                    self.metrics
+                        .architecture_rule_decisions
+                        .get_or_create(&DecidedByLabel {
+                            decided_by: if rule.rule.is_some() {
+                                "rule"
+                            } else {
+                                "fallback"
+                            },
+                        })
+                        .inc();
+                }
+                self.report_rule(&pod, architecture_rule.as_ref(), rule_override);
                 self.binder.bind(Binding::of(&pod, &node, volumes));
                 self.in_flight.start(InFlight {
                     pod,
@@ -460,6 +507,8 @@ impl Loop {
                 message,
                 nomination,
                 preemption,
+                architecture_rule,
+                rule_override,
                 ..
             } => {
                 let result = if kind == FailureKind::SchedulerError {
@@ -478,6 +527,7 @@ impl Loop {
                 };
                 if self.last_failure.get(&pod.uid) != Some(&message) || nomination.is_some() {
                     self.last_failure.insert(pod.uid.clone(), message.clone());
+                    self.report_rule(&pod, architecture_rule.as_ref(), rule_override);
                     let mut report = PodReport::about(
                         &pod,
                         true,

@@ -80,11 +80,12 @@ impl Prepared {
                 .map(|n| (n.name.clone(), n.labels.clone()))
                 .collect(),
             images: scenario.image_catalog()?,
-            inputs: PlacementInputs {
-                cluster_plugins: spec.plugins.clone(),
-                configs: scenario.pod_placement_configs.clone(),
-                fallback_architecture: spec.fallback_architecture.map(|a| a.as_str().to_owned()),
-            },
+            inputs: PlacementInputs::new(
+                spec.plugins.clone(),
+                scenario.pod_placement_configs.clone(),
+                spec.fallback_architecture.map(|a| a.as_str().to_owned()),
+                &Default::default(),
+            ),
             profile_placement: placement,
         })
     }

@@ -40,6 +40,15 @@ impl PodBuilder {
         self
     }
 
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.pod
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
+        self
+    }
+
     pub fn priority(mut self, priority: i32) -> Self {
         self.spec().priority = Some(priority);
         self

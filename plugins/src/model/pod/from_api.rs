@@ -149,6 +149,11 @@ impl PodInfo {
             image_pull_secrets: pull_secret_names(spec),
             service_account: spec.service_account_name.clone().filter(|s| !s.is_empty()),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
+            annotations: if spec.node_name.is_none() {
+                meta.annotations.clone().unwrap_or_default()
+            } else {
+                Labels::new()
+            },
             labels,
         })
     }

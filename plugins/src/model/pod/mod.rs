@@ -22,6 +22,9 @@ pub struct PodInfo {
     pub namespace: String,
     pub name: String,
     pub labels: Labels,
+    /// Unassigned pods only (`celArchitecturePlacement` rules may read them); an assigned
+    /// pod's are never needed, so the cluster model does not hold them.
+    pub annotations: Labels,
     pub priority: i32,
     pub scheduler_name: String,
     pub node_name: Option<String>,
@@ -182,6 +185,7 @@ impl PodInfo {
             namespace,
             name,
             labels,
+            annotations,
             priority,
             scheduler_name,
             node_name,
@@ -213,6 +217,7 @@ impl PodInfo {
             && *namespace == other.namespace
             && *name == other.name
             && *labels == other.labels
+            && *annotations == other.annotations
             && *priority == other.priority
             && *scheduler_name == other.scheduler_name
             && *node_name == other.node_name
