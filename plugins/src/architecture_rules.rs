@@ -19,7 +19,10 @@ use kube_cel::{
 };
 use multiarch_crd::{CelArchitecturePlacement, PodPlacementConfig};
 
-use crate::model::selectors::{LabelSelector, Labels};
+use crate::model::{
+    platform::{Platform, describe},
+    selectors::{LabelSelector, Labels},
+};
 
 /// The annotation that records on a pod which rule decided its architectures:
 /// `PodPlacementConfig-<name>/<rule>`, or `PodPlacementConfig-<name>/fallback`.
@@ -69,6 +72,24 @@ impl ArchitectureDecision {
 
     pub fn allows(&self, architecture: &str) -> bool {
         self.architectures.iter().any(|a| a == architecture)
+    }
+
+    /// The Warning (event `ArchitectureRuleOverridesImages`) when the images, whose
+    /// common platforms are `compatible`, have no build on the decided architectures.
+    pub fn overrides_images(&self, compatible: &[Platform]) -> Option<String> {
+        if compatible.iter().any(|p| self.allows(&p.architecture)) {
+            return None;
+        }
+        let images = if compatible.is_empty() {
+            "no architecture in common".to_owned()
+        } else {
+            describe(compatible)
+        };
+        Some(format!(
+            "{} places the pod on {}, where its images have no build (images support {images}); the rule is obeyed",
+            self.describe(),
+            self.architectures.join(", ")
+        ))
     }
 }
 
@@ -155,6 +176,40 @@ impl ArchitectureRules {
             configs.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
         }
         ArchitectureRules { namespaces }
+    }
+
+    /// Replaces one namespace's configs with `configs` (that namespace's, as read now),
+    /// reusing the programs of unchanged specs; returns the rules of that namespace alone.
+    /// For a component that reads configs per namespace (the gate controller) and keeps
+    /// this as its cache: a namespace whose configs no longer enable rules leaves it.
+    pub fn refresh_namespace(
+        &mut self,
+        namespace: &str,
+        configs: &[PodPlacementConfig],
+    ) -> ArchitectureRules {
+        let own: Vec<PodPlacementConfig> = configs
+            .iter()
+            .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
+            .cloned()
+            .collect();
+        let fresh = ArchitectureRules::compile(&own, self);
+        match fresh.namespaces.get(namespace) {
+            Some(compiled) => {
+                self.namespaces
+                    .insert(namespace.to_owned(), compiled.clone());
+            }
+            None => {
+                self.namespaces.remove(namespace);
+            }
+        }
+        fresh
+    }
+
+    /// Rules of no config, for inputs that have none.
+    pub fn none() -> &'static ArchitectureRules {
+        static NONE: std::sync::LazyLock<ArchitectureRules> =
+            std::sync::LazyLock::new(ArchitectureRules::default);
+        &NONE
     }
 
     /// No config anywhere enables the plugin.

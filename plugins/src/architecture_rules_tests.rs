@@ -304,3 +304,23 @@ fn the_decision_names_its_source() {
         "the fallback of PodPlacementConfig tiers"
     );
 }
+
+#[test]
+fn a_namespace_refreshed_alone_keeps_the_others_and_its_programs() {
+    let mut other = config("other", 1, None, Some(tiers()));
+    other.metadata.namespace = Some("bank".into());
+    let shop = config("tiers", 1, None, Some(tiers()));
+    let mut cache = ArchitectureRules::default();
+    cache.refresh_namespace("bank", std::slice::from_ref(&other));
+    let first = cache.refresh_namespace("shop", std::slice::from_ref(&shop));
+    assert!(cache.governs_namespace("bank") && cache.governs_namespace("shop"));
+    assert!(!first.governs_namespace("bank"));
+    let again = cache.refresh_namespace("shop", std::slice::from_ref(&shop));
+    assert!(Arc::ptr_eq(
+        &first.namespaces["shop"][0],
+        &again.namespaces["shop"][0]
+    ));
+    // The config went: the namespace leaves the cache.
+    assert!(cache.refresh_namespace("shop", &[]).is_empty());
+    assert!(!cache.governs_namespace("shop") && cache.governs_namespace("bank"));
+}

@@ -102,6 +102,16 @@ pub fn architecture_preferences(
     out
 }
 
+/// Marks skipped every preference for an architecture outside `architectures` (the ones a
+/// `celArchitecturePlacement` rule decided): preferences only order the decided ones.
+pub fn skip_outside(preferences: &mut [ArchPreference], architectures: &[String]) {
+    for preference in preferences {
+        if !architectures.contains(&preference.architecture) {
+            preference.skipped = true;
+        }
+    }
+}
+
 /// `(architecture, weight)` of the preferences that apply.
 pub fn applied(preferences: &[ArchPreference]) -> Vec<(String, i32)> {
     preferences
@@ -222,6 +232,23 @@ mod tests {
             "arm64:20:PodPlacementConfig-p:skipped"
         );
         assert!(applied(&prefs).is_empty());
+    }
+
+    #[test]
+    fn a_rule_leaves_only_its_architectures_to_prefer() {
+        let configs = vec![ppc(
+            "p",
+            1,
+            None,
+            &[(Architecture::Arm64, 20), (Architecture::Amd64, 10)],
+        )];
+        let mut prefs = architecture_preferences("shop", &labels("web"), &[], &configs, None);
+        skip_outside(&mut prefs, &["amd64".to_owned()]);
+        assert_eq!(
+            sources_annotation(&prefs),
+            "arm64:20:PodPlacementConfig-p:skipped,amd64:10:PodPlacementConfig-p"
+        );
+        assert_eq!(applied(&prefs), [("amd64".to_owned(), 10)]);
     }
 
     #[test]

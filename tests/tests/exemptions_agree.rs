@@ -13,6 +13,7 @@ use multiarch_admission::{
 };
 use multiarch_crd::PlacementMode;
 use multiarch_plugins::{
+    architecture_rules::ArchitectureRules,
     exemption::{Exemption, exemption},
     model::{platform::Platform, pod::PodInfo},
     profile::Profile,
@@ -126,6 +127,7 @@ fn gate_controller_places(object: &Value) -> bool {
         fallback_architecture: None,
         own_namespace: OWN,
         max_attempts: 3,
+        architecture_rules: ArchitectureRules::none(),
     };
     let platforms = vec![Platform::new("linux", "amd64", None)];
     let processed = process(&gated, &inputs, Inspection::Compatible(platforms)).unwrap();

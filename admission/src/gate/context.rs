@@ -7,6 +7,7 @@ use std::{
 };
 
 use multiarch_inspector::ImageInspector;
+use multiarch_plugins::architecture_rules::ArchitectureRules;
 use multiarch_runtime::pod_events::PodEvents;
 
 use super::{metrics::GateMetrics, options::GateOptions};
@@ -23,4 +24,7 @@ pub struct GateContext {
     pub backoff_until: Mutex<HashMap<String, Instant>>,
     /// Pods whose passes could not read the placement configuration, and how many times.
     pub unreadable_configuration: Mutex<HashMap<String, u32>>,
+    /// The compiled `celArchitecturePlacement` rules of the namespaces passes have read
+    /// (a namespace leaves when its configs stop enabling rules).
+    pub architecture_rules: Mutex<ArchitectureRules>,
 }

@@ -51,6 +51,7 @@ pub fn start(
         metrics,
         backoff_until: Mutex::default(),
         unreadable_configuration: Mutex::default(),
+        architecture_rules: Mutex::default(),
     });
     let shutdown = tasks.shutdown().clone();
     tasks.spawn("gate controller", async move {

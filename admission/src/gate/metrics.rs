@@ -16,6 +16,10 @@ pub struct GateMetrics {
     /// Passes that could not read the ClusterPodPlacementConfig or PodPlacementConfigs.
     pub configuration_read_errors: Counter,
     pub seconds: Histogram,
+    /// Pods ungated on a rule's architectures where their images have no build.
+    pub architecture_rule_overrides: Counter,
+    /// Rules that could not be evaluated for a pod (treated as not matching).
+    pub architecture_rule_errors: Counter,
 }
 
 impl Default for GateMetrics {
@@ -25,6 +29,8 @@ impl Default for GateMetrics {
             processed: Counter::default(),
             failed_inspections: Counter::default(),
             configuration_read_errors: Counter::default(),
+            architecture_rule_overrides: Counter::default(),
+            architecture_rule_errors: Counter::default(),
             seconds: Histogram::new([
                 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
                 1.0, 2.0, 4.0,
@@ -54,6 +60,16 @@ impl GateMetrics {
             "multiarch_gate_configuration_read_errors",
             "Passes over a gated pod that could not read the placement configuration",
             self.configuration_read_errors.clone(),
+        );
+        registry.register(
+            "multiarch_gate_architecture_rule_overrides_images",
+            "Pods ungated on the architectures of a celArchitecturePlacement rule where their images have no build (event ArchitectureRuleOverridesImages)",
+            self.architecture_rule_overrides.clone(),
+        );
+        registry.register(
+            "multiarch_gate_architecture_rule_errors",
+            "celArchitecturePlacement rules that could not be evaluated for a pod and did not match it",
+            self.architecture_rule_errors.clone(),
         );
         registry.register(
             "mto_ppo_ctrl_time_to_process_gated_pod_seconds",

@@ -7,3 +7,4 @@ pub mod metrics;
 pub mod options;
 mod pass;
 pub mod process;
+mod rule_override;

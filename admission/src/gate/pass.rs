@@ -29,7 +29,10 @@ use tracing::debug;
 
 use super::{
     context::GateContext,
-    process::{EventType, GateInputs, Inspection, has_gate, needs_inspection, process},
+    process::{
+        EventType, GateInputs, Inspection, architecture_rule, has_gate, needs_inspection, process,
+    },
+    rule_override,
 };
 
 /// Passes over a pod that keeps changing under the controller before it waits for the
@@ -127,13 +130,20 @@ async fn pass(
     };
     let spec = configs.cluster_or_default();
     let fallback = spec.fallback_architecture.map(|a| a.as_str().to_owned());
+    let rules = context
+        .architecture_rules
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .refresh_namespace(namespace, &configs.pod_configs);
     let inputs = GateInputs {
         cluster_plugins: spec.plugins.as_ref(),
         configs: &configs.pod_configs,
         fallback_architecture: fallback.as_deref(),
         own_namespace: &context.options.own_namespace,
         max_attempts: context.options.max_attempts,
+        architecture_rules: &rules,
     };
+    let rule = architecture_rule(&pod, &inputs);
     let inspection = if needs_inspection(&pod, &inputs) {
         inspect(context, &pod).await
     } else {
@@ -178,6 +188,9 @@ async fn pass(
         {
             debug!(error = %e, "cannot publish event");
         }
+    }
+    if let Some(rule) = rule {
+        rule_override::report(context, &pod, &reference, &rule).await;
     }
     Ok(match done.retry {
         Some(attempts) => Pass::Retry(attempts),
@@ -284,7 +297,7 @@ async fn configuration_unreadable(
 
 /// The platforms all containers and init containers support, or the first error. The
 /// images are inspected `images_at_once` at a time, within `pod_inspection_deadline`.
-async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
+pub(super) async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
     let info = match PodInfo::from_pod(pod) {
         Ok(info) => info,
         Err(e) => return Inspection::Failed(e.to_string()),

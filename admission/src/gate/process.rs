@@ -16,10 +16,14 @@ use multiarch_plugins::{
         preferred_architectures,
     },
     arch_constraint::{Constrained, constrain},
+    architecture_rules::{
+        ANNOTATION_ARCHITECTURE_RULE, ArchitectureDecision, ArchitectureRules, RuleSubject,
+    },
     exemption::{architecture_set, exemption},
     model::platform::Platform,
     preferences::{
-        ArchPreference, architecture_preferences, preferences_apply, sources_annotation,
+        ArchPreference, architecture_preferences, preferences_apply, skip_outside,
+        sources_annotation,
     },
 };
 
@@ -38,6 +42,8 @@ pub struct GateInputs<'a> {
     pub own_namespace: &'a str,
     /// Inspection attempts before the fallback (or ungating without affinity).
     pub max_attempts: u32,
+    /// The `celArchitecturePlacement` rules of the pod's namespace, compiled.
+    pub architecture_rules: &'a ArchitectureRules,
 }
 
 /// The images' answer for this pass.
@@ -84,9 +90,22 @@ fn namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or_default()
 }
 
+/// What the namespace's rules decide for the pod (`None`: its images do).
+pub fn architecture_rule(pod: &Pod, inputs: &GateInputs<'_>) -> Option<ArchitectureDecision> {
+    let meta = &pod.metadata;
+    let empty = Default::default();
+    inputs.architecture_rules.decide(RuleSubject {
+        name: meta.name.as_deref().unwrap_or_default(),
+        namespace: namespace(pod),
+        labels: meta.labels.as_ref().unwrap_or(&empty),
+        annotations: meta.annotations.as_ref().unwrap_or(&empty),
+    })
+}
+
 /// MTO's `shouldIgnorePod`, on the controller side: the shared exemptions, and MTO's
-/// gate-mode rule that the pod's own architecture constraints are complete.
-fn ignored(pod: &Pod, inputs: &GateInputs<'_>) -> bool {
+/// gate-mode rule that the pod's own architecture constraints are complete (unless a
+/// rule decides its architectures, which replaced them at admission).
+fn ignored(pod: &Pod, inputs: &GateInputs<'_>, rule: Option<&ArchitectureDecision>) -> bool {
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let preferences = preferences_apply(
         namespace(pod),
@@ -95,12 +114,13 @@ fn ignored(pod: &Pod, inputs: &GateInputs<'_>) -> bool {
         inputs.cluster_plugins,
     );
     exemption(pod, namespace(pod), inputs.own_namespace).is_some()
-        || architecture_set(pod, preferences)
+        || (rule.is_none() && architecture_set(pod, preferences))
 }
 
-/// Whether this pass needs the images' platforms.
+/// Whether this pass needs the images' platforms: never for a pod a rule decides.
 pub fn needs_inspection(pod: &Pod, inputs: &GateInputs<'_>) -> bool {
-    has_gate(pod) && !ignored(pod, inputs) && !architecture_required(pod)
+    let rule = architecture_rule(pod, inputs);
+    has_gate(pod) && rule.is_none() && !ignored(pod, inputs, None) && !architecture_required(pod)
 }
 
 fn set_label(pod: &mut Pod, key: &str, value: &str) {
@@ -153,7 +173,8 @@ pub fn process(
             format!("Successfully gated with the {SCHEDULING_GATE} scheduling gate"),
         ));
     }
-    if ignored(&pod, inputs) {
+    let rule = architecture_rule(&pod, inputs);
+    if ignored(&pod, inputs, rule.as_ref()) {
         remove_gate(&mut pod);
         events.push(warning("ArchAwareGatedPodIgnored", "The gated pod has been modified and is no longer eligible for architecture-aware scheduling".into()));
         return Some(Processed {
@@ -166,13 +187,16 @@ pub fn process(
     // Preferred affinity first: it is there even when inspection fails.
     let own = preferred_architectures(&pod);
     let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let preferences = architecture_preferences(
+    let mut preferences = architecture_preferences(
         namespace(&pod),
         &labels,
         &own,
         inputs.configs,
         inputs.cluster_plugins,
     );
+    if let Some(rule) = &rule {
+        skip_outside(&mut preferences, &rule.architectures);
+    }
     if !preferences.is_empty()
         && pod
             .metadata
@@ -195,6 +219,19 @@ pub fn process(
             .insert(ANNOTATION_SOURCES.into(), sources_annotation(&preferences));
     }
 
+    if let Some(rule) = &rule {
+        decided_by_rule(&mut pod, rule, &mut events);
+        remove_gate(&mut pod);
+        events.push(normal(
+            "ArchAwareSchedGateRemovalSuccess",
+            format!("Successfully removed the {SCHEDULING_GATE} scheduling gate"),
+        ));
+        return Some(Processed {
+            pod,
+            events,
+            retry: None,
+        });
+    }
     match inspection {
         Inspection::NotNeeded => {
             set_label(&mut pod, LABEL_NODE_AFFINITY, "not-set");
@@ -226,15 +263,7 @@ pub fn process(
             }
             match &requirement {
                 ArchRequirement::In(archs) => {
-                    let kind = if archs.len() == 1 {
-                        "multiarch.openshift.io/single-arch"
-                    } else {
-                        "multiarch.openshift.io/multi-arch"
-                    };
-                    set_label(&mut pod, kind, "");
-                    for arch in archs.iter().filter(|a| KNOWN_ARCHS.contains(&a.as_str())) {
-                        set_label(&mut pod, &format!("multiarch.openshift.io/{arch}"), "");
-                    }
+                    label_architectures(&mut pod, archs);
                     events.push(normal(
                         "ArchAwarePredicateSet",
                         format!(
@@ -297,6 +326,43 @@ pub fn process(
         events,
         retry: None,
     })
+}
+
+/// MTO's labels for the architectures a pod was given.
+fn label_architectures(pod: &mut Pod, archs: &[String]) {
+    let kind = if archs.len() == 1 {
+        "multiarch.openshift.io/single-arch"
+    } else {
+        "multiarch.openshift.io/multi-arch"
+    };
+    set_label(pod, kind, "");
+    for arch in archs.iter().filter(|a| KNOWN_ARCHS.contains(&a.as_str())) {
+        set_label(pod, &format!("multiarch.openshift.io/{arch}"), "");
+    }
+}
+
+/// A rule decided: its requirement (the webhook replaced the pod's own constraint with it
+/// at admission; here it is ANDed in, which leaves an already constrained term as it is),
+/// MTO's labels, the decision recorded, and the event that names the rule.
+fn decided_by_rule(pod: &mut Pod, rule: &ArchitectureDecision, events: &mut Vec<GateEvent>) {
+    let mut archs = rule.architectures.clone();
+    archs.sort();
+    archs.dedup();
+    merge_required(pod, &ArchRequirement::In(archs.clone()));
+    set_label(pod, LABEL_NODE_AFFINITY, "set");
+    label_architectures(pod, &archs);
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_ARCHITECTURE_RULE.into(), rule.source());
+    events.push(normal(
+        "ArchAwarePredicateSet",
+        format!(
+            "Set the supported architectures to {{{}}} by {}",
+            archs.join(", "),
+            rule.describe()
+        ),
+    ));
 }
 
 /// No pass has written its outcome to the pod yet (a pass that keeps the gate counts its

@@ -98,23 +98,30 @@ pub fn constraint_patch(
                 .insert(ANNOTATION_SOURCES.into(), sources_annotation(&preferences));
         }
     }
-    (diff(raw, &constrained), result)
+    (
+        diff(
+            raw,
+            &constrained,
+            &[("spec", "affinity"), ("metadata", "annotations")],
+        ),
+        result,
+    )
 }
 
-/// Minimal operations from `raw` to `raw` with the constrained pod's affinity and
-/// annotations.
-fn diff(raw: &Value, constrained: &Pod) -> Vec<Value> {
+/// Minimal operations from `raw` to `raw` with these fields of the constrained pod (a
+/// field the constrained pod does not have is left as it is).
+pub(super) fn diff(raw: &Value, constrained: &Pod, fields: &[(&str, &str)]) -> Vec<Value> {
     let Ok(typed) = serde_json::to_value(constrained) else {
         return Vec::new();
     };
     let mut after = raw.clone();
-    for (parent, field) in [("spec", "affinity"), ("metadata", "annotations")] {
-        let wanted = &typed[parent][field];
+    for (parent, field) in fields {
+        let wanted = &typed[*parent][*field];
         if wanted.is_null() {
             continue;
         }
         if let Some(object) = after.get_mut(parent).and_then(Value::as_object_mut) {
-            object.insert(field.to_owned(), wanted.clone());
+            object.insert((*field).to_owned(), wanted.clone());
         }
     }
     match serde_json::to_value(json_patch::diff(raw, &after)) {

@@ -8,6 +8,7 @@
 use std::sync::{Arc, RwLock};
 
 use multiarch_crd::AdmissionAffinity;
+use multiarch_plugins::architecture_rules::ArchitectureRules;
 use multiarch_runtime::{placement_config::PlacementConfigs, supervisor::Tasks};
 use tokio::sync::watch;
 use tracing::info;
@@ -41,6 +42,10 @@ pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, pinned: Pin
         .unwrap_or_default()
         == AdmissionAffinity::Enabled;
     config.pod_configs = configs.pod_configs.clone();
+    config.architecture_rules = Arc::new(ArchitectureRules::compile(
+        &configs.pod_configs,
+        &config.architecture_rules,
+    ));
     config.known = pinned.mode || configs.synced;
 }
 

@@ -14,6 +14,7 @@ use multiarch_crd::{
 };
 pub use multiarch_plugins::exemption::Exemption;
 use multiarch_plugins::{
+    architecture_rules::{ArchitectureDecision, ArchitectureRules, RuleSubject},
     exemption::{architecture_set, exemption, names_other_scheduler},
     preferences::preferences_apply,
     routing::{self, Unsupported},
@@ -42,6 +43,8 @@ pub struct WebhookConfig {
     /// then the webhook is not ready and admits pods unchanged (routing a pod on a
     /// gate-mode cluster to a scheduler that may not run would strand it).
     pub known: bool,
+    /// The PodPlacementConfigs' `celArchitecturePlacement` rules, compiled.
+    pub architecture_rules: Arc<ArchitectureRules>,
 }
 
 impl WebhookConfig {
@@ -56,7 +59,31 @@ impl WebhookConfig {
             cluster_plugins: None,
             admission_affinity: true,
             known: true,
+            architecture_rules: Arc::default(),
         }
+    }
+
+    /// What the rules decide for a pod routed or gated at admission. A pod created from
+    /// `generateName` has no name yet: the rules see its `generateName`, the prefix its
+    /// name will have.
+    fn architecture_rule(&self, pod: &Pod, namespace: &str) -> Option<ArchitectureDecision> {
+        if !self.architecture_rules.governs_namespace(namespace) {
+            return None;
+        }
+        let meta = &pod.metadata;
+        let name = meta
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .or(meta.generate_name.as_deref())
+            .unwrap_or_default();
+        let empty = Default::default();
+        self.architecture_rules.decide(RuleSubject {
+            name,
+            namespace,
+            labels: meta.labels.as_ref().unwrap_or(&empty),
+            annotations: meta.annotations.as_ref().unwrap_or(&empty),
+        })
     }
 
     /// Whether the gate controller will add preferred affinity to this pod.
@@ -81,6 +108,9 @@ pub struct Decision {
     /// Scheduler mode: features the scheduler does not place, so the pod stays with the
     /// default scheduler and takes the gate path.
     pub unsupported: Vec<Unsupported>,
+    /// The `celArchitecturePlacement` decision for a routed or gated pod: its own
+    /// architecture constraint is replaced by the rule's (see `architecture_rule`).
+    pub architecture_rule: Option<ArchitectureDecision>,
 }
 
 impl Decision {
@@ -105,6 +135,7 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
                     exemption: exempt,
                     gated: false,
                     unsupported: Vec::new(),
+                    architecture_rule: None,
                 };
             }
             if names_other_scheduler(pod) {
@@ -113,6 +144,7 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
                     exemption: Some(Exemption::OtherScheduler),
                     gated: false,
                     unsupported: Vec::new(),
+                    architecture_rule: None,
                 };
             }
             // Never routed to a scheduler that cannot place it: the default scheduler
@@ -141,6 +173,7 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
                 exemption: None,
                 gated: false,
                 unsupported: Vec::new(),
+                architecture_rule: config.architecture_rule(pod, namespace),
             }
         }
         PlacementMode::SchedulingGate => gate(pod, namespace, exempt, config),
@@ -158,11 +191,19 @@ fn gate(pod: &Pod, namespace: &str, exempt: Option<Exemption>, config: &WebhookC
             exemption: exempt,
             gated: false,
             unsupported: Vec::new(),
+            architecture_rule: None,
         };
     }
     let preferences = config.preferences_for(pod, namespace);
-    let exempt =
-        exempt.or_else(|| architecture_set(pod, preferences).then_some(Exemption::ArchitectureSet));
+    // A rule replaces the pod's own architecture constraint, so that constraint does not
+    // exempt it.
+    let rule = exempt
+        .is_none()
+        .then(|| config.architecture_rule(pod, namespace))
+        .flatten();
+    let exempt = exempt.or_else(|| {
+        (rule.is_none() && architecture_set(pod, preferences)).then_some(Exemption::ArchitectureSet)
+    });
     let mut labels: Vec<(&str, &str)> = vec![
         (LABEL_NODE_AFFINITY, "not-set"),
         (LABEL_SCHEDULING_GATE, "not-set"),
@@ -208,5 +249,6 @@ fn gate(pod: &Pod, namespace: &str, exempt: Option<Exemption>, config: &WebhookC
         exemption: exempt,
         gated: gated && !already_gated,
         unsupported: Vec::new(),
+        architecture_rule: rule,
     }
 }

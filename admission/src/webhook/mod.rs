@@ -2,6 +2,7 @@
 //! for the gate controller (MTO's gate mode).
 
 pub mod admission_affinity;
+pub mod architecture_rule;
 pub mod configuration;
 pub mod decision;
 pub mod image_lookup;

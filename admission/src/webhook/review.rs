@@ -9,7 +9,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
 use serde_json::{Value, json};
 
-use super::decision::{Decision, WebhookConfig, decide};
+use super::{
+    architecture_rule::rule_patch,
+    decision::{Decision, WebhookConfig, decide},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
@@ -84,7 +87,12 @@ pub fn review(
         .pod
         .as_ref()
         .filter(|_| config.known)
-        .map(|(pod, namespace)| decide(pod, namespace, config));
+        .map(|(pod, namespace)| {
+            let mut decision = decide(pod, namespace, config);
+            let rule_ops = rule_patch(&request.raw, pod, namespace, config, &decision);
+            decision.patch.extend(rule_ops);
+            decision
+        });
     let patch = decision
         .as_ref()
         .map(|d| d.patch.as_slice())

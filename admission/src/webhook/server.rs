@@ -23,6 +23,7 @@ use tracing::{debug, warn};
 
 use super::{
     admission_affinity::{AdmissionAffinityResult, constraint_patch},
+    architecture_rule::rule_patch,
     decision::{Decision, WebhookConfig, decide},
     image_lookup::{AdmissionLookup, Lookup},
     metrics::{ReviewResultLabel, WebhookMetrics},
@@ -56,7 +57,11 @@ pub async fn answer(
         return Ok((respond(&request.uid, &[])?, None));
     }
     let mut decision = decide(pod, namespace, config);
+    let rule_ops = rule_patch(&request.raw, pod, namespace, config, &decision);
+    decision.patch.extend(rule_ops);
+    // A rule decided the architectures: no image to look up.
     if decision.routed()
+        && decision.architecture_rule.is_none()
         && config.admission_affinity
         && let Some(lookup) = &state.lookup
     {

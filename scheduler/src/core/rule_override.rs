@@ -3,7 +3,7 @@
 use multiarch_plugins::{
     architecture_rules::ArchitectureDecision,
     image_platforms::{ImagePlatforms, PodImagePlatforms},
-    model::platform::{ContainerPlatforms, compatible_platforms, describe},
+    model::platform::{ContainerPlatforms, compatible_platforms},
 };
 
 use super::scheduler::Outcome;
@@ -35,21 +35,8 @@ pub fn rule_override(
         return None;
     }
     let platforms = compatible_platforms(&known);
-    if platforms.iter().any(|p| rule.allows(&p.architecture)) {
-        return None;
-    }
-    let images = if platforms.is_empty() {
-        "no architecture in common".to_owned()
-    } else {
-        describe(&platforms)
-    };
-    Some(RuleOverride {
-        message: format!(
-            "{} places the pod on {}, where its images have no build (images support {images}); the rule is obeyed",
-            rule.describe(),
-            rule.architectures.join(", ")
-        ),
-    })
+    rule.overrides_images(&platforms)
+        .map(|message| RuleOverride { message })
 }
 
 impl Outcome {

@@ -22,6 +22,7 @@ fn inputs<'a>(plugins: Option<&'a ClusterPlugins>, fallback: Option<&'a str>) ->
         fallback_architecture: fallback,
         own_namespace: "multiarch",
         max_attempts: 3,
+        architecture_rules: ArchitectureRules::none(),
     }
 }
 
@@ -229,6 +230,7 @@ fn preference_events_name_each_source_in_priority_order() {
         fallback_architecture: None,
         own_namespace: "multiarch",
         max_attempts: 3,
+        architecture_rules: ArchitectureRules::none(),
     };
     let done = process(
         &gated(json!({})),
@@ -304,4 +306,74 @@ fn the_required_affinity_carries_os_and_variant() {
             {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
         ]}])
     );
+}
+
+#[test]
+fn a_rule_decides_without_inspection_and_names_itself() {
+    let config: PodPlacementConfig = serde_json::from_value(json!({
+        "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
+        "metadata": {"name": "tiers", "namespace": "shop"},
+        "spec": {"plugins": {
+            "nodeAffinityScoring": {"enabled": true, "platforms": [
+                {"architecture": "s390x", "weight": 50}, {"architecture": "ppc64le", "weight": 5}]},
+            "celArchitecturePlacement": {"enabled": true, "fallbackArchitectures": ["amd64"],
+                "rules": [{"name": "web", "expression": "self.metadata.labels['app'] == 'web'",
+                    "architectures": ["ppc64le"]}]}}}
+    }))
+    .unwrap();
+    let configs = [config];
+    let rules = ArchitectureRules::compile(&configs, ArchitectureRules::none());
+    let mut inputs = inputs(None, Some("arm64"));
+    inputs.configs = &configs;
+    inputs.architecture_rules = &rules;
+    // Its own pin (which the webhook replaced at admission) neither exempts it nor stays.
+    let pod = gated(
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["ppc64le"]}]}]}}}}),
+    );
+    assert!(!needs_inspection(&pod, &inputs));
+    let done = process(&pod, &inputs, Inspection::NotNeeded).unwrap();
+    assert!(!has_gate(&done.pod));
+    assert_eq!(
+        required_terms(&done.pod),
+        json!([{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["ppc64le"]}]}])
+    );
+    assert_eq!(label(&done.pod, LABEL_NODE_AFFINITY), Some("set"));
+    assert_eq!(
+        label(&done.pod, "multiarch.openshift.io/single-arch"),
+        Some("")
+    );
+    assert_eq!(label(&done.pod, "multiarch.openshift.io/ppc64le"), Some(""));
+    let annotations = done.pod.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations["multiarch.openshift.io/architecture-rule"],
+        "PodPlacementConfig-tiers/web"
+    );
+    // Preferences order only the rule's architectures.
+    assert_eq!(
+        annotations[ANNOTATION_SOURCES],
+        "s390x:50:PodPlacementConfig-tiers:skipped,ppc64le:5:PodPlacementConfig-tiers"
+    );
+    let reasons: Vec<(&str, &str)> = done
+        .events
+        .iter()
+        .map(|e| (e.reason, e.message.as_str()))
+        .collect();
+    assert!(
+        reasons.contains(&(
+            "ArchAwarePredicateSet",
+            "Set the supported architectures to {ppc64le} by rule \"web\" of PodPlacementConfig tiers"
+        )),
+        "{reasons:?}"
+    );
+    // A pod no rule matches gets the fallback, named as such.
+    let mut other = gated(json!({}));
+    other.metadata.labels = Some([("app".to_owned(), "db".to_owned())].into());
+    let done = process(&other, &inputs, Inspection::NotNeeded).unwrap();
+    assert_eq!(
+        required_terms(&done.pod),
+        json!([{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}])
+    );
+    assert!(done.events.iter().any(|e| e.message
+        == "Set the supported architectures to {amd64} by the fallback of PodPlacementConfig tiers"));
 }
