@@ -5,7 +5,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Architecture;
+use crate::{
+    Architecture,
+    cel::pod_rule::{CONFIG_COST_LIMIT, check_rule},
+};
+
+/// Where the plugin sits in a PodPlacementConfig, for error messages.
+const FIELD: &str = "spec.plugins.celArchitecturePlacement";
 
 /// The most rules one config may hold (the design's limit).
 pub const MAX_RULES: u32 = 1000;
@@ -75,4 +81,109 @@ fn names(architectures: &[Architecture]) -> Vec<String> {
         .iter()
         .map(|a| a.as_str().to_owned())
         .collect()
+}
+
+/// What the API server cannot check of the rules (CEL inside a CEL string): each
+/// expression parses, reads only the pod's metadata, returns a bool and is estimated within
+/// one evaluation's budget, and together they stay within [`CONFIG_COST_LIMIT`]. An
+/// expression `previous` already held (an update that leaves it) is not checked again,
+/// so a stored config never becomes unwritable. Errors as the API server words field
+/// errors.
+pub fn rule_errors(
+    placement: &CelArchitecturePlacement,
+    previous: Option<&CelArchitecturePlacement>,
+) -> Vec<String> {
+    let kept = |expression: &str| {
+        previous.is_some_and(|p| p.rules.iter().any(|r| r.expression == expression))
+    };
+    let mut errors = Vec::new();
+    let mut total: u64 = 0;
+    for (i, rule) in placement.rules.iter().enumerate() {
+        if kept(&rule.expression) {
+            continue;
+        }
+        match check_rule(&rule.expression) {
+            Ok(checked) => total = total.saturating_add(checked.cost),
+            Err(error) => errors.push(format!(
+                "{FIELD}.rules[{i}].expression: Invalid value: {:?}: rule {:?}: {error}",
+                rule.expression, rule.name
+            )),
+        }
+    }
+    if total > CONFIG_COST_LIMIT {
+        errors.push(format!(
+            "{FIELD}.rules: Forbidden: the rules' estimated cost together, {total}, is over the limit of {CONFIG_COST_LIMIT} for one pod: use fewer or cheaper rules"
+        ));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement(expressions: &[&str]) -> CelArchitecturePlacement {
+        CelArchitecturePlacement {
+            enabled: true,
+            fallback_architectures: vec![Architecture::Amd64],
+            rules: expressions
+                .iter()
+                .enumerate()
+                .map(|(i, e)| ArchitectureRule {
+                    name: format!("r{i}"),
+                    expression: (*e).to_owned(),
+                    architectures: vec![Architecture::Arm64],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn each_bad_rule_is_named_with_its_field_and_place() {
+        let errors = rule_errors(
+            &placement(&[
+                "self.metadata.labels['app'] == 'db'",
+                "self.spec.nodeName == 'x'",
+                "self.metadata.name",
+            ]),
+            None,
+        );
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].starts_with(
+                "spec.plugins.celArchitecturePlacement.rules[1].expression: Invalid value: \"self.spec.nodeName == 'x'\": rule \"r1\": ERROR: <input>:1:6: self.spec"
+            ),
+            "{}",
+            errors[0]
+        );
+        assert!(errors[1].contains("rules[2]") && errors[1].contains("must return a bool"));
+    }
+
+    #[test]
+    fn a_thousand_cheap_rules_pass_and_unchanged_ones_are_not_checked_again() {
+        let expressions: Vec<String> = (0..1000)
+            .map(|i| format!("self.metadata.labels['n'] == '{i}'"))
+            .collect();
+        let refs: Vec<&str> = expressions.iter().map(String::as_str).collect();
+        assert_eq!(rule_errors(&placement(&refs), None), Vec::<String>::new());
+        // A rule stored before a stricter check stays writable while unchanged.
+        let stored = placement(&["self.status.phase == 'x'"]);
+        assert_eq!(rule_errors(&stored, Some(&stored)), Vec::<String>::new());
+        assert_eq!(rule_errors(&stored, None).len(), 1);
+    }
+
+    #[test]
+    fn rules_too_costly_together_are_refused() {
+        // Each within one evaluation's budget, too many together for one pod.
+        let costly = "self.metadata.annotations['a'].matches('^(x|y)+$') && self.metadata.annotations['b'].matches('^(x|y)+$')";
+        let one = check_rule(costly).map(|c| c.cost).unwrap_or_default();
+        assert!(
+            one > 0 && one <= crate::cel::pod_rule::RULE_COST_LIMIT,
+            "{one}"
+        );
+        let many = vec![costly; usize::try_from(CONFIG_COST_LIMIT / one + 1).unwrap()];
+        let errors = rule_errors(&placement(&many), None);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("Forbidden: the rules' estimated cost together"));
+    }
 }

@@ -9,7 +9,8 @@ use crate::LocalPlugins;
 
 /// Architecture preferences for the pods of one namespace that match `labelSelector`.
 /// When several configs match a pod, higher `priority` wins for each architecture; the
-/// cluster-wide `ClusterPodPlacementConfig` preferences come last.
+/// cluster-wide `ClusterPodPlacementConfig` preferences come last. Architecture rules
+/// (`celArchitecturePlacement`) come only from the highest-priority config that matches.
 // `printcolumn(type_ = ..)` repeated per column is kube-derive's syntax, not a mistake.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -40,7 +41,8 @@ pub struct PodPlacementConfigSpec {
     #[schemars(schema_with = "crate::schema::atomic_label_selector")]
     pub label_selector: Option<LabelSelector>,
 
-    /// The preferences: nodeAffinityScoring.
+    /// The plugins: nodeAffinityScoring (preferences) and celArchitecturePlacement (rules
+    /// that decide the architectures).
     pub plugins: LocalPlugins,
 
     /// Order among the configs that match one pod, from 0 to 255; higher is applied first.

@@ -3,7 +3,8 @@
 //! admission rules CEL and ValidatingAdmissionPolicies cannot express because they look at
 //! other objects or go beyond CEL's cost limits: no ClusterPodPlacementConfig deletion
 //! while PodPlacementConfigs exist, its namespaceSelector exactly as the API server checks
-//! a label selector, and PodPlacementConfig priorities unique per namespace.
+//! a label selector, PodPlacementConfig priorities unique per namespace, and the CEL of
+//! their `celArchitecturePlacement` rules (parsed, metadata-only, bool, within cost).
 
 use std::sync::Arc;
 
@@ -16,7 +17,10 @@ use axum::{
     routing::{get, post},
 };
 use kube::{Api, ResourceExt, api::ListParams};
-use multiarch_crd::{PodPlacementConfig, conversion, label_selector};
+use multiarch_crd::{
+    CelArchitecturePlacement, PodPlacementConfig, cel_architecture_placement::rule_errors,
+    conversion, label_selector,
+};
 use multiarch_runtime::serving_cert::ReloadingCert;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -151,6 +155,30 @@ pub fn pod_config_priority(
     }
 }
 
+/// The `celArchitecturePlacement` rules as written: what the CRD's schema cannot check
+/// (see `multiarch_crd::cel_architecture_placement::rule_errors`).
+pub fn pod_config_rules(object: &Value, old: Option<&Value>) -> Result<(), String> {
+    let placement = |o: &Value| {
+        serde_json::from_value::<CelArchitecturePlacement>(
+            o["spec"]["plugins"]["celArchitecturePlacement"].clone(),
+        )
+        .ok()
+    };
+    let Some(rules) = placement(object) else {
+        return Ok(());
+    };
+    let errors = rule_errors(&rules, old.and_then(placement).as_ref());
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "PodPlacementConfig {:?} is invalid: {}",
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+            errors.join("; ")
+        ))
+    }
+}
+
 fn request(body: &Bytes) -> Result<Value, Box<Response>> {
     let review: Value = serde_json::from_slice(body)
         .map_err(|e| Box::new(bad_request(format!("not an AdmissionReview: {e}"))))?;
@@ -203,6 +231,9 @@ async fn validate_pod_config(State(state): State<AdmissionState>, body: Bytes) -
         .unwrap_or("")
         .to_owned();
     let old = request.get("oldObject").filter(|o| o.is_object());
+    if let Err(invalid) = pod_config_rules(object, old) {
+        return json_response(&admission_response(&request, Err(invalid)));
+    }
     let verdict = match Api::<PodPlacementConfig>::namespaced(state.client.clone(), &namespace)
         .list(&ListParams::default())
         .await

@@ -281,3 +281,64 @@ async fn a_pod_placement_config_needs_the_cluster_pod_placement_config() {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn architecture_rules_are_checked_when_written() {
+    let server = cluster().await;
+    let (operator, bundle) = ready_operator(&server).await;
+    let review = |operation: &str, expression: &str, old: Option<&str>| {
+        let config = |expression: &str| {
+            json!({"metadata": {"name": "tiers", "namespace": "shop"}, "spec": {"priority": 1,
+                "plugins": {"celArchitecturePlacement": {"enabled": true,
+                    "fallbackArchitectures": ["amd64"],
+                    "rules": [{"name": "db", "expression": expression, "architectures": ["ppc64le"]}]}}}})
+        };
+        let mut request = json!({"uid": "r-1", "operation": operation, "namespace": "shop",
+            "object": config(expression)});
+        if let Some(old) = old {
+            request["oldObject"] = config(old);
+        }
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    };
+    let path = "/validate/podplacementconfigs";
+    for (expression, says) in [
+        (
+            "self.spec.containers.size() > 1",
+            "rules[0].expression: Invalid value: \"self.spec.containers.size() > 1\": rule \"db\": ERROR: <input>:1:6: self.spec: a rule may read only self.metadata.name, self.metadata.namespace, self.metadata.labels and self.metadata.annotations",
+        ),
+        ("self['status'] == {}", "ERROR: <input>:1:1: self:"),
+        ("self.metadata.labels['tier'] ==", "ERROR: <input>:1:"),
+        (
+            "self.metadata.labels",
+            "the expression must return a bool, not map(string, string)",
+        ),
+    ] {
+        let answer = post(
+            &operator,
+            &bundle,
+            path,
+            &review("CREATE", expression, None),
+        )
+        .await;
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        let said = answer["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            said.starts_with("PodPlacementConfig \"tiers\" is invalid: spec.plugins.celArchitecturePlacement.rules[0].expression")
+                && said.contains(says),
+            "{expression}: {said}"
+        );
+    }
+    let fine = "'tier' in self.metadata.labels && self.metadata.labels['tier'] == 'db'";
+    let answer = post(&operator, &bundle, path, &review("CREATE", fine, None)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    // An update that changes a rule to one that reads the spec is refused too.
+    let answer = post(
+        &operator,
+        &bundle,
+        path,
+        &review("UPDATE", "self.spec.nodeName == ''", Some(fine)),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    operator.stop().await;
+}

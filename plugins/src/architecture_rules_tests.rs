@@ -149,7 +149,9 @@ fn a_rule_that_cannot_be_evaluated_does_not_match_and_is_reported() {
 fn one_winner_by_priority_then_name_and_rules_are_never_merged() {
     let arm = placement(vec![rule("all", "true", &[Arm64])], &[Arm64]);
     let s390 = placement(vec![rule("none", "false", &[S390x])], &[S390x]);
-    let cases: [(Vec<PodPlacementConfig>, Option<(&str, &str)>); 5] = [
+    // (configs, the winner and its first architecture)
+    type Case = (Vec<PodPlacementConfig>, Option<(&'static str, &'static str)>);
+    let cases: [Case; 5] = [
         // Higher priority wins, even with no rule matching (its fallback decides).
         (
             vec![
