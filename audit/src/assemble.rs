@@ -3,7 +3,11 @@
 
 use std::collections::HashMap;
 
-use multiarch_plugins::model::platform::Platform;
+use multiarch_crd::PodPlacementConfig;
+use multiarch_plugins::{
+    architecture_rules::{ArchitectureRules, RuleSubject},
+    model::platform::Platform,
+};
 
 use crate::{
     cluster::RunningPod,
@@ -18,16 +22,27 @@ pub type Resolved = Result<Vec<Platform>, String>;
 /// (`with_credentials` as they were made) and of the `running` pods.
 pub fn audit_workloads(
     workloads: &[Workload],
+    configs: &[PodPlacementConfig],
     running: &[RunningPod],
     targets: &[String],
     with_credentials: bool,
     lookup: &dyn Fn(&ImageQuery) -> Resolved,
 ) -> Vec<WorkloadAudit> {
+    let rules = ArchitectureRules::compile(configs, ArchitectureRules::none());
     let mut audits: Vec<WorkloadAudit> = workloads
         .iter()
         .map(|w| {
             let resolved: Vec<Resolved> = w.queries(with_credentials).iter().map(lookup).collect();
-            judge(w, &resolved, targets)
+            let meta = &w.pod.metadata;
+            let empty = Default::default();
+            let name = w.pod_name();
+            let rule = rules.decide(RuleSubject {
+                name: &name,
+                namespace: &w.namespace,
+                labels: meta.labels.as_ref().unwrap_or(&empty),
+                annotations: meta.annotations.as_ref().unwrap_or(&empty),
+            });
+            judge(w, &resolved, targets, rule.as_ref())
         })
         .collect();
     let index: HashMap<String, usize> = audits
@@ -93,6 +108,7 @@ mod tests {
         let targets = vec!["amd64".to_owned(), "arm64".to_owned()];
         let audits = audit_workloads(
             &cluster.manifests.workloads,
+            &[],
             &cluster.running,
             &targets,
             true,
@@ -105,5 +121,91 @@ mod tests {
             .map(|p| (p.pod.as_str(), p.architecture.as_str()))
             .collect();
         assert_eq!(pods, [("on-arm", "arm64")]);
+    }
+
+    #[test]
+    fn architecture_rules_decide_and_overrides_are_flagged() {
+        let manifests = crate::workloads::Manifests::read(
+            r#"
+apiVersion: multiarch.openshift.io/v1beta1
+kind: PodPlacementConfig
+metadata: {name: tiers, namespace: shop}
+spec:
+  priority: 1
+  plugins:
+    celArchitecturePlacement:
+      enabled: true
+      fallbackArchitectures: [amd64]
+      rules:
+        - {name: db, expression: "self.metadata.labels['tier'] == 'db'", architectures: [ppc64le]}
+        - {name: redis, expression: "self.metadata.name.startsWith('redis-')", architectures: [arm64, s390x]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: redis, namespace: shop}
+spec: {template: {metadata: {labels: {tier: cache}}, spec: {containers: [{name: c, image: "multi:1"}]}}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: pg, namespace: shop}
+spec: {template: {metadata: {labels: {tier: db}}, spec: {containers: [{name: c, image: "multi:1"}]}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: other}
+spec: {template: {metadata: {labels: {tier: db}}, spec: {containers: [{name: c, image: "multi:1"}]}}}
+"#,
+            "default",
+        )
+        .unwrap();
+        assert_eq!(manifests.pod_placement_configs.len(), 1);
+        let lookup = |_: &ImageQuery| -> Resolved {
+            Ok(vec![Platform::linux("amd64"), Platform::linux("arm64")])
+        };
+        let targets: Vec<String> = ["amd64", "arm64", "ppc64le", "s390x"]
+            .map(String::from)
+            .to_vec();
+        let audits = audit_workloads(
+            &manifests.workloads,
+            &manifests.pod_placement_configs,
+            &[],
+            &targets,
+            false,
+            &lookup,
+        );
+        let by_id = |id: &str| audits.iter().find(|a| a.id() == id).unwrap();
+        let redis = by_id("shop/Deployment/redis");
+        let rule = redis.architecture_rule.as_ref().unwrap();
+        assert_eq!(rule.decided_by, "PodPlacementConfig-tiers/redis");
+        assert!(!rule.overrides_images);
+        // Where the rule sends it and its images run.
+        assert_eq!(redis.architectures, ["arm64"]);
+        assert_eq!(
+            redis.routed_constraint.as_deref(),
+            Some(&["arm64".to_owned(), "s390x".to_owned()][..])
+        );
+        let pg = by_id("shop/StatefulSet/pg");
+        assert!(pg.architecture_rule.as_ref().unwrap().overrides_images);
+        assert_eq!(
+            pg.verdict,
+            crate::verdict::Verdict::Blocked {
+                reason: "rule \"db\" of PodPlacementConfig tiers places the pod on ppc64le, where its images have no build (images support amd64, arm64); the rule is obeyed".into()
+            }
+        );
+        // Another namespace's config decides nothing here.
+        assert!(by_id("other/Deployment/web").architecture_rule.is_none());
+        let report = crate::report::AuditReport::new(targets, audits, Default::default());
+        assert_eq!(
+            (
+                report.verdicts.decided_by_rules,
+                report.verdicts.rules_override_images
+            ),
+            (2, 1)
+        );
+        let table = report.to_table();
+        assert!(
+            table.contains("architectures ppc64le decided by PodPlacementConfig-tiers/db (OVERRIDES ITS IMAGES)"),
+            "{table}"
+        );
     }
 }

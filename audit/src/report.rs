@@ -28,6 +28,10 @@ pub struct VerdictCounts {
     pub pin_contradicts_images: usize,
     /// Live cluster: workloads with pods running now on nodes their images cannot run on.
     pub misplaced_now: usize,
+    /// Workloads whose architectures a `celArchitecturePlacement` rule decides.
+    pub decided_by_rules: usize,
+    /// Of those, the ones the rule sends where their images have no build.
+    pub rules_override_images: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -64,6 +68,10 @@ impl AuditReport {
             }
             verdicts.pin_contradicts_images += usize::from(w.pin_contradicts_images);
             verdicts.misplaced_now += usize::from(!w.misplaced_pods.is_empty());
+            if let Some(rule) = &w.architecture_rule {
+                verdicts.decided_by_rules += 1;
+                verdicts.rules_override_images += usize::from(rule.overrides_images);
+            }
         }
         let architectures: Vec<ArchitectureSummary> = targets
             .iter()
@@ -136,6 +144,23 @@ impl AuditReport {
             Verdict::Restricted { cannot } => format!("cannot run on {}", cannot.join(", ")),
             Verdict::Blocked { reason } | Verdict::Unknown { reason } => reason.clone(),
         };
+        if let Some(rule) = &w.architecture_rule {
+            let decided = format!(
+                "architectures {} decided by {}{}",
+                rule.architectures.join(", "),
+                rule.decided_by,
+                if rule.overrides_images {
+                    " (OVERRIDES ITS IMAGES)"
+                } else {
+                    ""
+                }
+            );
+            note = if note.is_empty() {
+                decided
+            } else {
+                format!("{decided}; {note}")
+            };
+        }
         if w.pin_contradicts_images {
             let pin = w.pinned.clone().unwrap_or_default().join(", ");
             if !note.is_empty() {
@@ -181,6 +206,12 @@ impl AuditReport {
             v.unknown,
             v.pin_contradicts_images
         )];
+        if v.decided_by_rules > 0 {
+            lines.push(format!(
+                "{} workloads have their architectures decided by celArchitecturePlacement rules; {} of them are sent where their images have no build",
+                v.decided_by_rules, v.rules_override_images
+            ));
+        }
         if let Some(nodes) = &self.cluster_nodes {
             let per_arch: Vec<String> = nodes.iter().map(|(a, n)| format!("{a} {n}")).collect();
             lines.push(format!(
@@ -335,7 +366,7 @@ metadata: {name: c}
             .iter()
             .map(|w| {
                 let resolved: Vec<_> = w.containers.iter().map(|c| lookup(&c.image)).collect();
-                judge(w, &resolved, &targets)
+                judge(w, &resolved, &targets, None)
             })
             .collect();
         AuditReport::new(targets, audits, manifests.ignored)

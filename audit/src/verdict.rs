@@ -3,6 +3,7 @@
 
 use multiarch_plugins::{
     arch_constraint::pinned_architectures,
+    architecture_rules::ArchitectureDecision,
     model::platform::{ContainerPlatforms, Platform, compatible_platforms},
 };
 use serde::Serialize;
@@ -72,6 +73,20 @@ pub struct WorkloadAudit {
     /// (they crash with `exec format error` or cannot pull).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub misplaced_pods: Vec<MisplacedPod>,
+    /// The `celArchitecturePlacement` rule that decides its pods' architectures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture_rule: Option<RuleAudit>,
+}
+
+/// A rule's decision for a workload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleAudit {
+    /// `PodPlacementConfig-<name>/<rule>` (or `/fallback`).
+    pub decided_by: String,
+    pub architectures: Vec<String>,
+    /// The rule sends the pods where their images have no build: they will fail there.
+    pub overrides_images: bool,
 }
 
 /// A pod on a node its images cannot run on.
@@ -156,6 +171,7 @@ pub fn judge(
     workload: &Workload,
     resolved: &[Result<Vec<Platform>, String>],
     targets: &[String],
+    rule: Option<&ArchitectureDecision>,
 ) -> WorkloadAudit {
     let images: Vec<ImageAudit> = workload
         .containers
@@ -177,8 +193,16 @@ pub fn judge(
             }
         })
         .collect();
-    let pinned = pinned_architectures(&workload.pod);
-    let audit = |architectures, verdict, contradicts, routed| WorkloadAudit {
+    // A rule replaces the workload's own pin at admission.
+    let pinned = pinned_architectures(&workload.pod).filter(|_| rule.is_none());
+    let rule_audit = |overrides_images| {
+        rule.map(|r| RuleAudit {
+            decided_by: r.source(),
+            architectures: r.architectures.clone(),
+            overrides_images,
+        })
+    };
+    let audit = |architectures, verdict, contradicts, routed, rule_audit| WorkloadAudit {
         kind: workload.kind.clone(),
         namespace: workload.namespace.clone(),
         name: workload.name.clone(),
@@ -189,6 +213,7 @@ pub fn judge(
         pin_contradicts_images: contradicts,
         routed_constraint: routed,
         misplaced_pods: Vec::new(),
+        architecture_rule: rule_audit,
     };
     if let Some(failed) = images.iter().find(|i| i.error.is_some()) {
         let reason = format!(
@@ -196,7 +221,13 @@ pub fn judge(
             failed.image,
             failed.error.clone().unwrap_or_default()
         );
-        return audit(Vec::new(), Verdict::Unknown { reason }, false, None);
+        return audit(
+            Vec::new(),
+            Verdict::Unknown { reason },
+            false,
+            rule.map(|r| r.architectures.clone()),
+            rule_audit(false),
+        );
     }
     let containers: Vec<ContainerRefLike<'_>> = workload
         .containers
@@ -209,14 +240,47 @@ pub fn judge(
             )
         })
         .collect();
-    let common = common_architectures(&containers);
+    let images_common = common_architectures(&containers);
+    // With a rule, the pods run where the rule sends them and the images have a build.
+    let common: Vec<String> = match rule {
+        Some(r) => images_common
+            .iter()
+            .filter(|a| r.allows(a))
+            .cloned()
+            .collect(),
+        None => images_common.clone(),
+    };
     let contradicts = pinned
         .as_ref()
         .is_some_and(|pin| !pin.iter().any(|a| common.contains(a)));
-    let routed = pinned.is_none().then(|| common.clone());
+    let routed = match rule {
+        Some(r) => Some(r.architectures.clone()),
+        None => pinned.is_none().then(|| common.clone()),
+    };
+    if let Some(r) = rule
+        && common.is_empty()
+    {
+        let images: Vec<Platform> = images_common.iter().map(|a| Platform::linux(a)).collect();
+        let reason = r
+            .overrides_images(&images)
+            .unwrap_or_else(|| format!("{} leaves no architecture", r.describe()));
+        return audit(
+            Vec::new(),
+            Verdict::Blocked { reason },
+            false,
+            routed,
+            rule_audit(true),
+        );
+    }
     if common.is_empty() {
         let reason = "the images have no architecture in common".to_owned();
-        return audit(Vec::new(), Verdict::Blocked { reason }, contradicts, routed);
+        return audit(
+            Vec::new(),
+            Verdict::Blocked { reason },
+            contradicts,
+            routed,
+            None,
+        );
     }
     let can: Vec<String> = targets
         .iter()
@@ -241,7 +305,7 @@ pub fn judge(
     } else {
         Verdict::Restricted { cannot }
     };
-    audit(can, verdict, contradicts, routed)
+    audit(can, verdict, contradicts, routed, rule_audit(false))
 }
 
 #[cfg(test)]
@@ -273,10 +337,15 @@ mod tests {
         let w = workload(TWO);
         let all = ["amd64", "arm64", "ppc64le", "s390x"];
         assert_eq!(
-            judge(&w, &[linux(&all), linux(&all)], &targets()).verdict,
+            judge(&w, &[linux(&all), linux(&all)], &targets(), None).verdict,
             Verdict::RunsOnAll
         );
-        let restricted = judge(&w, &[linux(&all), linux(&["amd64", "arm64"])], &targets());
+        let restricted = judge(
+            &w,
+            &[linux(&all), linux(&["amd64", "arm64"])],
+            &targets(),
+            None,
+        );
         assert_eq!(
             restricted.verdict,
             Verdict::Restricted {
@@ -289,20 +358,38 @@ mod tests {
             Some(vec!["amd64".into(), "arm64".into()])
         );
         assert_eq!(
-            judge(&w, &[linux(&["amd64"]), linux(&["arm64"])], &targets()).verdict,
+            judge(
+                &w,
+                &[linux(&["amd64"]), linux(&["arm64"])],
+                &targets(),
+                None
+            )
+            .verdict,
             Verdict::Blocked {
                 reason: "the images have no architecture in common".into()
             }
         );
         assert_eq!(
-            judge(&w, &[linux(&["riscv64"]), linux(&["riscv64"])], &targets()).verdict,
+            judge(
+                &w,
+                &[linux(&["riscv64"]), linux(&["riscv64"])],
+                &targets(),
+                None
+            )
+            .verdict,
             Verdict::Blocked {
                 reason: "the images run on riscv64 only, none of amd64, arm64, ppc64le, s390x"
                     .into()
             }
         );
         assert_eq!(
-            judge(&w, &[linux(&all), Err("registry down".into())], &targets()).verdict,
+            judge(
+                &w,
+                &[linux(&all), Err("registry down".into())],
+                &targets(),
+                None
+            )
+            .verdict,
             Verdict::Unknown {
                 reason: "b:1: registry down".into()
             }
@@ -310,7 +397,7 @@ mod tests {
         // Windows builds run on no Linux node.
         let windows = Ok(vec![Platform::new("windows", "amd64", None)]);
         assert!(matches!(
-            judge(&w, &[linux(&all), windows], &targets()).verdict,
+            judge(&w, &[linux(&all), windows], &targets(), None).verdict,
             Verdict::Blocked { .. }
         ));
     }
@@ -320,11 +407,11 @@ mod tests {
         let pinned = workload(
             "kind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {nodeSelector: {kubernetes.io/arch: arm64}, containers: [{name: a, image: 'a:1'}]}}}\n",
         );
-        let audit = judge(&pinned, &[linux(&["amd64"])], &targets());
+        let audit = judge(&pinned, &[linux(&["amd64"])], &targets(), None);
         assert!(audit.pin_contradicts_images);
         assert_eq!(audit.pinned, Some(vec!["arm64".into()]));
         assert_eq!(audit.routed_constraint, None);
-        let fine = judge(&pinned, &[linux(&["amd64", "arm64"])], &targets());
+        let fine = judge(&pinned, &[linux(&["amd64", "arm64"])], &targets(), None);
         assert!(!fine.pin_contradicts_images);
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use multiarch_crd::PodPlacementConfig;
 use multiarch_plugins::model::pod::pull_secret_names;
 use serde::Deserialize;
 use serde_json::Value;
@@ -20,6 +21,8 @@ pub enum WorkloadError {
         name: String,
         detail: String,
     },
+    #[error("PodPlacementConfig {name}: cannot be read: {detail}")]
+    Config { name: String, detail: String },
 }
 
 /// One container's image.
@@ -99,10 +102,13 @@ pub struct Workload {
     pub pod: Pod,
 }
 
-/// What the manifests held: workloads, and the other kinds (counted, not audited).
+/// What the manifests held: workloads, PodPlacementConfigs (their architecture rules
+/// decide for the workloads of their namespace), and the other kinds (counted, not
+/// audited).
 #[derive(Debug, Default)]
 pub struct Manifests {
     pub workloads: Vec<Workload>,
+    pub pod_placement_configs: Vec<PodPlacementConfig>,
     pub ignored: BTreeMap<String, usize>,
 }
 
@@ -132,6 +138,17 @@ fn text(value: &Value, pointer: &str) -> String {
 }
 
 impl Workload {
+    /// The name its pods are seen by in architecture rules: a bare pod's own, else the
+    /// prefix every pod of the workload's name starts with (`web-` for a Deployment
+    /// `web`), which is what `startsWith` rules test.
+    pub fn pod_name(&self) -> String {
+        if self.kind == "Pod" {
+            self.name.clone()
+        } else {
+            format!("{}-", self.name)
+        }
+    }
+
     /// The queries of its containers' images, in container order.
     pub fn queries(&self, with_credentials: bool) -> Vec<ImageQuery> {
         let spec = self.pod.spec.clone().unwrap_or_default();
@@ -178,6 +195,20 @@ impl Manifests {
             for item in items {
                 self.add(item.clone(), default_namespace)?;
             }
+            return Ok(());
+        }
+        if kind == "PodPlacementConfig" {
+            let name = text(&object, "/metadata/name");
+            let mut config: PodPlacementConfig =
+                serde_json::from_value(object).map_err(|e| WorkloadError::Config {
+                    name,
+                    detail: e.to_string(),
+                })?;
+            config
+                .metadata
+                .namespace
+                .get_or_insert_with(|| default_namespace.to_owned());
+            self.pod_placement_configs.push(config);
             return Ok(());
         }
         let owned = object

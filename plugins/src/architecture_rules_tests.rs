@@ -150,7 +150,10 @@ fn one_winner_by_priority_then_name_and_rules_are_never_merged() {
     let arm = placement(vec![rule("all", "true", &[Arm64])], &[Arm64]);
     let s390 = placement(vec![rule("none", "false", &[S390x])], &[S390x]);
     // (configs, the winner and its first architecture)
-    type Case = (Vec<PodPlacementConfig>, Option<(&'static str, &'static str)>);
+    type Case = (
+        Vec<PodPlacementConfig>,
+        Option<(&'static str, &'static str)>,
+    );
     let cases: [Case; 5] = [
         // Higher priority wins, even with no rule matching (its fallback decides).
         (

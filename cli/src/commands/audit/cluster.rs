@@ -18,7 +18,7 @@ use kube::{
     api::{ListParams, ObjectList},
 };
 use multiarch_audit::{cluster::ClusterWorkloads, routing::RoutingScope};
-use multiarch_crd::{ClusterPodPlacementConfig, names::SINGLETON_NAME};
+use multiarch_crd::{ClusterPodPlacementConfig, PodPlacementConfig, names::SINGLETON_NAME};
 use serde_json::Value;
 
 /// Objects per list request.
@@ -93,8 +93,28 @@ pub async fn read(
     objects.extend(values(list_all::<CronJob>(client, namespace).await?)?);
     objects.extend(values(list_all::<Job>(client, namespace).await?)?);
     objects.extend(values(list_all::<Pod>(client, namespace).await?)?);
+    objects.extend(values(pod_placement_configs(client, namespace).await?)?);
     let nodes: Vec<Node> = list_pages(&Api::all(client.clone())).await?;
     Ok(ClusterWorkloads::read(objects, &nodes)?)
+}
+
+/// The PodPlacementConfigs (their architecture rules decide for workloads); none when
+/// multiarch's CRDs are not installed.
+async fn pod_placement_configs(
+    client: &kube::Client,
+    namespace: Option<&str>,
+) -> anyhow::Result<Vec<PodPlacementConfig>> {
+    match list_all::<PodPlacementConfig>(client, namespace).await {
+        Ok(configs) => Ok(configs),
+        Err(e)
+            if e.chain().any(|cause| {
+                matches!(cause.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 404)
+            }) =>
+        {
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// What `--routed-only` selects with: the ClusterPodPlacementConfig's namespaceSelector

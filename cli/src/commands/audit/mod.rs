@@ -150,6 +150,7 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
     };
     let audits = audit_workloads(
         &manifests.workloads,
+        &manifests.pod_placement_configs,
         &running,
         &targets,
         with_credentials,
