@@ -561,3 +561,73 @@ async fn a_pods_images_are_inspected_together_within_a_deadline() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn architecture_rules_decide_gated_pods_without_inspection() {
+    let server = FakeApiServer::start().await;
+    let metrics = GateMetrics::default();
+    let _c = controller_with(&server, options(), &metrics);
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        json!({"metadata": {"name": "tiers", "namespace": "shop"}, "spec": {"priority": 1,
+            "plugins": {"celArchitecturePlacement": {"enabled": true, "fallbackArchitectures": ["amd64"],
+                "rules": [
+                    {"name": "db", "expression": "'tier' in self.metadata.labels && self.metadata.labels['tier'] == 'db'", "architectures": ["ppc64le"]},
+                    {"name": "arm-tier", "expression": "self.metadata.labels['tier'] == 'arm'", "architectures": ["arm64"]}
+                ]}}}}),
+    );
+    // An image no registry answers for: a rule decides without asking.
+    server.apply(
+        "pods",
+        gated("pg-0", &["unreachable.example/pg:1"], json!({"tier": "db"})),
+    );
+    let pod = ungated(&server, "pg-0").await;
+    assert_eq!(
+        required(&pod),
+        json!([{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["ppc64le"]}]}])
+    );
+    assert_eq!(
+        pod["metadata"]["annotations"]["multiarch.openshift.io/architecture-rule"],
+        "PodPlacementConfig-tiers/db"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["multiarch.openshift.io/node-affinity"],
+        "set"
+    );
+    assert!(!reasons(&server, "pg-0").contains(&"ArchAwareInspectionError".to_owned()));
+    assert_eq!(
+        messages(&server, "pg-0", "ArchAwarePredicateSet"),
+        ["Set the supported architectures to {ppc64le} by rule \"db\" of PodPlacementConfig tiers"]
+    );
+
+    // A rule against the images (amd64 only): ungated on it, then warned about.
+    server.apply("pods", gated("armed", &["amd:1"], json!({"tier": "arm"})));
+    let pod = ungated(&server, "armed").await;
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["values"],
+        json!(["arm64"])
+    );
+    eventually("the override warning", || {
+        !messages(&server, "armed", "ArchitectureRuleOverridesImages").is_empty()
+    })
+    .await;
+    assert_eq!(
+        messages(&server, "armed", "ArchitectureRuleOverridesImages"),
+        [
+            "rule \"arm-tier\" of PodPlacementConfig tiers places the pod on arm64, where its images have no build (images support amd64); the rule is obeyed"
+        ]
+    );
+    assert_eq!(metrics.architecture_rule_overrides.get(), 1);
+    // A pod without `tier`: `arm-tier` indexes a missing key, an error that is counted
+    // and does not match; the fallback decides.
+    server.apply("pods", gated("plain", &["multi:1"], json!({})));
+    let pod = ungated(&server, "plain").await;
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["values"],
+        json!(["amd64"])
+    );
+    eventually("the rule error counted", || {
+        metrics.architecture_rule_errors.get() >= 1
+    })
+    .await;
+}

@@ -164,4 +164,29 @@ mod tests {
         apply(&mut config, &renamed("arch-aware"), pinned);
         assert_eq!(config.scheduler_name, "multiarch-scheduler");
     }
+
+    #[test]
+    fn architecture_rules_follow_the_pod_placement_configs() {
+        let config: multiarch_crd::PodPlacementConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
+            "metadata": {"name": "tiers", "namespace": "shop"},
+            "spec": {"plugins": {"celArchitecturePlacement": {"enabled": true,
+                "fallbackArchitectures": ["arm64"], "rules": []}}}
+        }))
+        .unwrap();
+        let with = PlacementConfigs {
+            pod_configs: Arc::new(vec![config]),
+            synced: true,
+            ..PlacementConfigs::default()
+        };
+        let mut webhook = webhook_config();
+        apply(&mut webhook, &with, Pinned::default());
+        assert!(webhook.architecture_rules.governs_namespace("shop"));
+        apply(
+            &mut webhook,
+            &PlacementConfigs::default(),
+            Pinned::default(),
+        );
+        assert!(webhook.architecture_rules.is_empty());
+    }
 }
