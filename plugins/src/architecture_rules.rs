@@ -9,15 +9,21 @@
 //! A rule that cannot be evaluated for a pod (a label it indexes is missing, a value of
 //! the wrong type) does not match it; the error is reported with the decision.
 //!
-//! Programs are compiled once per config spec and reused while the spec is unchanged.
+//! Programs are compiled once per config spec and reused while the spec is unchanged;
+//! decisions are cached per config by the metadata fields its rules read.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{BTreeSet, HashMap},
+    num::NonZeroUsize,
+    sync::{Arc, Mutex},
+};
 
 use kube_cel::{
     KubeCelExt,
     cel::{Context, Program, Value},
 };
-use multiarch_crd::{CelArchitecturePlacement, PodPlacementConfig};
+use lru::LruCache;
+use multiarch_crd::{CelArchitecturePlacement, PodPlacementConfig, cel::pod_rule::metadata_reads};
 
 use crate::model::{
     platform::{Platform, describe},
@@ -121,6 +127,44 @@ struct CompiledConfig {
 struct CompiledPlacement {
     fallback: Vec<String>,
     rules: Vec<CompiledRule>,
+    /// The metadata fields the rules read; `None` when a rule reads `self` some other
+    /// way (stored before the operator's check): then nothing is cached.
+    reads: Option<BTreeSet<&'static str>>,
+    /// Decisions by the fields the rules read: the pods of one workload share their
+    /// labels and annotations, so the rules run once for them (names differ, but rules
+    /// that do not read the name do not see them).
+    decisions: Mutex<LruCache<SubjectKey, ArchitectureDecision>>,
+}
+
+/// The part of a pod the rules read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SubjectKey {
+    name: Option<String>,
+    labels: Option<Labels>,
+    annotations: Option<Labels>,
+}
+
+/// Decisions kept per config.
+const CACHED_DECISIONS: usize = 1024;
+/// The largest key cached (bytes of the fields read): larger subjects are evaluated
+/// every time, so the cache stays within about `CACHED_DECISIONS` times this.
+const MAX_CACHED_KEY_BYTES: usize = 2048;
+
+impl SubjectKey {
+    fn of(pod: RuleSubject<'_>, reads: &BTreeSet<&'static str>) -> Option<SubjectKey> {
+        let bytes = |labels: &Labels| labels.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        let key = SubjectKey {
+            name: reads.contains("name").then(|| pod.name.to_owned()),
+            labels: reads.contains("labels").then(|| pod.labels.clone()),
+            annotations: reads
+                .contains("annotations")
+                .then(|| pod.annotations.clone()),
+        };
+        let size = key.name.as_ref().map_or(0, String::len)
+            + key.labels.as_ref().map_or(0, bytes)
+            + key.annotations.as_ref().map_or(0, bytes);
+        (size <= MAX_CACHED_KEY_BYTES).then_some(key)
+    }
 }
 
 struct CompiledRule {
@@ -255,21 +299,57 @@ impl CompiledConfig {
 
 impl CompiledPlacement {
     fn new(placement: &CelArchitecturePlacement) -> Self {
+        let rules: Vec<CompiledRule> = placement
+            .rules
+            .iter()
+            .map(|rule| CompiledRule {
+                name: rule.name.clone(),
+                architectures: rule.architecture_names(),
+                program: Program::compile(&rule.expression).map_err(|e| e.to_string()),
+            })
+            .collect();
+        let reads = rules.iter().try_fold(BTreeSet::new(), |mut all, rule| {
+            if let Ok(program) = &rule.program {
+                all.extend(metadata_reads(program.expression()).ok()?);
+            }
+            Some(all)
+        });
         CompiledPlacement {
             fallback: placement.fallback_names(),
-            rules: placement
-                .rules
-                .iter()
-                .map(|rule| CompiledRule {
-                    name: rule.name.clone(),
-                    architectures: rule.architecture_names(),
-                    program: Program::compile(&rule.expression).map_err(|e| e.to_string()),
-                })
-                .collect(),
+            rules,
+            reads,
+            decisions: Mutex::new(LruCache::new(
+                NonZeroUsize::new(CACHED_DECISIONS).unwrap_or(NonZeroUsize::MIN),
+            )),
         }
     }
 
+    /// The decision for the pod, from the cache when the fields the rules read are
+    /// those of a pod decided before.
     fn decide(&self, config: &str, pod: RuleSubject<'_>) -> Option<ArchitectureDecision> {
+        let key = self
+            .reads
+            .as_ref()
+            .and_then(|reads| SubjectKey::of(pod, reads));
+        if let Some(key) = &key
+            && let Some(known) = self.cache().get(key)
+        {
+            return Some(known.clone());
+        }
+        let decision = self.evaluate(config, pod)?;
+        if let Some(key) = key {
+            self.cache().put(key, decision.clone());
+        }
+        Some(decision)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, LruCache<SubjectKey, ArchitectureDecision>> {
+        self.decisions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn evaluate(&self, config: &str, pod: RuleSubject<'_>) -> Option<ArchitectureDecision> {
         let mut errors = Vec::new();
         let matched = FUNCTIONS.with(|functions| {
             let mut scope = functions.new_inner_scope();

@@ -1,3 +1,5 @@
+use std::collections::BTreeSet;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use multiarch_crd::{
     Architecture, ArchitectureRule, CelArchitecturePlacement, LocalPlugins, NodeAffinityScoring,
@@ -328,4 +330,70 @@ fn a_namespace_refreshed_alone_keeps_the_others_and_its_programs() {
     // The config went: the namespace leaves the cache.
     assert!(cache.refresh_namespace("shop", &[]).is_empty());
     assert!(!cache.governs_namespace("shop") && cache.governs_namespace("bank"));
+}
+
+#[test]
+fn cached_decisions_are_keyed_by_every_field_the_rules_read() {
+    let rules = ArchitectureRules::compile(
+        &[config("tiers", 1, None, Some(tiers()))],
+        &ArchitectureRules::default(),
+    );
+    let placement = rules.namespaces["shop"][0].placement.as_ref().unwrap();
+    assert_eq!(
+        placement.reads,
+        Some(BTreeSet::from(["annotations", "labels", "name"]))
+    );
+    // The same pods again and again, in an order that would expose a key missing a field.
+    let mut annotated = pod("web-1", &[]);
+    annotated.annotations.insert("operator".into(), "x".into());
+    let cases = [
+        (pod("redis-0", &[]), Some("redis")),
+        (pod("web-0", &[]), None),
+        (pod("redis-1", &[("tier", "db")]), Some("db")),
+        (annotated, Some("operands")),
+        (pod("web-1", &[]), None),
+    ];
+    for _ in 0..3 {
+        for (pod, want) in &cases {
+            let decision = rules.decide(pod.subject()).expect("decides");
+            assert_eq!(decision.rule.as_deref(), *want, "{}", pod.name);
+        }
+    }
+    assert_eq!(placement.cache().len(), cases.len());
+    // A rule that reads only labels: one evaluation for every pod of a workload.
+    let by_label = ArchitectureRules::compile(
+        &[config("labels", 1, None, Some(placement_of_labels()))],
+        &ArchitectureRules::default(),
+    );
+    for i in 0..50 {
+        let name = format!("web-{i}");
+        let labels = Labels::from([("app".to_owned(), "web".to_owned())]);
+        let decision = by_label
+            .decide(RuleSubject {
+                name: &name,
+                namespace: "shop",
+                labels: &labels,
+                annotations: &Labels::new(),
+            })
+            .expect("decides");
+        assert_eq!(decision.rule.as_deref(), Some("web"));
+    }
+    let cache = by_label.namespaces["shop"][0]
+        .placement
+        .as_ref()
+        .unwrap()
+        .cache()
+        .len();
+    assert_eq!(cache, 1);
+}
+
+fn placement_of_labels() -> CelArchitecturePlacement {
+    placement(
+        vec![rule(
+            "web",
+            "self.metadata.labels['app'] == 'web'",
+            &[Arm64],
+        )],
+        &[Amd64],
+    )
 }

@@ -4,11 +4,14 @@
 //! cost budget of one evaluation. The evaluation binds `self` to exactly what is declared
 //! here, so a rule that passes reads nothing else.
 
-use std::sync::{Arc, LazyLock};
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, LazyLock},
+};
 
 use kube_cel::cel::{
     Program,
-    common::ast::{EntryExpr, Expr, IdedExpr},
+    common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr},
 };
 use serde_json::json;
 
@@ -70,7 +73,7 @@ pub struct CheckedRule {
 pub fn check_rule(expression: &str) -> Result<CheckedRule, String> {
     let program = Program::compile(expression).map_err(|e| e.to_string())?;
     let expr = program.expression();
-    if let Some(outside) = read_outside_metadata(expr) {
+    if let Err(outside) = metadata_reads(expr) {
         return Err(format!(
             "ERROR: <input>:{}: {outside}: a rule may read only self.metadata.name, self.metadata.namespace, self.metadata.labels and self.metadata.annotations",
             position(expression, &outside)
@@ -112,55 +115,63 @@ pub fn check_rule(expression: &str) -> Result<CheckedRule, String> {
     Ok(CheckedRule { cost })
 }
 
-/// The first place `self` is used other than as `self.metadata.<readable field>`, as the
-/// text of the offending use.
-fn read_outside_metadata(e: &IdedExpr) -> Option<String> {
-    match &e.expr {
+/// The metadata fields an expression reads (of [`READABLE_FIELDS`]), or the first place
+/// it uses `self` other than as `self.metadata.<readable field>`, as the text of that use.
+/// What lets a caller cache a decision by the fields the rules read.
+pub fn metadata_reads(expr: &IdedExpr) -> Result<BTreeSet<&'static str>, String> {
+    let mut reads = BTreeSet::new();
+    collect_reads(expr, &mut reads)?;
+    Ok(reads)
+}
+
+fn collect_reads(e: &IdedExpr, reads: &mut BTreeSet<&'static str>) -> Result<(), String> {
+    let children: Vec<&IdedExpr> = match &e.expr {
         Expr::Select(select) => {
             if let Expr::Select(inner) = &select.operand.expr
                 && is_self(&inner.operand)
                 && inner.field == "metadata"
                 && !inner.test
             {
-                return (!READABLE_FIELDS.contains(&select.field.as_str()))
-                    .then(|| format!("self.metadata.{}", select.field));
+                return match READABLE_FIELDS.iter().find(|f| **f == select.field) {
+                    Some(field) => {
+                        reads.insert(field);
+                        Ok(())
+                    }
+                    None => Err(format!("self.metadata.{}", select.field)),
+                };
             }
             if is_self(&select.operand) {
-                return Some(format!("self.{}", select.field));
+                return Err(format!("self.{}", select.field));
             }
-            read_outside_metadata(&select.operand)
+            vec![&select.operand]
         }
-        Expr::Ident(name) if name == "self" => Some("self".to_owned()),
+        Expr::Ident(name) if name == "self" => return Err("self".to_owned()),
         Expr::Call(call) => call
             .target
             .iter()
             .map(|t| t.as_ref())
             .chain(&call.args)
-            .find_map(read_outside_metadata),
-        Expr::Comprehension(c) => [
+            .collect(),
+        Expr::Comprehension(c) => vec![
             &c.iter_range,
             &c.accu_init,
             &c.loop_cond,
             &c.loop_step,
             &c.result,
-        ]
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => entries
+            .iter()
+            .flat_map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+                EntryExpr::StructField(f) => vec![&f.value],
+            })
+            .collect(),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    };
+    children
         .into_iter()
-        .find_map(read_outside_metadata),
-        Expr::List(list) => list.elements.iter().find_map(read_outside_metadata),
-        Expr::Map(map) => map.entries.iter().find_map(|entry| match &entry.expr {
-            EntryExpr::MapEntry(m) => {
-                read_outside_metadata(&m.key).or_else(|| read_outside_metadata(&m.value))
-            }
-            EntryExpr::StructField(f) => read_outside_metadata(&f.value),
-        }),
-        Expr::Struct(s) => s.entries.iter().find_map(|entry| match &entry.expr {
-            EntryExpr::MapEntry(m) => {
-                read_outside_metadata(&m.key).or_else(|| read_outside_metadata(&m.value))
-            }
-            EntryExpr::StructField(f) => read_outside_metadata(&f.value),
-        }),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => None,
-    }
+        .try_for_each(|child| collect_reads(child, reads))
 }
 
 fn is_self(e: &IdedExpr) -> bool {
@@ -237,6 +248,21 @@ mod tests {
                 "{rule}: {error}"
             );
         }
+    }
+
+    #[test]
+    fn the_fields_a_rule_reads_are_known() {
+        let reads = |rule: &str| metadata_reads(Program::compile(rule).unwrap().expression());
+        assert_eq!(
+            reads("self.metadata.labels['a'] == 'b' && self.metadata.labels.c == 'd'"),
+            Ok(BTreeSet::from(["labels"]))
+        );
+        assert_eq!(
+            reads("self.metadata.name.startsWith('x') || 'k' in self.metadata.annotations"),
+            Ok(BTreeSet::from(["annotations", "name"]))
+        );
+        assert_eq!(reads("true"), Ok(BTreeSet::new()));
+        assert_eq!(reads("self.spec == null"), Err("self.spec".to_owned()));
     }
 
     #[test]

@@ -1,0 +1,117 @@
+//! `celArchitecturePlacement`: one pod's evaluation against 1,000 rules (matching the
+//! last one, and matching none: the fallback), and the scheduler's pods per second at
+//! 5,000 nodes with the pods' namespace governed by ten rules (none matching, so every
+//! rule runs and the fallback decides the same architectures the images have) against
+//! the same pods without rules: pods of one workload (their decision cached after the
+//! first) and pods that all differ (evaluated each time).
+//! Run: `cargo bench -p multiarch-benches --bench architecture_rules`.
+
+use std::{collections::HashMap, hint::black_box, time::Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use multiarch_benches::{basic_pod, cluster};
+use multiarch_crd::PodPlacementConfig;
+use multiarch_plugins::{
+    architecture_rules::{ArchitectureRules, RuleSubject},
+    model::{platform::Platform, selectors::Labels},
+    profile::Profile,
+};
+use multiarch_scheduler::core::{
+    image_source::CatalogImages,
+    scheduler::{Outcome, PlacementInputs, SchedulerCore},
+};
+use serde_json::json;
+
+/// A config of `count` rules on the `n` label, the last matching `n=last`.
+fn config(count: usize) -> PodPlacementConfig {
+    let rules: Vec<_> = (0..count)
+        .map(|i| {
+            let value = if i + 1 == count { "last".to_owned() } else { i.to_string() };
+            let architecture = ["amd64", "arm64"][i % 2];
+            json!({"name": format!("r{i}"),
+                "expression": format!("'n' in self.metadata.labels && self.metadata.labels['n'] == '{value}'"),
+                "architectures": [architecture]})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
+        "metadata": {"name": "tiers", "namespace": "bench"},
+        "spec": {"plugins": {"celArchitecturePlacement": {"enabled": true,
+            "fallbackArchitectures": ["amd64", "arm64"], "rules": rules}}}
+    }))
+    .unwrap_or_else(|e| panic!("the bench's config: {e}"))
+}
+
+fn evaluation(c: &mut Criterion) {
+    let rules = ArchitectureRules::compile(&[config(1000)], ArchitectureRules::none());
+    let annotations = Labels::from([("team".to_owned(), "payments".to_owned())]);
+    let mut group = c.benchmark_group("rules_1000");
+    for (case, n) in [("last_matches", "last"), ("none_match", "other")] {
+        let mut labels = Labels::from([
+            ("app".to_owned(), "web".to_owned()),
+            ("n".to_owned(), n.to_owned()),
+        ]);
+        let mut pod = 0u64;
+        group.bench_function(case, |b| {
+            b.iter(|| {
+                // A label no other pod has: evaluated, never a cached decision.
+                pod += 1;
+                labels.insert("pod".to_owned(), pod.to_string());
+                black_box(rules.decide(RuleSubject {
+                    name: "web-7d9f-x2x",
+                    namespace: "bench",
+                    labels: &labels,
+                    annotations: &annotations,
+                }))
+            });
+        });
+    }
+    group.finish();
+}
+
+fn scheduler(c: &mut Criterion) {
+    let nodes = 5000;
+    let state = cluster(nodes, 1000);
+    let images = CatalogImages {
+        images: HashMap::from([(
+            "registry.k8s.io/pause:3.10".to_owned(),
+            vec![Platform::linux("amd64"), Platform::linux("arm64")].into(),
+        )]),
+    };
+    let mut group = c.benchmark_group("scheduler_5000_nodes");
+    group.throughput(Throughput::Elements(1));
+    // Pods of one workload (the same labels: the rules run once), and pods that all
+    // differ (a label of their own: the rules run for each).
+    for (case, configs, distinct) in [
+        ("without_rules", vec![], false),
+        ("ten_rules", vec![config(10)], false),
+        ("ten_rules_every_pod_distinct", vec![config(10)], true),
+    ] {
+        let inputs = PlacementInputs::new(None, configs, None, ArchitectureRules::none());
+        let mut core = SchedulerCore::new(Profile::default(), inputs, 1);
+        core.cluster = state.clone();
+        let mut next = 0u64;
+        group.bench_with_input(BenchmarkId::new(case, nodes), &nodes, |b, _| {
+            b.iter(|| {
+                next += 1;
+                let now = Instant::now();
+                let mut pod = basic_pod(&format!("p{next}")).scheduler("multiarch-scheduler");
+                if distinct {
+                    pod = pod.label("pod", &next.to_string());
+                }
+                let pod = pod.info();
+                core.apply_pod(pod, now);
+                let outcome = core.schedule_next(&images, now);
+                let Some(Outcome::Scheduled { pod, .. }) = outcome else {
+                    panic!("not scheduled: {outcome:?}");
+                };
+                // Gone again, so every iteration sees the same cluster.
+                core.delete_pod(&pod.uid, now);
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, evaluation, scheduler);
+criterion_main!(benches);
