@@ -41,8 +41,9 @@ const NS_GATE: &str = "e2e-gate";
 const NS_ROTATION: &str = "e2e-rotation";
 const NS_MISPLACED: &str = "e2e-misplaced";
 const NS_CHURN: &str = "e2e-churn";
-const TEST_NAMESPACES: [&str; 8] = [
+const TEST_NAMESPACES: [&str; 9] = [
     NS_PPC,
+    NS_RULES,
     NS_SCHEDULER,
     NS_ENOEXEC,
     NS_RESTARTS,
@@ -60,6 +61,10 @@ const CHURN_NODE: &str = "e2e-churn-node";
 const CHURN_RATE: usize = 20;
 
 const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
+
+#[path = "cluster/architecture_rules.rs"]
+mod architecture_rules;
+use architecture_rules::{NS_RULES, architecture_rules};
 
 type Case = fn(&Tier) -> anyhow::Result<()>;
 
@@ -110,6 +115,7 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
     let mut cases: Vec<(&str, Case)> = vec![
         ("install", install),
         ("scheduler mode", scheduler_mode),
+        ("architecture rules", architecture_rules),
         ("exec format errors", exec_format_errors),
         ("misplaced pods", misplaced_pods),
         ("restarts under load", restarts),
