@@ -3,6 +3,7 @@
 
 mod context;
 pub mod controller;
+mod inspect;
 pub mod metrics;
 pub mod options;
 mod pass;

@@ -9,7 +9,7 @@ use multiarch_plugins::architecture_rules::ArchitectureDecision;
 use multiarch_runtime::pod_events::Severity;
 use tracing::{debug, info};
 
-use super::{context::GateContext, pass::inspect, process::Inspection};
+use super::{context::GateContext, inspect::inspect, process::Inspection};
 
 pub(super) async fn report(
     context: &GateContext,

@@ -5,6 +5,7 @@ pub mod binder;
 pub mod cycle;
 pub mod diagnosis;
 pub mod image_source;
+pub mod outcome;
 pub mod placement_inputs;
 pub mod preemption;
 pub mod queue;

@@ -6,14 +6,7 @@ use multiarch_plugins::{
     model::platform::{ContainerPlatforms, compatible_platforms},
 };
 
-use super::scheduler::Outcome;
-
-/// A rule-governed pod whose images have no build on the architectures the rule gave it:
-/// obeyed, and said (event `ArchitectureRuleOverridesImages`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RuleOverride {
-    pub message: String,
-}
+use super::outcome::RuleOverride;
 
 /// Whether the rule sends the pod where none of its known images has a build.
 pub fn rule_override(
@@ -37,30 +30,4 @@ pub fn rule_override(
     let platforms = compatible_platforms(&known);
     rule.overrides_images(&platforms)
         .map(|message| RuleOverride { message })
-}
-
-impl Outcome {
-    /// The outcome with the rule that decided the pod's architectures, and the override
-    /// to report.
-    pub(crate) fn with_architecture_rule(
-        mut self,
-        rule: Option<ArchitectureDecision>,
-        overrides: Option<RuleOverride>,
-    ) -> Self {
-        if let Outcome::Scheduled {
-            architecture_rule,
-            rule_override,
-            ..
-        }
-        | Outcome::Failed {
-            architecture_rule,
-            rule_override,
-            ..
-        } = &mut self
-        {
-            *architecture_rule = rule;
-            *rule_override = overrides;
-        }
-        self
-    }
 }

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Instant};
 
 use multiarch_crd::names::NODE_ARCH_LABEL;
 use multiarch_plugins::{
-    architecture_rules::{ArchitectureDecision, ArchitectureRules, RuleSubject},
+    architecture_rules::{ArchitectureRules, RuleSubject},
     events::{ClusterChange, EventKind, NodeChanges},
     exemption,
     framework::CycleContext,
@@ -14,7 +14,7 @@ use multiarch_plugins::{
         cluster::{AssignedPodUpsert, ClusterState, NodeUpsert},
         node::NodeInfo,
         nominated::NominatedPods,
-        pod::{ContainerImage, PodInfo},
+        pod::PodInfo,
         selectors::Requirement,
         storage::VolumeBindingPlan,
     },
@@ -25,8 +25,8 @@ use multiarch_runtime::backoff::Backoff;
 use rand::{SeedableRng, rngs::SmallRng};
 use rustc_hash::FxHashMap;
 
+pub use super::outcome::{FailureKind, Nomination, Outcome, Preemption, RuleOverride};
 pub use super::placement_inputs::PlacementInputs;
-pub use super::rule_override::RuleOverride;
 pub use super::storage_objects::{StorageKey, StorageObject};
 use super::{
     cycle::{Cycle, NodeChoice, Rotation},
@@ -36,80 +36,6 @@ use super::{
     queue::SchedulingQueue,
     rule_override::rule_override,
 };
-
-/// Condition reason written on `PodScheduled=False`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureKind {
-    Unschedulable,
-    SchedulerError,
-}
-
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Unschedulable => "Unschedulable",
-            FailureKind::SchedulerError => "SchedulerError",
-        }
-    }
-}
-
-/// What happens to `status.nominatedNodeName` with a failure.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Nomination {
-    Unchanged,
-    Set(String),
-    Clear,
-}
-
-/// Evictions that make room for a pod (kube-scheduler's preemption, carried out by the
-/// caller: DisruptionTarget condition, delete, `Preempted` event).
-#[derive(Clone, Debug)]
-pub struct Preemption {
-    pub node: String,
-    pub victims: Vec<Arc<PodInfo>>,
-    /// Lower-priority pods nominated to the node that lose their nomination.
-    pub displaced: Vec<Arc<PodInfo>>,
-}
-
-#[derive(Clone, Debug)]
-pub enum Outcome {
-    /// Assumed on `node`; the caller writes `volumes`, then binds it.
-    Scheduled {
-        pod: Arc<PodInfo>,
-        node: String,
-        node_architecture: String,
-        /// The text of the `Scheduled` event.
-        message: String,
-        attempts: u32,
-        volumes: VolumeBindingPlan,
-        /// The rule that decided the pod's architectures, when one did.
-        architecture_rule: Option<ArchitectureDecision>,
-        rule_override: Option<RuleOverride>,
-    },
-    Failed {
-        pod: Arc<PodInfo>,
-        kind: FailureKind,
-        /// The text of the `FailedScheduling` event and the condition message.
-        message: String,
-        diagnosis: Box<Diagnosis>,
-        nomination: Nomination,
-        /// Set when preemption made room: the caller evicts, then calls
-        /// [`SchedulerCore::preemption_done`].
-        preemption: Option<Preemption>,
-        architecture_rule: Option<ArchitectureDecision>,
-        rule_override: Option<RuleOverride>,
-    },
-    /// Some images are being inspected; the pod waits without blocking the cycle.
-    WaitingForImages {
-        pod: Arc<PodInfo>,
-        images: Vec<ContainerImage>,
-    },
-    /// Not scheduled: being deleted, or already placed.
-    Skipped {
-        pod: Arc<PodInfo>,
-        why: &'static str,
-    },
-}
 
 pub struct SchedulerCore {
     pub cluster: ClusterState,

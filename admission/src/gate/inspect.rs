@@ -1,0 +1,64 @@
+//! The images of a gated pod inspected together: their common platforms, within a
+//! deadline, a few at a time.
+
+use futures_util::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use multiarch_inspector::InspectRequest;
+use multiarch_plugins::model::{
+    platform::{ContainerPlatforms, compatible_platforms},
+    pod::PodInfo,
+};
+
+use super::{context::GateContext, process::Inspection};
+
+/// The platforms all containers and init containers support, or the first error. The
+/// images are inspected `images_at_once` at a time, within `pod_inspection_deadline`.
+pub(super) async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
+    let info = match PodInfo::from_pod(pod) {
+        Ok(info) => info,
+        Err(e) => return Inspection::Failed(e.to_string()),
+    };
+    // Owned futures (not borrowing the images): the stream stays `Send` for every lifetime.
+    let lookups: Vec<_> = info
+        .images
+        .iter()
+        .map(|image| {
+            let request = InspectRequest::for_container(&info, image);
+            let (inspector, container) = (context.inspector.clone(), image.container.clone());
+            async move {
+                inspector
+                    .inspect(&request)
+                    .await
+                    .map(|found| (container, found.placement_platforms()))
+            }
+        })
+        .collect();
+    let lookups = futures_util::stream::iter(lookups)
+        .buffered(context.options.images_at_once.max(1))
+        .try_collect::<Vec<_>>();
+    let deadline = context.options.pod_inspection_deadline;
+    let per_image = match tokio::time::timeout(deadline, lookups).await {
+        Ok(Ok(per_image)) => per_image,
+        Ok(Err(e)) => return Inspection::Failed(e.to_string()),
+        Err(_) => {
+            return Inspection::Failed(format!(
+                "the pod's {} images were not all inspected within {deadline:?}",
+                info.images.len()
+            ));
+        }
+    };
+    // A bundle image confines nothing: the other images decide.
+    let containers: Vec<ContainerPlatforms<'_>> = per_image
+        .iter()
+        .filter_map(|(container, platforms)| {
+            Some(ContainerPlatforms {
+                container,
+                platforms: platforms.as_ref()?,
+            })
+        })
+        .collect();
+    if containers.is_empty() {
+        return Inspection::Anywhere;
+    }
+    Inspection::Compatible(compatible_platforms(&containers))
+}
