@@ -1,6 +1,6 @@
 use serde_json::{Value, json};
 
-use super::{super::check::check, *};
+use super::{super::check::check, range::multiply_by_cost_factor, *};
 
 fn estimated(rule: &str, schema: Value) -> Estimate {
     let program = kube_cel::cel::Program::compile(rule).unwrap();

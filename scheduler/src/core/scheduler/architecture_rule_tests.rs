@@ -11,6 +11,8 @@ use multiarch_crd::{
 use multiarch_plugins::model::{node::NodeBuilder, platform::Platform, pod::PodBuilder};
 
 use super::*;
+use multiarch_plugins::model::pod::ContainerImage;
+
 use crate::core::image_source::{CatalogImages, ImageLookup, ImageSource};
 
 const SCHED: &str = "multiarch-scheduler";

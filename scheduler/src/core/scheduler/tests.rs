@@ -1,6 +1,10 @@
 use std::{collections::HashMap, time::Duration};
 
-use multiarch_plugins::model::{node::NodeBuilder, platform::Platform, pod::PodBuilder};
+use multiarch_plugins::model::{
+    node::NodeBuilder,
+    platform::Platform,
+    pod::{ContainerImage, PodBuilder},
+};
 
 use super::*;
 use crate::core::image_source::CatalogImages;
