@@ -13,7 +13,7 @@
 //! decisions are cached per config by the metadata fields its rules read.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{HashMap, HashSet},
     num::NonZeroUsize,
     sync::{Arc, Mutex},
 };
@@ -23,7 +23,10 @@ use kube_cel::{
     cel::{Context, Program, Value},
 };
 use lru::LruCache;
-use multiarch_crd::{CelArchitecturePlacement, PodPlacementConfig, cel::pod_rule::metadata_reads};
+use multiarch_crd::{
+    CelArchitecturePlacement, PodPlacementConfig,
+    cel::pod_rule::{MapReads, MetadataReads, metadata_reads},
+};
 
 use crate::model::{
     platform::{Platform, describe},
@@ -127,21 +130,22 @@ struct CompiledConfig {
 struct CompiledPlacement {
     fallback: Vec<String>,
     rules: Vec<CompiledRule>,
-    /// The metadata fields the rules read; `None` when a rule reads `self` some other
-    /// way (stored before the operator's check): then nothing is cached.
-    reads: Option<BTreeSet<&'static str>>,
-    /// Decisions by the fields the rules read: the pods of one workload share their
-    /// labels and annotations, so the rules run once for them (names differ, but rules
-    /// that do not read the name do not see them).
+    /// What the rules read of the pod; `None` when a rule reads `self` some other way
+    /// (stored before the operator's check): then nothing is cached.
+    reads: Option<MetadataReads>,
+    /// Decisions by what the rules read: the pods of a workload share the labels rules
+    /// look at, so the rules run once for them (names and their own labels differ, but
+    /// rules that do not read those do not see them).
     decisions: Mutex<LruCache<SubjectKey, ArchitectureDecision>>,
 }
 
-/// The part of a pod the rules read.
+/// The part of a pod the rules read: its name if they read it, and of its labels and
+/// annotations the keys they look up (`None`: absent) or the whole map.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct SubjectKey {
     name: Option<String>,
-    labels: Option<Labels>,
-    annotations: Option<Labels>,
+    labels: Option<Vec<(String, Option<String>)>>,
+    annotations: Option<Vec<(String, Option<String>)>>,
 }
 
 /// Decisions kept per config.
@@ -151,14 +155,29 @@ const CACHED_DECISIONS: usize = 1024;
 const MAX_CACHED_KEY_BYTES: usize = 2048;
 
 impl SubjectKey {
-    fn of(pod: RuleSubject<'_>, reads: &BTreeSet<&'static str>) -> Option<SubjectKey> {
-        let bytes = |labels: &Labels| labels.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    fn of(pod: RuleSubject<'_>, reads: &MetadataReads) -> Option<SubjectKey> {
+        let entries = |map: &Labels, read: &Option<MapReads>| {
+            read.as_ref().map(|read| match read {
+                MapReads::Keys(keys) => keys
+                    .iter()
+                    .map(|k| (k.clone(), map.get(k).cloned()))
+                    .collect::<Vec<_>>(),
+                MapReads::Whole => map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Some(v.clone())))
+                    .collect(),
+            })
+        };
         let key = SubjectKey {
-            name: reads.contains("name").then(|| pod.name.to_owned()),
-            labels: reads.contains("labels").then(|| pod.labels.clone()),
-            annotations: reads
-                .contains("annotations")
-                .then(|| pod.annotations.clone()),
+            name: reads.name.then(|| pod.name.to_owned()),
+            labels: entries(pod.labels, &reads.labels),
+            annotations: entries(pod.annotations, &reads.annotations),
+        };
+        let bytes = |entries: &Vec<(String, Option<String>)>| {
+            entries
+                .iter()
+                .map(|(k, v)| k.len() + v.as_ref().map_or(0, String::len))
+                .sum::<usize>()
         };
         let size = key.name.as_ref().map_or(0, String::len)
             + key.labels.as_ref().map_or(0, bytes)
@@ -180,7 +199,7 @@ impl ArchitectureRules {
     /// spec is unchanged.
     pub fn compile(configs: &[PodPlacementConfig], previous: &ArchitectureRules) -> Self {
         let mut namespaces: HashMap<String, Vec<Arc<CompiledConfig>>> = HashMap::new();
-        let ruled: std::collections::HashSet<&str> = configs
+        let ruled: HashSet<&str> = configs
             .iter()
             .filter(|c| {
                 c.spec
@@ -308,12 +327,14 @@ impl CompiledPlacement {
                 program: Program::compile(&rule.expression).map_err(|e| e.to_string()),
             })
             .collect();
-        let reads = rules.iter().try_fold(BTreeSet::new(), |mut all, rule| {
-            if let Ok(program) = &rule.program {
-                all.extend(metadata_reads(program.expression()).ok()?);
-            }
-            Some(all)
-        });
+        let reads = rules
+            .iter()
+            .try_fold(MetadataReads::default(), |mut all, rule| {
+                if let Ok(program) = &rule.program {
+                    all.merge(metadata_reads(program.expression()).ok()?);
+                }
+                Some(all)
+            });
         CompiledPlacement {
             fallback: placement.fallback_names(),
             rules,

@@ -1,5 +1,7 @@
 use std::collections::BTreeSet;
 
+use multiarch_crd::cel::pod_rule::MapReads;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use multiarch_crd::{
     Architecture, ArchitectureRule, CelArchitecturePlacement, LocalPlugins, NodeAffinityScoring,
@@ -339,9 +341,18 @@ fn cached_decisions_are_keyed_by_every_field_the_rules_read() {
         &ArchitectureRules::default(),
     );
     let placement = rules.namespaces["shop"][0].placement.as_ref().unwrap();
+    let reads = placement
+        .reads
+        .as_ref()
+        .expect("every rule reads the metadata only");
+    assert!(reads.name);
     assert_eq!(
-        placement.reads,
-        Some(BTreeSet::from(["annotations", "labels", "name"]))
+        reads.labels,
+        Some(MapReads::Keys(BTreeSet::from(["tier".to_owned()])))
+    );
+    assert_eq!(
+        reads.annotations,
+        Some(MapReads::Keys(BTreeSet::from(["operator".to_owned()])))
     );
     // The same pods again and again, in an order that would expose a key missing a field.
     let mut annotated = pod("web-1", &[]);
@@ -367,7 +378,14 @@ fn cached_decisions_are_keyed_by_every_field_the_rules_read() {
     );
     for i in 0..50 {
         let name = format!("web-{i}");
-        let labels = Labels::from([("app".to_owned(), "web".to_owned())]);
+        // A label of its own (a StatefulSet pod's name) the rule does not look up.
+        let labels = Labels::from([
+            ("app".to_owned(), "web".to_owned()),
+            (
+                "statefulset.kubernetes.io/pod-name".to_owned(),
+                name.clone(),
+            ),
+        ]);
         let decision = by_label
             .decide(RuleSubject {
                 name: &name,

@@ -11,7 +11,7 @@ use std::{
 
 use kube_cel::cel::{
     Program,
-    common::ast::{EntryExpr, Expr, IdedExpr, MapExpr, StructExpr},
+    common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, MapExpr, StructExpr, operators},
 };
 use serde_json::json;
 
@@ -115,29 +115,141 @@ pub fn check_rule(expression: &str) -> Result<CheckedRule, String> {
     Ok(CheckedRule { cost })
 }
 
-/// The metadata fields an expression reads (of [`READABLE_FIELDS`]), or the first place
-/// it uses `self` other than as `self.metadata.<readable field>`, as the text of that use.
-/// What lets a caller cache a decision by the fields the rules read.
-pub fn metadata_reads(expr: &IdedExpr) -> Result<BTreeSet<&'static str>, String> {
-    let mut reads = BTreeSet::new();
+/// What rules read of one of the pod's metadata maps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapReads {
+    /// Only these keys, each looked up by a constant (`'k' in m`, `m['k']`, `m.k`,
+    /// `has(m.k)`).
+    Keys(BTreeSet<String>),
+    /// The map as a whole (iterated, compared, indexed by a computed key...).
+    Whole,
+}
+
+/// What rules read of the pod: what a decision depends on, so that a caller can cache
+/// decisions by exactly that.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetadataReads {
+    pub name: bool,
+    pub namespace: bool,
+    pub labels: Option<MapReads>,
+    pub annotations: Option<MapReads>,
+}
+
+impl MetadataReads {
+    /// What `self` and `other` read together.
+    pub fn merge(&mut self, other: MetadataReads) {
+        self.name |= other.name;
+        self.namespace |= other.namespace;
+        merge_map(&mut self.labels, other.labels);
+        merge_map(&mut self.annotations, other.annotations);
+    }
+
+    fn map(&mut self, field: &str) -> &mut Option<MapReads> {
+        if field == "labels" {
+            &mut self.labels
+        } else {
+            &mut self.annotations
+        }
+    }
+
+    fn key(&mut self, field: &str, key: &str) {
+        let map = self.map(field);
+        match map {
+            Some(MapReads::Whole) => {}
+            Some(MapReads::Keys(keys)) => {
+                keys.insert(key.to_owned());
+            }
+            None => *map = Some(MapReads::Keys(BTreeSet::from([key.to_owned()]))),
+        }
+    }
+}
+
+fn merge_map(into: &mut Option<MapReads>, other: Option<MapReads>) {
+    *into = match (into.take(), other) {
+        (None, other) | (other, None) => other,
+        (Some(MapReads::Keys(mut a)), Some(MapReads::Keys(b))) => {
+            a.extend(b);
+            Some(MapReads::Keys(a))
+        }
+        _ => Some(MapReads::Whole),
+    };
+}
+
+/// What an expression reads of the pod's metadata, or the first place it uses `self`
+/// other than as `self.metadata.<readable field>`, as the text of that use.
+pub fn metadata_reads(expr: &IdedExpr) -> Result<MetadataReads, String> {
+    let mut reads = MetadataReads::default();
     collect_reads(expr, &mut reads)?;
     Ok(reads)
 }
 
-fn collect_reads(e: &IdedExpr, reads: &mut BTreeSet<&'static str>) -> Result<(), String> {
+/// `self.metadata.labels` or `self.metadata.annotations`: which.
+fn metadata_map(e: &IdedExpr) -> Option<&'static str> {
+    match &e.expr {
+        Expr::Select(select) if !select.test && is_self_metadata(&select.operand) => {
+            ["labels", "annotations"]
+                .into_iter()
+                .find(|f| *f == select.field)
+        }
+        _ => None,
+    }
+}
+
+fn is_self_metadata(e: &IdedExpr) -> bool {
+    matches!(&e.expr, Expr::Select(inner) if is_self(&inner.operand) && inner.field == "metadata" && !inner.test)
+}
+
+fn string_literal(e: &IdedExpr) -> Option<&str> {
+    match &e.expr {
+        Expr::Literal(LiteralValue::String(s)) => Some(s.inner()),
+        _ => None,
+    }
+}
+
+fn collect_reads(e: &IdedExpr, reads: &mut MetadataReads) -> Result<(), String> {
+    // A map's key looked up by a constant: only that key matters.
+    match &e.expr {
+        Expr::Call(call) if call.func_name == operators::IN && call.args.len() == 2 => {
+            if let (Some(key), Some(map)) =
+                (string_literal(&call.args[0]), metadata_map(&call.args[1]))
+            {
+                reads.key(map, key);
+                return Ok(());
+            }
+        }
+        Expr::Call(call) if call.func_name == operators::INDEX && call.args.len() == 2 => {
+            if let (Some(map), Some(key)) =
+                (metadata_map(&call.args[0]), string_literal(&call.args[1]))
+            {
+                reads.key(map, key);
+                return Ok(());
+            }
+        }
+        Expr::Select(select) => {
+            if let Some(map) = metadata_map(&select.operand) {
+                reads.key(map, &select.field);
+                return Ok(());
+            }
+        }
+        _ => {}
+    }
     let children: Vec<&IdedExpr> = match &e.expr {
         Expr::Select(select) => {
-            if let Expr::Select(inner) = &select.operand.expr
-                && is_self(&inner.operand)
-                && inner.field == "metadata"
-                && !inner.test
-            {
-                return match READABLE_FIELDS.iter().find(|f| **f == select.field) {
-                    Some(field) => {
-                        reads.insert(field);
+            if is_self_metadata(&select.operand) {
+                return match select.field.as_str() {
+                    "name" => {
+                        reads.name = true;
                         Ok(())
                     }
-                    None => Err(format!("self.metadata.{}", select.field)),
+                    "namespace" => {
+                        reads.namespace = true;
+                        Ok(())
+                    }
+                    field @ ("labels" | "annotations") => {
+                        *reads.map(field) = Some(MapReads::Whole);
+                        Ok(())
+                    }
+                    other => Err(format!("self.metadata.{other}")),
                 };
             }
             if is_self(&select.operand) {
@@ -251,18 +363,32 @@ mod tests {
     }
 
     #[test]
-    fn the_fields_a_rule_reads_are_known() {
+    fn what_a_rule_reads_is_known_down_to_the_keys() {
         let reads = |rule: &str| metadata_reads(Program::compile(rule).unwrap().expression());
-        assert_eq!(
-            reads("self.metadata.labels['a'] == 'b' && self.metadata.labels.c == 'd'"),
-            Ok(BTreeSet::from(["labels"]))
-        );
-        assert_eq!(
-            reads("self.metadata.name.startsWith('x') || 'k' in self.metadata.annotations"),
-            Ok(BTreeSet::from(["annotations", "name"]))
-        );
-        assert_eq!(reads("true"), Ok(BTreeSet::new()));
+        let keys = |k: &[&str]| Some(MapReads::Keys(k.iter().map(|s| (*s).to_owned()).collect()));
+        let read = reads(
+            "'a' in self.metadata.labels && self.metadata.labels['a'] == 'b' && self.metadata.labels.c == 'd' && has(self.metadata.annotations.e)",
+        )
+        .unwrap();
+        assert_eq!(read.labels, keys(&["a", "c"]));
+        assert_eq!(read.annotations, keys(&["e"]));
+        assert!(!read.name && !read.namespace);
+        let read =
+            reads("self.metadata.name.startsWith('x') || self.metadata.labels.exists(k, k == 'y')")
+                .unwrap();
+        assert!(read.name);
+        assert_eq!(read.labels, Some(MapReads::Whole));
+        assert_eq!(read.annotations, None);
+        // A key computed from the pod is not a constant: the whole map.
+        let read = reads("self.metadata.labels[self.metadata.name] == 'x'").unwrap();
+        assert_eq!(read.labels, Some(MapReads::Whole));
+        assert_eq!(reads("true").unwrap(), MetadataReads::default());
         assert_eq!(reads("self.spec == null"), Err("self.spec".to_owned()));
+        let mut merged = reads("'a' in self.metadata.labels").unwrap();
+        merged.merge(reads("self.metadata.labels['b'] == 'x'").unwrap());
+        assert_eq!(merged.labels, keys(&["a", "b"]));
+        merged.merge(reads("size(self.metadata.labels) > 2").unwrap());
+        assert_eq!(merged.labels, Some(MapReads::Whole));
     }
 
     #[test]
