@@ -87,7 +87,11 @@ fn scheduler(c: &mut Criterion) {
     for (case, configs, own) in [
         ("without_rules", vec![], None),
         ("ten_rules", vec![config(10)], None),
-        ("ten_rules_own_label_not_read", vec![config(10)], Some("pod")),
+        (
+            "ten_rules_own_label_not_read",
+            vec![config(10)],
+            Some("pod"),
+        ),
         ("ten_rules_read_label_differs", vec![config(10)], Some("n")),
     ] {
         let inputs = PlacementInputs::new(None, configs, None, ArchitectureRules::none());

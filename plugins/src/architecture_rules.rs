@@ -25,7 +25,7 @@ use kube_cel::{
 use lru::LruCache;
 use multiarch_crd::{
     CelArchitecturePlacement, PodPlacementConfig,
-    cel::pod_rule::{MapReads, MetadataReads, metadata_reads},
+    cel::pod_rule::{CONFIG_COST_LIMIT, MapReads, MetadataReads, check_rule, metadata_reads},
 };
 
 use crate::model::{
@@ -189,8 +189,8 @@ impl SubjectKey {
 struct CompiledRule {
     name: String,
     architectures: Vec<String>,
-    /// `Err`: the expression does not parse (the operator's webhook refuses such configs;
-    /// one stored before it ran never matches).
+    /// `Err`: the expression fails the rule checks (the operator's webhook refuses such
+    /// configs; one stored without it never matches, the reason reported per pod).
     program: Result<Program, String>,
 }
 
@@ -318,13 +318,26 @@ impl CompiledConfig {
 
 impl CompiledPlacement {
     fn new(placement: &CelArchitecturePlacement) -> Self {
+        // The operator's webhook checks rules when they are written; they are checked
+        // again here, so that a config stored without it (the operator not running)
+        // cannot make evaluation unbounded: a rule that fails, or that the config's cost
+        // budget has no room left for, never matches.
+        let mut budget = CONFIG_COST_LIMIT;
         let rules: Vec<CompiledRule> = placement
             .rules
             .iter()
-            .map(|rule| CompiledRule {
-                name: rule.name.clone(),
-                architectures: rule.architecture_names(),
-                program: Program::compile(&rule.expression).map_err(|e| e.to_string()),
+            .map(|rule| {
+                let program = check_rule(&rule.expression).and_then(|checked| {
+                    budget = budget.checked_sub(checked.cost).ok_or_else(|| {
+                        format!("over the config's cost budget of {CONFIG_COST_LIMIT}")
+                    })?;
+                    Program::compile(&rule.expression).map_err(|e| e.to_string())
+                });
+                CompiledRule {
+                    name: rule.name.clone(),
+                    architectures: rule.architecture_names(),
+                    program,
+                }
             })
             .collect();
         let reads = rules

@@ -284,17 +284,28 @@ fn programs_are_compiled_once_per_spec() {
 }
 
 #[test]
-fn a_stored_expression_that_does_not_parse_never_matches() {
+fn a_stored_rule_that_fails_the_checks_never_matches() {
+    // Stored without the operator's webhook: does not parse, reads the spec, returns a
+    // string, costs more than one evaluation may.
     let broken = placement(
         vec![
-            rule("broken", "self.metadata.name ==", &[S390x]),
+            rule("syntax", "self.metadata.name ==", &[S390x]),
+            rule("spec", "self.spec.nodeName == ''", &[S390x]),
+            rule("string", "self.metadata.name", &[S390x]),
+            rule(
+                "costly",
+                "self.metadata.annotations.exists(k, self.metadata.annotations[k].matches('x.*y'))",
+                &[S390x],
+            ),
             rule("rest", "true", &[Arm64]),
         ],
         &[Amd64],
     );
     let decision = decide(&[config("c", 1, None, Some(broken))], &pod("p", &[])).expect("decides");
     assert_eq!(decision.rule.as_deref(), Some("rest"));
-    assert_eq!(decision.errors[0].0, "broken");
+    let failed: Vec<&str> = decision.errors.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(failed, ["syntax", "spec", "string", "costly"]);
+    assert!(decision.errors[1].1.contains("may read only self.metadata"));
 }
 
 #[test]
