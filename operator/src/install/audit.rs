@@ -1,6 +1,6 @@
 //! `multiarch audit --cluster`: a ClusterRole for whoever runs it (a person, a CI job's
 //! ServiceAccount), with no binding: read-only access to the workload kinds, pods, nodes,
-//! namespaces and the placement configuration, and `get` on Secrets and ServiceAccounts
+//! namespaces and the placement configuration (the PodPlacementConfigs included), and `get` on Secrets and ServiceAccounts
 //! for private images' pull secrets (drop that rule to audit public images only).
 
 use serde_json::{Value, json};
@@ -16,6 +16,8 @@ pub fn audit_rules() -> Value {
         {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods", "replicationcontrollers", "nodes", "namespaces"], "verbs": ["list"]},
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs"], "verbs": ["get"]},
+        // Their architecture rules decide for the workloads of their namespaces.
+        {"apiGroups": ["multiarch.openshift.io"], "resources": ["podplacementconfigs"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]},
     ])
 }
