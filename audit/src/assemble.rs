@@ -33,15 +33,8 @@ pub fn audit_workloads(
         .iter()
         .map(|w| {
             let resolved: Vec<Resolved> = w.queries(with_credentials).iter().map(lookup).collect();
-            let meta = &w.pod.metadata;
-            let empty = Default::default();
             let name = w.pod_name();
-            let rule = rules.decide(RuleSubject {
-                name: &name,
-                namespace: &w.namespace,
-                labels: meta.labels.as_ref().unwrap_or(&empty),
-                annotations: meta.annotations.as_ref().unwrap_or(&empty),
-            });
+            let rule = rules.decide(RuleSubject::of(&w.pod.metadata, &name, &w.namespace));
             judge(w, &resolved, targets, rule.as_ref())
         })
         .collect();

@@ -18,6 +18,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_cel::{
     KubeCelExt,
     cel::{Context, Program, Value},
@@ -44,6 +45,19 @@ pub struct RuleSubject<'a> {
     pub namespace: &'a str,
     pub labels: &'a Labels,
     pub annotations: &'a Labels,
+}
+
+impl<'a> RuleSubject<'a> {
+    /// A pod (or pod template) of `namespace` by its metadata, seen by `name`.
+    pub fn of(meta: &'a ObjectMeta, name: &'a str, namespace: &'a str) -> Self {
+        static NONE: Labels = Labels::new();
+        RuleSubject {
+            name,
+            namespace,
+            labels: meta.labels.as_ref().unwrap_or(&NONE),
+            annotations: meta.annotations.as_ref().unwrap_or(&NONE),
+        }
+    }
 }
 
 /// What the rules decided for one pod.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::model::platform::Platform;
+use crate::model::platform::{ContainerPlatforms, Platform};
 
 /// The answer of image inspection for one image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,4 +25,20 @@ pub struct ContainerImagePlatforms {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodImagePlatforms {
     pub containers: Vec<ContainerImagePlatforms>,
+}
+
+impl PodImagePlatforms {
+    /// The containers whose images' platforms are known (not bundle images, not failed).
+    pub fn known(&self) -> Vec<ContainerPlatforms<'_>> {
+        self.containers
+            .iter()
+            .filter_map(|c| match &c.platforms {
+                ImagePlatforms::Known(p) => Some(ContainerPlatforms {
+                    container: &c.container,
+                    platforms: p,
+                }),
+                ImagePlatforms::Anywhere | ImagePlatforms::Failed(_) => None,
+            })
+            .collect()
+    }
 }

@@ -93,13 +93,10 @@ fn namespace(pod: &Pod) -> &str {
 /// What the namespace's rules decide for the pod (`None`: its images do).
 pub fn architecture_rule(pod: &Pod, inputs: &GateInputs<'_>) -> Option<ArchitectureDecision> {
     let meta = &pod.metadata;
-    let empty = Default::default();
-    inputs.architecture_rules.decide(RuleSubject {
-        name: meta.name.as_deref().unwrap_or_default(),
-        namespace: namespace(pod),
-        labels: meta.labels.as_ref().unwrap_or(&empty),
-        annotations: meta.annotations.as_ref().unwrap_or(&empty),
-    })
+    let name = meta.name.as_deref().unwrap_or_default();
+    inputs
+        .architecture_rules
+        .decide(RuleSubject::of(meta, name, namespace(pod)))
 }
 
 /// MTO's `shouldIgnorePod`, on the controller side: the shared exemptions, and MTO's

@@ -77,13 +77,8 @@ impl WebhookConfig {
             .filter(|n| !n.is_empty())
             .or(meta.generate_name.as_deref())
             .unwrap_or_default();
-        let empty = Default::default();
-        self.architecture_rules.decide(RuleSubject {
-            name,
-            namespace,
-            labels: meta.labels.as_ref().unwrap_or(&empty),
-            annotations: meta.annotations.as_ref().unwrap_or(&empty),
-        })
+        self.architecture_rules
+            .decide(RuleSubject::of(meta, name, namespace))
     }
 
     /// Whether the gate controller will add preferred affinity to this pod.

@@ -14,8 +14,8 @@ use crate::{
         cluster::ClusterState,
         node::NodeInfo,
         platform::{
-            ContainerPlatforms, Platform, compatible_platforms, describe, node_is_compatible,
-            platform_bit, platform_bits,
+            Platform, compatible_platforms, describe, node_is_compatible, platform_bit,
+            platform_bits,
         },
         pod::PodInfo,
     },
@@ -109,18 +109,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
         status.retry_with_backoff = true;
         return Err(status);
     }
-    let containers: Vec<ContainerPlatforms<'_>> = ctx
-        .images
-        .containers
-        .iter()
-        .filter_map(|c| match &c.platforms {
-            ImagePlatforms::Known(p) => Some(ContainerPlatforms {
-                container: &c.container,
-                platforms: p,
-            }),
-            ImagePlatforms::Anywhere | ImagePlatforms::Failed(_) => None,
-        })
-        .collect();
+    let containers = ctx.images.known();
     if containers.is_empty() {
         // Every image is a bundle image (an OLM unpack Job): nothing to restrict.
         return Ok(CompatiblePlatforms {

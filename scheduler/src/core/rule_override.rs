@@ -1,9 +1,8 @@
 //! A `celArchitecturePlacement` decision against the pod's images: obeyed, and said.
 
 use multiarch_plugins::{
-    architecture_rules::ArchitectureDecision,
-    image_platforms::{ImagePlatforms, PodImagePlatforms},
-    model::platform::{ContainerPlatforms, compatible_platforms},
+    architecture_rules::ArchitectureDecision, image_platforms::PodImagePlatforms,
+    model::platform::compatible_platforms,
 };
 
 use super::outcome::RuleOverride;
@@ -13,17 +12,7 @@ pub fn rule_override(
     rule: &ArchitectureDecision,
     images: &PodImagePlatforms,
 ) -> Option<RuleOverride> {
-    let known: Vec<ContainerPlatforms<'_>> = images
-        .containers
-        .iter()
-        .filter_map(|c| match &c.platforms {
-            ImagePlatforms::Known(p) => Some(ContainerPlatforms {
-                container: &c.container,
-                platforms: p,
-            }),
-            ImagePlatforms::Anywhere | ImagePlatforms::Failed(_) => None,
-        })
-        .collect();
+    let known = images.known();
     if known.is_empty() {
         return None;
     }
