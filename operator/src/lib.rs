@@ -8,8 +8,10 @@
 pub mod admission;
 pub mod apply;
 pub mod authority;
+pub mod certificate_check;
 pub mod certificates;
 pub mod context;
+pub mod controller;
 pub mod desired;
 pub mod drain;
 pub mod finalizers;

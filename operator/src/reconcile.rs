@@ -71,8 +71,9 @@ async fn reconcile_once(
         wanted.push((NO_POD_PLACEMENT_CONFIG, !configs.is_empty()));
     }
     if finalizers::set(ctx, cppc, &wanted).await? {
-        // Written: the next pass starts from the object as it is now.
-        return Ok(Duration::ZERO);
+        // Written: the watch brings the object back as it is now, for the next pass
+        // (a pass on the copy read before would be refused by its resourceVersion).
+        return Ok(BUSY_REQUEUE);
     }
     finish_recreations(cppc, ctx, &mut failures).await;
 

@@ -40,7 +40,7 @@ pub async fn run(
     // MTO's order: the no-pod-placement-config finalizer goes once the configs are gone.
     if configs.is_empty() && finalizers::set(ctx, cppc, &[(NO_POD_PLACEMENT_CONFIG, false)]).await?
     {
-        return Ok(Duration::ZERO);
+        return Ok(BUSY_REQUEUE);
     }
     if !configs.is_empty() {
         // The drain has not started: its clocks start when it does.

@@ -12,7 +12,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use kube::{
     Resource, ResourceExt,
     runtime::{
@@ -34,6 +34,9 @@ pub struct ControllerSettings {
     pub concurrency: u16,
     /// Wait before retrying an object whose reconcile failed, per consecutive failure.
     pub backoff: Backoff,
+    /// How long a burst of changes to one object is waited out before it is reconciled
+    /// once (kube-runtime's trailing-edge debounce); zero reconciles on every change.
+    pub debounce: std::time::Duration,
 }
 
 struct Context<C> {
@@ -59,7 +62,8 @@ fn key<K: Resource>(object: &K) -> String {
 }
 
 /// Runs `controller` with `reconcile` until `shutdown` is cancelled, then waits for the
-/// reconciles in progress.
+/// reconciles in progress (none can be while the controller has not listed its objects
+/// once: kube-runtime holds reconciles until then, and would hold the shutdown too).
 pub async fn run<K, C, E, F, Fut>(
     controller: Controller<K>,
     settings: ControllerSettings,
@@ -78,8 +82,14 @@ pub async fn run<K, C, E, F, Fut>(
         settings,
         failures: Mutex::default(),
     });
-    controller
-        .with_config(controller::Config::default().concurrency(settings.concurrency))
+    let listed = controller.store();
+    let stopped = shutdown.clone();
+    let running = controller
+        .with_config(
+            controller::Config::default()
+                .concurrency(settings.concurrency)
+                .debounce(settings.debounce),
+        )
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(
             move |object: Arc<K>, context: Arc<Context<C>>| {
@@ -116,8 +126,20 @@ pub async fn run<K, C, E, F, Fut>(
                 }
                 Err(e) => warn!(controller = settings.name, error = %e, "controller error"),
             }
-        })
-        .await;
+        });
+    tokio::pin!(running);
+    tokio::select! {
+        () = &mut running => return,
+        () = stopped.cancelled() => {}
+    }
+    if listed.wait_until_ready().now_or_never().is_some() {
+        running.await;
+    } else {
+        warn!(
+            controller = settings.name,
+            "stopped before its objects could be listed once; nothing was reconciled"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -186,6 +208,7 @@ mod tests {
             name: "test",
             concurrency: 2,
             backoff: Backoff::new(Duration::from_millis(50), Duration::from_millis(400)),
+            debounce: Duration::ZERO,
         };
         let shutdown = CancellationToken::new();
         let controller = Controller::new(
@@ -226,6 +249,44 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), running)
             .await
             .expect("the loop stops on shutdown")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn it_stops_on_shutdown_when_its_objects_were_never_listed() {
+        let server = FakeApiServer::start().await;
+        let path = "/api/v1/namespaces/default/configmaps";
+        server.inject(multiarch_fake_apiserver::Fault::new(
+            Some(http::Method::GET),
+            path,
+            multiarch_fake_apiserver::Effect::Status(500),
+        ));
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let settings = ControllerSettings {
+            name: "test",
+            concurrency: 1,
+            backoff: Backoff::new(Duration::from_millis(50), Duration::from_millis(400)),
+            debounce: Duration::ZERO,
+        };
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(run(
+            Controller::new(
+                Api::<ConfigMap>::namespaced(client, "default"),
+                watcher::Config::default(),
+            ),
+            settings,
+            Arc::new(Seen::default()),
+            reconcile,
+            shutdown.clone(),
+        ));
+        while !server.requests().iter().any(|r| r.contains(path)) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .expect("the loop stops on shutdown though its list keeps failing")
             .unwrap();
     }
 }

@@ -102,6 +102,7 @@ async fn run(context: Arc<GateContext>, stop: CancellationToken) {
         name: "gate",
         concurrency: u16::try_from(context.options.concurrency.max(1)).unwrap_or(u16::MAX),
         backoff: Backoff::new(context.options.initial_backoff, context.options.max_backoff),
+        debounce: Duration::ZERO,
     };
     tokio::join!(
         controller::run(controller, settings, context, pass::reconcile, stop),

@@ -140,6 +140,7 @@ async fn run_reports(context: Arc<HandlerContext>, stop: CancellationToken) {
         // parallel, each object still one reconcile at a time.
         concurrency: 8,
         backoff: Backoff::new(context.options.initial_backoff, context.options.max_backoff),
+        debounce: Duration::ZERO,
     };
     controller::run(
         Controller::new(objects, watcher::Config::default()),
