@@ -233,7 +233,7 @@ fn pods_the_scheduler_cannot_place_stay_with_the_default_scheduler_and_are_gated
     assert!(decision.gated);
     assert_eq!(
         decision.unsupported,
-        [multiarch_plugins::routing::Unsupported::DynamicResourceClaims]
+        [multiarch_policy::routing::Unsupported::DynamicResourceClaims]
     );
     assert!(response["response"]["patch"].is_string());
     // The same pod without claims is routed.

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use multiarch_crd::PodPlacementConfig;
-use multiarch_plugins::{
+use multiarch_policy::{
     architecture_rules::{ArchitectureRules, RuleSubject},
-    model::platform::Platform,
+    platform::Platform,
 };
 
 use crate::{

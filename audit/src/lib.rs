@@ -19,4 +19,4 @@ pub mod verdict;
 pub mod workloads;
 
 /// The platform type the verdicts are computed with, for callers that resolve images.
-pub use multiarch_plugins::model::platform::Platform;
+pub use multiarch_policy::platform::Platform;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use multiarch_plugins::model::platform::Platform;
+use multiarch_policy::platform::Platform;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -328,7 +328,7 @@ fn runs(platform: &str, target: &str) -> bool {
 mod tests {
     use super::*;
     use crate::{verdict::judge, workloads::Manifests};
-    use multiarch_plugins::model::platform::Platform;
+    use multiarch_policy::platform::Platform;
 
     const MANIFESTS: &str = "
 kind: Deployment

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use multiarch_plugins::{
+use multiarch_policy::{
     exemption::exemption,
-    model::selectors::{LabelSelector, Labels},
+    selectors::{LabelSelector, Labels},
 };
 
 use crate::workloads::Workload;

@@ -1,10 +1,10 @@
 //! A workload's verdict: from the platforms of each of its images, which of the target
 //! architectures it can run on, and whether its own placement already contradicts them.
 
-use multiarch_plugins::{
+use multiarch_policy::{
     arch_constraint::pinned_architectures,
     architecture_rules::ArchitectureDecision,
-    model::platform::{ContainerPlatforms, Platform, compatible_platforms},
+    platform::{ContainerPlatforms, Platform, compatible_platforms},
 };
 use serde::Serialize;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
 use multiarch_crd::PodPlacementConfig;
-use multiarch_plugins::model::pod::pull_secret_names;
+use multiarch_policy::pod_images::pull_secret_names;
 use serde::Deserialize;
 use serde_json::Value;
 

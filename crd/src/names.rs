@@ -12,6 +12,13 @@ pub const SCHEDULING_GATE: &str = "multiarch.openshift.io/scheduling-gate";
 /// Annotation that carries `fallbackArchitecture` through a `v1alpha1` read (MTO's name).
 pub const FALLBACK_ARCHITECTURE_ANNOTATION: &str = "multiarch.openshift.io/fallback-architecture";
 
+/// kube-scheduler's name: the `spec.schedulerName` of a pod nobody routed.
+pub const KUBE_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// Label key of a node's architecture variant (`v7` of `arm`), set by multiarch's users
+/// (the kubelet has none).
+pub const NODE_VARIANT_LABEL: &str = "multiarch.openshift.io/arch-variant";
+
 /// Label key of a node's CPU architecture, set by the kubelet.
 pub const NODE_ARCH_LABEL: &str = "kubernetes.io/arch";
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use multiarch_plugins::model::platform::Platform;
+use multiarch_policy::platform::Platform;
 use oci_client::Reference;
 
 use crate::error::InspectError;

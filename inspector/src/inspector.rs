@@ -6,7 +6,7 @@ use std::{
 };
 
 use async_trait::async_trait;
-use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
+use multiarch_policy::pod_images::{ContainerImage, PullCredentials};
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -36,12 +36,12 @@ impl InspectRequest {
     /// The request for one container image of a pod: the pod's namespace, pull secrets and
     /// service account say where the credentials are; `imagePullPolicy: Always` bypasses
     /// the cache.
-    pub fn for_container(pod: &PodInfo, image: &ContainerImage) -> Self {
+    pub fn for_container(pod: PullCredentials<'_>, image: &ContainerImage) -> Self {
         InspectRequest {
             image: image.image.clone(),
-            namespace: pod.namespace.clone(),
-            pull_secrets: pod.image_pull_secrets.clone(),
-            service_account: pod.service_account.clone(),
+            namespace: pod.namespace.to_owned(),
+            pull_secrets: pod.pull_secrets.to_vec(),
+            service_account: pod.service_account.map(str::to_owned),
             bypass_cache: image.pull_always,
         }
     }

@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use multiarch_plugins::model::platform::Platform;
+use multiarch_policy::platform::Platform;
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";

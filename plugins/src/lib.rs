@@ -2,16 +2,20 @@
 //! 1.36 semantics plus `ImageArchitecture`), the profile, and the one definition of which
 //! architectures a pod can run on. No I/O: everything here is tested directly.
 
-pub mod affinity_writer;
-pub mod arch_constraint;
-pub mod architecture_rules;
 pub mod events;
-pub mod exemption;
 pub mod framework;
 pub mod image_platforms;
 pub mod model;
 pub mod plugins;
-pub mod preferences;
 pub mod profile;
-pub mod routing;
 pub mod testing;
+
+#[cfg(test)]
+#[path = "arch_constraint_agreement_tests.rs"]
+mod arch_constraint_agreement_tests;
+
+// The placement policy is its own crate (the webhook, the gate controller, the audit and
+// the inspector use it without this model); the scheduler finds it where it always has.
+pub use multiarch_policy::{
+    affinity_writer, arch_constraint, architecture_rules, exemption, preferences, routing,
+};

@@ -10,10 +10,9 @@ use k8s_openapi::api::core::v1::{
 };
 use multiarch_crd::names::NODE_ARCH_LABEL;
 
-use crate::{
-    model::{node::NODE_VARIANT_LABEL, platform::Platform},
-    preferences::ArchPreference,
-};
+use multiarch_crd::names::NODE_VARIANT_LABEL;
+
+use crate::{platform::Platform, preferences::ArchPreference};
 
 /// The kubelet's OS label on every node.
 pub const NODE_OS_LABEL: &str = "kubernetes.io/os";

@@ -11,7 +11,7 @@ use crate::{
         ArchRequirement, architecture_required, common_os, merge_required, merge_required_for,
         merge_required_os,
     },
-    model::platform::Platform,
+    platform::Platform,
 };
 
 /// What [`constrain`] wrote.

@@ -130,68 +130,6 @@ fn pins_are_read_from_the_selector_and_every_term() {
     assert_eq!(pinned_architectures(&pod(json!({}))), None);
 }
 
-/// The constraint written at admission and the scheduler's own image filter agree on every
-/// node: a pod that carries it is placed exactly as one that does not.
-#[test]
-fn the_written_constraint_and_the_image_filter_agree_on_every_node() {
-    use crate::{
-        framework::{CycleState, FilterPlugin, PreFilterPlugin},
-        image_platforms::{ContainerImagePlatforms, ImagePlatforms, PodImagePlatforms},
-        model::{
-            node::{NODE_VARIANT_LABEL, NodeBuilder},
-            pod::PodInfo,
-        },
-        plugins::{image_architecture::ImageArchitecture, node_affinity::NodeAffinity},
-        testing::Fixture,
-    };
-    let nodes = [
-        NodeBuilder::new("amd", "amd64").info(),
-        NodeBuilder::new("arm", "arm64").info(),
-        NodeBuilder::new("z", "s390x").info(),
-        NodeBuilder::new("p", "ppc64le").info(),
-        NodeBuilder::new("pi6", "arm")
-            .label(NODE_VARIANT_LABEL, "v6")
-            .info(),
-        NodeBuilder::new("pi7", "arm")
-            .label(NODE_VARIANT_LABEL, "v7")
-            .info(),
-        NodeBuilder::new("arm32", "arm").info(),
-    ];
-    let arm7 = Platform::new("linux", "arm", Some("v7"));
-    let cases: Vec<Vec<Platform>> = vec![
-        vec![Platform::linux("amd64"), Platform::linux("arm64")],
-        vec![Platform::linux("s390x")],
-        vec![arm7.clone()],
-        vec![arm7, Platform::linux("amd64")],
-        vec![],
-    ];
-    for platforms in cases {
-        let mut constrained = pod(json!({}));
-        constrain(&mut constrained, &platforms);
-        let mut fixture = Fixture::new(PodInfo::from_pod(&constrained).unwrap());
-        fixture.images = PodImagePlatforms {
-            containers: vec![ContainerImagePlatforms {
-                container: "c".into(),
-                image: "i".into(),
-                platforms: ImagePlatforms::Known(platforms.clone().into()),
-            }],
-        };
-        let ctx = fixture.ctx();
-        let mut state = CycleState::new();
-        let image_pre = ImageArchitecture.pre_filter(&ctx, &mut state);
-        let mut affinity_state = CycleState::new();
-        let _ = NodeAffinity.pre_filter(&ctx, &mut affinity_state);
-        for node in &nodes {
-            let by_images =
-                image_pre.is_success() && ImageArchitecture.filter(&ctx, &state, node).is_success();
-            let by_affinity = NodeAffinity
-                .filter(&ctx, &affinity_state, node)
-                .is_success();
-            assert_eq!(by_images, by_affinity, "{platforms:?} on {}", node.name);
-        }
-    }
-}
-
 #[test]
 fn a_rule_replaces_the_pods_own_architecture_constraint() {
     let cases: Vec<(&str, Value, bool, Value, Value)> = vec![

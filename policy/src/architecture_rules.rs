@@ -29,7 +29,7 @@ use multiarch_crd::{
     cel::pod_rule::{CONFIG_COST_LIMIT, MapReads, MetadataReads, check_rule, metadata_reads},
 };
 
-use crate::model::{
+use crate::{
     platform::{Platform, describe},
     selectors::{LabelSelector, Labels},
 };

@@ -4,12 +4,9 @@
 //! placed already (a pod that names the scheduler itself opted in, whatever its namespace).
 
 use k8s_openapi::api::core::v1::Pod;
-use multiarch_crd::names::{OPT_OUT_LABEL, OPT_OUT_VALUE};
+use multiarch_crd::names::{KUBE_SCHEDULER_NAME, OPT_OUT_LABEL, OPT_OUT_VALUE};
 
-use crate::{
-    affinity_writer::{architecture_required, preferred_architectures},
-    model::pod::DEFAULT_SCHEDULER,
-};
+use crate::affinity_writer::{architecture_required, preferred_architectures};
 
 /// Node selectors that pin a pod to control-plane nodes.
 pub const CONTROL_PLANE_LABELS: [&str; 2] = [
@@ -109,7 +106,7 @@ pub fn names_other_scheduler(pod: &Pod) -> bool {
     pod.spec
         .as_ref()
         .and_then(|s| s.scheduler_name.as_deref())
-        .is_some_and(|name| name != DEFAULT_SCHEDULER)
+        .is_some_and(|name| name != KUBE_SCHEDULER_NAME)
 }
 
 /// Gate mode, MTO's rule: the architecture is already required (nodeSelector, or every

@@ -5,7 +5,7 @@
 
 use multiarch_crd::{ClusterPlugins, NodeAffinityScoring, PodPlacementConfig};
 
-use crate::model::selectors::{LabelSelector, Labels};
+use crate::selectors::{LabelSelector, Labels};
 
 pub const CLUSTER_SOURCE: &str = "ClusterPodPlacementConfig";
 

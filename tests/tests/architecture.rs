@@ -1,7 +1,7 @@
 //! The layout keeps its promises: public type names are unique across the workspace, no
 //! source file outside the tests is over 600 lines, modules do not import each other in
-//! cycles, and the node role's crate does not depend on the scheduler, the admission
-//! webhook or the operator.
+//! cycles, the node role's crate does not depend on the scheduler, the admission
+//! webhook or the operator, and the placement policy's users not on the scheduler model.
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,8 +13,9 @@ use std::{
 use regex::Regex;
 
 /// The crates whose sources are checked (the test-support crates under tests/ are not).
-const CRATES: [&str; 11] = [
+const CRATES: [&str; 12] = [
     "crd",
+    "policy",
     "plugins",
     "inspector",
     "runtime",
@@ -339,4 +340,27 @@ fn the_node_role_depends_on_no_cluster_role() {
     }
     assert!(dependencies.contains("multiarch-ebpf"));
     assert!(dependencies.contains("multiarch-runtime"));
+}
+
+/// The webhook, the gate controller, the audit and the inspector share the placement
+/// policy (`multiarch-policy`), not the scheduler's cluster model and plugins.
+#[test]
+fn the_policy_users_depend_on_no_scheduler_model() {
+    for package in [
+        "multiarch-admission",
+        "multiarch-audit",
+        "multiarch-inspector",
+    ] {
+        let dependencies = runtime_dependencies(package);
+        assert!(
+            dependencies.contains("multiarch-policy"),
+            "{package} does not use the policy crate"
+        );
+        for model in ["multiarch-plugins", "multiarch-scheduler"] {
+            assert!(
+                !dependencies.contains(model),
+                "{package} depends on {model}"
+            );
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::{
 };
 
 use multiarch_inspector::ImageInspector;
-use multiarch_plugins::architecture_rules::ArchitectureRules;
+use multiarch_policy::architecture_rules::ArchitectureRules;
 use multiarch_runtime::pod_events::PodEvents;
 
 use super::{metrics::GateMetrics, options::GateOptions};

@@ -4,9 +4,9 @@
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_inspector::InspectRequest;
-use multiarch_plugins::model::{
+use multiarch_policy::{
     platform::{ContainerPlatforms, compatible_platforms},
-    pod::PodInfo,
+    pod_images::PodImages,
 };
 
 use super::{context::GateContext, process::Inspection};
@@ -14,16 +14,13 @@ use super::{context::GateContext, process::Inspection};
 /// The platforms all containers and init containers support, or the first error. The
 /// images are inspected `images_at_once` at a time, within `pod_inspection_deadline`.
 pub(super) async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
-    let info = match PodInfo::from_pod(pod) {
-        Ok(info) => info,
-        Err(e) => return Inspection::Failed(e.to_string()),
-    };
+    let info = PodImages::of(pod);
     // Owned futures (not borrowing the images): the stream stays `Send` for every lifetime.
     let lookups: Vec<_> = info
         .images
         .iter()
         .map(|image| {
-            let request = InspectRequest::for_container(&info, image);
+            let request = InspectRequest::for_container(info.credentials(), image);
             let (inspector, container) = (context.inspector.clone(), image.container.clone());
             async move {
                 inspector

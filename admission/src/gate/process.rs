@@ -10,7 +10,7 @@ use multiarch_crd::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
 };
-use multiarch_plugins::{
+use multiarch_policy::{
     affinity_writer::{
         ArchRequirement, architecture_required, merge_preferred, merge_required,
         preferred_architectures,
@@ -20,7 +20,7 @@ use multiarch_plugins::{
         ANNOTATION_ARCHITECTURE_RULE, ArchitectureDecision, ArchitectureRules, RuleSubject,
     },
     exemption::{architecture_set, exemption},
-    model::platform::Platform,
+    platform::Platform,
     preferences::{
         ArchPreference, architecture_preferences, preferences_apply, skip_outside,
         sources_annotation,

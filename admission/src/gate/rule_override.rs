@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::ResourceExt;
-use multiarch_plugins::architecture_rules::ArchitectureDecision;
+use multiarch_policy::architecture_rules::ArchitectureDecision;
 use multiarch_runtime::pod_events::Severity;
 use tracing::{debug, info};
 

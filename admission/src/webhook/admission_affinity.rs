@@ -6,10 +6,10 @@
 //! Pure: the lookup that produces the platforms is in `image_lookup`.
 
 use k8s_openapi::api::core::v1::Pod;
-use multiarch_plugins::{
+use multiarch_policy::{
     affinity_writer::{merge_preferred, preferred_architectures},
     arch_constraint::{Constrained, constrain},
-    model::platform::Platform,
+    platform::Platform,
     preferences::{architecture_preferences, preferences_apply, sources_annotation},
 };
 use serde_json::Value;

@@ -7,7 +7,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_crd::PlacementMode;
-use multiarch_plugins::{
+use multiarch_policy::{
     affinity_writer::{merge_preferred, preferred_architectures},
     arch_constraint::impose_rule,
     architecture_rules::{ANNOTATION_ARCHITECTURE_RULE, ArchitectureDecision},

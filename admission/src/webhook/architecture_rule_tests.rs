@@ -8,7 +8,7 @@ use multiarch_crd::{
     Architecture, ArchitectureRule, CelArchitecturePlacement, LocalPlugins, NodeAffinityScoring,
     PlatformWeight, PodPlacementConfig, PodPlacementConfigSpec,
 };
-use multiarch_plugins::architecture_rules::ArchitectureRules;
+use multiarch_policy::architecture_rules::ArchitectureRules;
 use serde_json::json;
 
 use super::*;

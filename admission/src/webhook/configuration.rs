@@ -8,7 +8,7 @@
 use std::sync::{Arc, RwLock};
 
 use multiarch_crd::AdmissionAffinity;
-use multiarch_plugins::architecture_rules::ArchitectureRules;
+use multiarch_policy::architecture_rules::ArchitectureRules;
 use multiarch_runtime::{placement_config::PlacementConfigs, supervisor::Tasks};
 use tokio::sync::watch;
 use tracing::info;

@@ -12,8 +12,8 @@ use multiarch_crd::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
 };
-pub use multiarch_plugins::exemption::Exemption;
-use multiarch_plugins::{
+pub use multiarch_policy::exemption::Exemption;
+use multiarch_policy::{
     architecture_rules::{ArchitectureDecision, ArchitectureRules, RuleSubject},
     exemption::{architecture_set, exemption, names_other_scheduler},
     preferences::preferences_apply,

@@ -7,9 +7,9 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_inspector::{ImageInspector, InspectRequest};
-use multiarch_plugins::model::{
+use multiarch_policy::{
     platform::{ContainerPlatforms, Platform, compatible_platforms},
-    pod::PodInfo,
+    pod_images::PodImages,
 };
 use tokio::{sync::Semaphore, task::JoinSet};
 
@@ -79,10 +79,7 @@ impl AdmissionLookup {
     }
 
     pub async fn lookup(&self, pod: &Pod, namespace: &str) -> Lookup {
-        let mut info = match PodInfo::from_pod(pod) {
-            Ok(info) => info,
-            Err(e) => return Lookup::Failed(e.to_string()),
-        };
+        let mut info = PodImages::of(pod);
         // A pod under admission may not carry its namespace yet: the request's does.
         info.namespace = namespace.to_owned();
         let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
@@ -93,7 +90,7 @@ impl AdmissionLookup {
             .images
             .iter()
             .map(|image| {
-                let mut request = InspectRequest::for_container(&info, image);
+                let mut request = InspectRequest::for_container(info.credentials(), image);
                 if credentials == Credentials::Anonymous {
                     request.pull_secrets.clear();
                     request.service_account = None;

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use multiarch_plugins::arch_constraint::pinned_architectures;
+use multiarch_policy::arch_constraint::pinned_architectures;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -165,7 +165,7 @@ impl HandlerContext {
         let request = InspectRequest {
             // The image already ran: a cached answer is good enough.
             bypass_cache: false,
-            ..InspectRequest::for_container(&info, container)
+            ..InspectRequest::for_container(info.pull_credentials(), container)
         };
         match inspector.inspect(&request).await {
             // The probe runs on Linux nodes only.

@@ -9,7 +9,6 @@ pub mod hostname_index;
 pub mod local_volume_nodes;
 pub mod node;
 pub mod nominated;
-pub mod platform;
 pub mod platform_index;
 pub mod pod;
 pub mod pod_indexes;
@@ -17,6 +16,7 @@ pub mod pod_labels;
 pub mod positions;
 pub mod quantity;
 pub mod resources;
-pub mod selectors;
 pub mod shared_names;
 pub mod storage;
+
+pub use multiarch_policy::{platform, selectors};

@@ -21,9 +21,7 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// The label local PersistentVolumes name their node by.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
-/// Label a node may carry to state its architecture variant (e.g. `v7` on 32-bit arm);
-/// Kubernetes has no standard one. Without it, a node accepts builds of any variant.
-pub const NODE_VARIANT_LABEL: &str = "multiarch.openshift.io/arch-variant";
+pub use multiarch_crd::names::NODE_VARIANT_LABEL;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Taint {

@@ -94,7 +94,7 @@ impl ImageSource for InspectedImages {
         }
         slots.insert(key.clone(), Slot::Pending);
         drop(slots);
-        let request = InspectRequest::for_container(pod, image);
+        let request = InspectRequest::for_container(pod.pull_credentials(), image);
         let inspector = self.inspector.clone();
         let slots = self.slots.clone();
         let inbox = self.inbox.clone();

@@ -396,7 +396,7 @@ impl Correction {
         let info = PodInfo::from_pod(pod).ok()?;
         let mut out = Vec::new();
         for image in &info.images {
-            let request = InspectRequest::for_container(&info, image);
+            let request = InspectRequest::for_container(info.pull_credentials(), image);
             match self.inspector.inspect(&request).await {
                 Ok(found) => out.push(JudgedImage {
                     container: image.container.clone(),

@@ -3,10 +3,12 @@
 //! spread constraints with kube-scheduler's defaults.
 
 use k8s_openapi::api::core::v1 as core;
+use multiarch_crd::names::KUBE_SCHEDULER_NAME;
+use multiarch_policy::pod_images::{container_images, pull_secret_names, service_account};
 
 use super::{
-    ContainerImage, DEFAULT_SCHEDULER, HostPort, NamespaceScope, PodAffinity, PodAffinityTerm,
-    PodInfo, SpreadConstraint, Toleration, volumes,
+    HostPort, NamespaceScope, PodAffinity, PodAffinityTerm, PodInfo, SpreadConstraint, Toleration,
+    volumes,
 };
 use crate::model::{
     quantity::InvalidQuantity,
@@ -84,20 +86,7 @@ impl PodInfo {
             })
             .unwrap_or_default();
 
-        let images = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .chain(&spec.containers)
-            .filter_map(|c| {
-                c.image.as_ref().map(|image| ContainerImage {
-                    container: c.name.clone(),
-                    image: image.clone(),
-                    pull_always: c.image_pull_policy.as_deref() == Some("Always")
-                        || (c.image_pull_policy.is_none() && image_defaults_to_always(image)),
-                })
-            })
-            .collect();
+        let images = container_images(spec);
 
         let name = meta.name.clone().unwrap_or_default();
         let volumes = volumes::pod_volumes(&name, spec);
@@ -111,7 +100,7 @@ impl PodInfo {
             scheduler_name: spec
                 .scheduler_name
                 .clone()
-                .unwrap_or_else(|| DEFAULT_SCHEDULER.to_owned()),
+                .unwrap_or_else(|| KUBE_SCHEDULER_NAME.to_owned()),
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             controller_uid,
             requests,
@@ -147,7 +136,7 @@ impl PodInfo {
                 .map(|t| t.0.as_second()),
             unsupported: routing::unsupported(spec),
             image_pull_secrets: pull_secret_names(spec),
-            service_account: spec.service_account_name.clone().filter(|s| !s.is_empty()),
+            service_account: service_account(spec),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             annotations: if spec.node_name.is_none() {
                 meta.annotations.clone().unwrap_or_default()
@@ -156,27 +145,6 @@ impl PodInfo {
             },
             labels,
         })
-    }
-}
-
-/// The names of the pod's `imagePullSecrets` (empty references skipped).
-pub fn pull_secret_names(spec: &core::PodSpec) -> Vec<String> {
-    spec.image_pull_secrets
-        .iter()
-        .flatten()
-        .map(|r| r.name.clone())
-        .filter(|n| !n.is_empty())
-        .collect()
-}
-
-fn image_defaults_to_always(image: &str) -> bool {
-    if image.contains('@') {
-        return false;
-    }
-    let last = image.rsplit('/').next().unwrap_or(image);
-    match last.split_once(':') {
-        None => true,
-        Some((_, tag)) => tag == "latest",
     }
 }
 

@@ -5,15 +5,13 @@ mod from_api;
 pub mod volumes;
 
 pub use builder::PodBuilder;
-pub use from_api::pull_secret_names;
+pub use multiarch_policy::pod_images::{ContainerImage, PullCredentials, pull_secret_names};
 pub use volumes::{DiskId, PodClaim, PodVolume};
 
 use super::{
     resources::{NonZero, Resources},
     selectors::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm},
 };
-
-pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// A pod as the scheduler sees it. Built once per pod version, shared behind `Arc`.
 #[derive(Clone, Debug, Default)]
@@ -63,14 +61,6 @@ pub struct PodInfo {
     pub image_pull_secrets: Vec<String>,
     pub service_account: Option<String>,
     pub resource_version: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ContainerImage {
-    pub container: String,
-    pub image: String,
-    /// `imagePullPolicy: Always`: the tag may have moved, so a cached answer is not enough.
-    pub pull_always: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -162,6 +152,15 @@ impl PodAffinityTerm {
 }
 
 impl PodInfo {
+    /// Where its images' pull credentials are (for image inspection).
+    pub fn pull_credentials(&self) -> PullCredentials<'_> {
+        PullCredentials {
+            namespace: &self.namespace,
+            pull_secrets: &self.image_pull_secrets,
+            service_account: self.service_account.as_deref(),
+        }
+    }
+
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
