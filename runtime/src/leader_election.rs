@@ -27,7 +27,7 @@ use tracing::{info, warn};
 
 use crate::supervisor::Tasks;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ElectionConfig {
     pub namespace: String,
     pub lease_name: String,

@@ -16,6 +16,7 @@ pub mod placement_config;
 pub mod pod_events;
 pub mod rate_limit;
 pub mod request_deadline;
+pub mod role_args;
 mod served_connection;
 pub mod server_limits;
 pub mod serving_cert;

@@ -18,14 +18,7 @@ mod roles;
 use clap::{Parser, Subcommand};
 
 pub use self::local::*;
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "inspector",
-    feature = "enoexec-daemon",
-    feature = "enoexec-handler",
-    feature = "operator"
-))]
+#[cfg(feature = "cluster-role")]
 pub use self::roles::*;
 
 /// Architecture-aware scheduling for Kubernetes clusters with mixed CPU architectures.
@@ -36,6 +29,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once, at start: a role's flags outweighing `crds`'s costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the real scheduler on an in-memory mixed-architecture cluster and report

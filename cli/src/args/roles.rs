@@ -1,47 +1,22 @@
 //! Flags of the roles that run in a cluster.
 
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "inspector",
-    feature = "enoexec-daemon",
-    feature = "enoexec-handler",
-    feature = "operator"
-))]
-use std::net::SocketAddr;
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "inspector",
-    feature = "enoexec-daemon",
-    feature = "operator"
-))]
-use std::path::PathBuf;
-#[cfg(any(
-    feature = "scheduler",
-    feature = "inspector",
-    feature = "enoexec-daemon",
-    feature = "admission",
-    feature = "operator"
-))]
-use std::time::Duration;
+#[cfg(feature = "cluster-role")]
+#[allow(unused_imports)] // a build with only some roles reads only some of them
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "inspector",
-    feature = "enoexec-daemon",
-    feature = "enoexec-handler",
-    feature = "operator"
-))]
-use multiarch_runtime::logging::LogArgs;
+#[cfg(feature = "leader-elected")]
+use multiarch_runtime::role_args::LeaseArgs;
+#[cfg(feature = "cluster-role")]
+use multiarch_runtime::{logging::LogArgs, role_args::ClientArgs};
 
 #[cfg(feature = "scheduler")]
 #[derive(Debug, clap::Args)]
 pub struct SchedulerArgs {
-    /// kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster config.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
 
     /// The schedulerName of the pods this scheduler places.
     #[arg(
@@ -55,10 +30,6 @@ pub struct SchedulerArgs {
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
     pub namespace: String,
 
-    /// Run leader election (needed with more than one replica).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "MULTIARCH_LEADER_ELECT")]
-    pub leader_elect: bool,
-
     /// The Lease name; defaults to the scheduler name (never kube-scheduler's).
     #[arg(long)]
     pub lease_name: Option<String>,
@@ -66,15 +37,6 @@ pub struct SchedulerArgs {
     /// This replica's identity in the Lease and events; defaults to the pod name plus a suffix.
     #[arg(long, env = "MULTIARCH_IDENTITY")]
     pub identity: Option<String>,
-
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
-    pub lease_duration: Duration,
-
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub renew_deadline: Duration,
-
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
-    pub retry_period: Duration,
 
     /// Concurrent pods/binding calls.
     #[arg(long, default_value_t = 16)]
@@ -120,11 +82,7 @@ pub struct SchedulerArgs {
 
 /// How a role reaches the image inspector: over mutual TLS with a certificate from
 /// multiarch's CA (the operator mounts one), or in plain HTTP/2 without it.
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "enoexec-handler"
-))]
+#[cfg(feature = "inspector-client")]
 #[derive(Debug, Default, clap::Args)]
 pub struct InspectorTlsArgs {
     /// A directory with this role's client certificate for the inspector (`tls.crt`,
@@ -137,6 +95,9 @@ pub struct InspectorTlsArgs {
 #[cfg(feature = "admission")]
 #[derive(Debug, clap::Args)]
 pub struct WebhookArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
     /// HTTPS listen address.
     #[arg(long, default_value = "0.0.0.0:9443", env = "MULTIARCH_WEBHOOK_LISTEN")]
     pub listen: SocketAddr,
@@ -225,6 +186,9 @@ fn parse_mode(text: &str) -> Result<multiarch_crd::PlacementMode, String> {
 #[cfg(feature = "inspector")]
 #[derive(Debug, clap::Args)]
 pub struct InspectorArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
     /// gRPC listen address.
     #[arg(
         long,
@@ -293,6 +257,12 @@ pub struct InspectorArgs {
 #[cfg(feature = "admission")]
 #[derive(Debug, clap::Args)]
 pub struct GateControllerArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+
     /// The image inspector service (`multiarch inspector`).
     #[arg(
         long,
@@ -322,6 +292,9 @@ pub struct GateControllerArgs {
 #[cfg(feature = "enoexec-daemon")]
 #[derive(Debug, clap::Args)]
 pub struct EnoexecDaemonArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
     /// This node (from the downward API).
     #[arg(long, env = "NODE_NAME")]
     pub node_name: String,
@@ -370,6 +343,12 @@ pub struct EnoexecDaemonArgs {
 #[cfg(feature = "enoexec-handler")]
 #[derive(Debug, clap::Args)]
 pub struct EnoexecHandlerArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+
     /// multiarch's namespace: where ENoExecEvents and the Lease live.
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
     pub namespace: String,
@@ -405,9 +384,11 @@ pub struct EnoexecHandlerArgs {
 #[cfg(feature = "operator")]
 #[derive(Debug, clap::Args)]
 pub struct OperatorArgs {
-    /// kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster config.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
 
     /// multiarch's namespace: the operands, the Leases and the certificates live there.
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
@@ -424,10 +405,6 @@ pub struct OperatorArgs {
     /// Metrics and health listen address (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
-
-    /// Run leader election (needed with more than one replica).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "MULTIARCH_LEADER_ELECT")]
-    pub leader_elect: bool,
 
     /// The image every operand runs [default: the operator's own, read from its pod].
     #[arg(long, env = "MULTIARCH_OPERAND_IMAGE")]

@@ -10,7 +10,6 @@ use multiarch_ebpf::{
     probe::{ExecProbe, ProbeError},
 };
 use multiarch_enoexec::daemon::{Daemon, DaemonOptions, metrics::DaemonMetrics};
-use multiarch_runtime::client;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -47,7 +46,7 @@ fn runtime_socket(endpoint: Option<&str>) -> anyhow::Result<PathBuf> {
 
 pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
-    let client = client::connect(None).await?;
+    let client = args.client.connect().await?;
     // The kernel first: without it nothing else matters, and its error names what is missing.
     let mut probe = ExecProbe::attach()?;
     let socket = runtime_socket(args.runtime_endpoint.as_deref())?;

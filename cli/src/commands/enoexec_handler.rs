@@ -4,16 +4,19 @@ use std::{sync::Arc, time::Duration};
 
 use multiarch_enoexec::handler::{HandlerOptions, metrics::HandlerMetrics, start};
 use multiarch_inspector::ImageInspector;
-use multiarch_runtime::{client, leader_election::ElectionConfig};
+use multiarch_runtime::{client, role_args::replica_identity};
 use tracing::info;
 
 use super::{inspector_client::remote_inspector, role::Role};
 use crate::args::EnoexecHandlerArgs;
 
+/// The handler's Lease, and its replicas' name outside a pod.
+const LEASE_NAME: &str = "multiarch-enoexec-handler";
+
 pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
-    let client = client::connect(None).await?;
-    let evictions = client::connect_without_retries(None).await?;
+    let client = args.client.connect().await?;
+    let evictions = client::connect_without_retries(args.client.kubeconfig.as_deref()).await?;
     let inspector: Option<Arc<dyn ImageInspector>> = if args.inspector_endpoint.is_empty() {
         None
     } else {
@@ -22,7 +25,7 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
             &args.inspector_tls,
         )?))
     };
-    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "multiarch-enoexec-handler".into());
+    let identity = replica_identity(LEASE_NAME);
     let metrics = HandlerMetrics::default();
     metrics.register(&mut role.registry);
     let options = HandlerOptions {
@@ -33,14 +36,9 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
         max_backoff: Duration::from_secs(60),
         correction_scan_interval: args.misplaced_scan_interval,
         correction_scan_max_pods: args.misplaced_scan_max_pods,
-        election: Some(ElectionConfig {
-            namespace: args.namespace.clone(),
-            lease_name: "multiarch-enoexec-handler".into(),
-            identity,
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }),
+        election: args
+            .lease
+            .election(&args.namespace, LEASE_NAME, &identity)?,
     };
     start(client, evictions, inspector, options, metrics, &role.tasks);
     info!("ENoExecEvent handler started");

@@ -5,20 +5,23 @@ use std::{sync::Arc, time::Duration};
 
 use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
 use multiarch_inspector::ImageInspector;
-use multiarch_runtime::{client, leader_election::ElectionConfig};
+use multiarch_runtime::role_args::replica_identity;
 use tracing::info;
 
 use super::{inspector_client::remote_inspector, role::Role};
 use crate::args::GateControllerArgs;
 
+/// The gate controller's Lease, and its replicas' name outside a pod.
+const LEASE_NAME: &str = "multiarch-gate-controller";
+
 pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
-    let client = client::connect(None).await?;
+    let client = args.client.connect().await?;
     let inspector: Arc<dyn ImageInspector> = Arc::new(remote_inspector(
         &args.inspector_endpoint,
         &args.inspector_tls,
     )?);
-    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "multiarch-gate-controller".into());
+    let identity = replica_identity(LEASE_NAME);
     let metrics = GateMetrics::default();
     metrics.register(&mut role.registry);
     let options = GateOptions {
@@ -31,14 +34,9 @@ pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
         max_attempts: 5,
         initial_backoff: Duration::from_secs(1),
         max_backoff: Duration::from_secs(60),
-        election: Some(ElectionConfig {
-            namespace: args.namespace.clone(),
-            lease_name: "multiarch-gate-controller".into(),
-            identity,
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }),
+        election: args
+            .lease
+            .election(&args.namespace, LEASE_NAME, &identity)?,
     };
     start(client, inspector, options, metrics, &role.tasks);
     info!("gate controller started");

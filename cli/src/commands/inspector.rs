@@ -14,10 +14,7 @@ use multiarch_inspector::{
     settings::RegistrySettings,
     settings_file::{ReloadMetrics, SettingsFile},
 };
-use multiarch_runtime::{
-    client,
-    mutual_tls::{self, TlsDir},
-};
+use multiarch_runtime::mutual_tls::{self, TlsDir};
 use tracing::{info, warn};
 
 use super::role::Role;
@@ -36,7 +33,9 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     let secrets: Arc<dyn SecretSource> = if args.no_kubernetes {
         Arc::new(StaticKeyring::default())
     } else {
-        let client = client::connect(None)
+        let client = args
+            .client
+            .connect()
             .await
             .context("cannot reach the Kubernetes API to read pull secrets (use --no-kubernetes outside a cluster)")?;
         Arc::new(KubeSecrets::start(client, &role.tasks))

@@ -15,11 +15,7 @@ mod gate_controller;
 mod inspect;
 #[cfg(feature = "inspector")]
 mod inspector;
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "enoexec-handler"
-))]
+#[cfg(feature = "inspector-client")]
 mod inspector_client;
 #[cfg(any(feature = "inspector", feature = "audit"))]
 mod local_inspector;
@@ -27,14 +23,7 @@ mod local_inspector;
 mod manifests;
 #[cfg(feature = "operator")]
 mod operator;
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "inspector",
-    feature = "enoexec-daemon",
-    feature = "enoexec-handler",
-    feature = "operator"
-))]
+#[cfg(feature = "cluster-role")]
 mod role;
 #[cfg(feature = "scheduler")]
 mod scheduler;
@@ -92,15 +81,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-#[cfg(any(
-    feature = "scheduler",
-    feature = "admission",
-    feature = "inspector",
-    feature = "enoexec-daemon",
-    feature = "enoexec-handler",
-    feature = "audit",
-    feature = "operator"
-))]
+#[cfg(any(feature = "cluster-role", feature = "audit"))]
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;
     tokio::runtime::Builder::new_multi_thread()

@@ -7,11 +7,11 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use multiarch_operator::{
-    install::Settings,
+    install::{OPERATOR, Settings},
     metrics::OperatorMetrics,
     run::{OperatorOptions, start},
 };
-use multiarch_runtime::{client, https_server, leader_election::ElectionConfig};
+use multiarch_runtime::{https_server, role_args::replica_identity};
 use serde_json::Value;
 use tracing::{info, warn};
 
@@ -66,7 +66,7 @@ fn settings(args: &OperatorArgs, image: String) -> anyhow::Result<Settings> {
 
 pub async fn run(args: &OperatorArgs) -> anyhow::Result<()> {
     let (mut role, log_filter) = Role::begin(&args.log, false);
-    let client = client::connect(args.kubeconfig.as_deref()).await?;
+    let client = args.client.connect().await?;
     let image = match &args.operand_image {
         Some(image) => image.clone(),
         None => match own_image(&client, &args.namespace).await {
@@ -79,18 +79,11 @@ pub async fn run(args: &OperatorArgs) -> anyhow::Result<()> {
             }
         },
     };
-    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "multiarch-operator".into());
+    let identity = replica_identity(OPERATOR);
     let options = OperatorOptions {
         settings: settings(args, image)?,
-        identity: identity.clone(),
-        election: args.leader_elect.then(|| ElectionConfig {
-            namespace: args.namespace.clone(),
-            lease_name: multiarch_operator::install::OPERATOR.into(),
-            identity,
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }),
+        election: args.lease.election(&args.namespace, OPERATOR, &identity)?,
+        identity,
         drain_timeout: args.drain_timeout,
         route_settle: args.route_settle,
         certificate_check: args.certificate_check,

@@ -17,7 +17,7 @@ use multiarch_runtime::{
 use prometheus_client::registry::Registry;
 
 /// How long the tasks get to drain after SIGTERM: inside Kubernetes' default 30 s grace.
-pub const DRAIN_GRACE: Duration = Duration::from_secs(25);
+const DRAIN_GRACE: Duration = Duration::from_secs(25);
 
 pub struct Role {
     supervisor: Supervisor,
@@ -54,6 +54,14 @@ impl Role {
             "operations server",
             ops_server::serve(addr, state, self.tasks.shutdown().clone()),
         );
+        self.supervisor.wait(DRAIN_GRACE).await?;
+        Ok(())
+    }
+
+    /// Runs until the role ends, for a role that serves its own `/metrics` and `/readyz`
+    /// (the webhook, on its HTTPS port).
+    #[cfg(feature = "admission")]
+    pub async fn wait(self) -> anyhow::Result<()> {
         self.supervisor.wait(DRAIN_GRACE).await?;
         Ok(())
     }

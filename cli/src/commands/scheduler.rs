@@ -7,7 +7,6 @@ use multiarch_inspector::{
     ImageInspector, Inspector, cache::CacheOptions, metrics::InspectorMetrics,
     registry::RegistryOptions, secrets::KubeSecrets, settings::RegistrySettings,
 };
-use multiarch_runtime::{client, leader_election::ElectionConfig};
 use multiarch_scheduler::in_cluster::{
     self, SchedulerOptions, file_images::FileImages, metrics::SchedulerMetrics,
 };
@@ -18,7 +17,7 @@ use crate::args::SchedulerArgs;
 
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     let (mut role, log_filter) = Role::begin(&args.log, false);
-    let client = client::connect(args.kubeconfig.as_deref()).await?;
+    let client = args.client.connect().await?;
 
     let metrics = SchedulerMetrics::default();
     metrics.register(&mut role.registry);
@@ -48,20 +47,13 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     };
 
     let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let lease_name = args.lease_name.as_ref().unwrap_or(&args.scheduler_name);
     let options = SchedulerOptions {
         scheduler_name: args.scheduler_name.clone(),
         identity: identity.clone(),
-        election: args.leader_elect.then(|| ElectionConfig {
-            namespace: args.namespace.clone(),
-            lease_name: args
-                .lease_name
-                .clone()
-                .unwrap_or_else(|| args.scheduler_name.clone()),
-            identity: identity.clone(),
-            lease_duration: args.lease_duration,
-            renew_deadline: args.renew_deadline,
-            retry_period: args.retry_period,
-        }),
+        election: args
+            .lease
+            .election(&args.namespace, lease_name, &identity)?,
         bind_concurrency: args.bind_concurrency,
         report_capacity: 10_000,
         inspection_retry: Duration::from_secs(30),
@@ -70,9 +62,6 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         api_burst: args.kube_api_burst,
         volume_bind_timeout: args.volume_bind_timeout,
     };
-    if let Some(election) = &options.election {
-        election.validate()?;
-    }
     let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
 
     super::role::follow_log_verbosity(&role, log_filter, running.log_verbosity.clone());

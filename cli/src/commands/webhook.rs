@@ -17,20 +17,17 @@ use multiarch_admission::webhook::{
 use multiarch_crd::PlacementMode;
 use multiarch_inspector::ImageInspector;
 use multiarch_runtime::{
-    client,
     mutual_tls::{self, TlsDir},
     placement_config,
-    supervisor::Supervisor,
 };
 use tracing::info;
 
-use super::{inspector_client::remote_inspector, role::DRAIN_GRACE};
+use super::{inspector_client::remote_inspector, role::Role};
 use crate::args::WebhookArgs;
 
 pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
-    let _ = multiarch_runtime::logging::init_from(&args.log);
-    let supervisor = Supervisor::new(multiarch_runtime::shutdown::on_signal());
-    let tasks = supervisor.tasks();
+    let (role, _) = Role::begin(&args.log, true);
+    let tasks = &role.tasks;
     let config = Arc::new(RwLock::new(WebhookConfig::new(
         args.mode.unwrap_or(PlacementMode::Scheduler),
         args.scheduler_name
@@ -47,15 +44,15 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
                 .known = false;
         }
         // The mode and preferences follow the ClusterPodPlacementConfig, unless pinned.
-        let client = client::connect(None).await.context(
+        let client = args.client.connect().await.context(
             "cannot reach the Kubernetes API (use --no-kubernetes with --mode outside a cluster)",
         )?;
-        let configs = placement_config::follow(&client, &tasks);
+        let configs = placement_config::follow(&client, tasks);
         let pinned = configuration::Pinned {
             mode: args.mode.is_some(),
             scheduler_name: args.scheduler_name.is_some(),
         };
-        configuration::follow(configs, config.clone(), pinned, &tasks);
+        configuration::follow(configs, config.clone(), pinned, tasks);
     }
     let tls = match &args.client_ca {
         Some(ca) => mutual_tls::server_config(
@@ -112,6 +109,6 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         serve_with(listener, tls, state, shutdown, limits).await;
         Ok::<(), std::convert::Infallible>(())
     });
-    supervisor.wait(DRAIN_GRACE).await?;
-    Ok(())
+    // Its /metrics and /readyz are on the HTTPS port, with the reviews.
+    role.wait().await
 }
