@@ -10,7 +10,7 @@ use std::{
 use k8s_openapi::api::core::v1::Node;
 use kube::{core::PartialObjectMeta, runtime::reflector::Store};
 use multiarch_crd::{LogVerbosity, names::NODE_ARCH_LABEL};
-use multiarch_runtime::{pod_events::PodEvents, serving_cert::ReloadingCert};
+use multiarch_runtime::{event_recorder::EventRecorder, serving_cert::ReloadingCert};
 
 use crate::{
     apply::Applier, authority::CertificateAuthority, install::Settings, metrics::OperatorMetrics,
@@ -56,7 +56,7 @@ pub struct OperatorContext {
     pub route_settle: Duration,
     /// Node metadata, for the cluster's architectures.
     pub nodes: Store<PartialObjectMeta<Node>>,
-    pub events: PodEvents,
+    pub events: EventRecorder,
     pub metrics: OperatorMetrics,
     /// The ClusterPodPlacementConfig's `logVerbosity`, for the operator's own log.
     pub log_verbosity: tokio::sync::watch::Sender<LogVerbosity>,
@@ -74,7 +74,7 @@ impl OperatorContext {
         drain_timeout: Duration,
         route_settle: Duration,
         nodes: Store<PartialObjectMeta<Node>>,
-        events: PodEvents,
+        events: EventRecorder,
         metrics: OperatorMetrics,
     ) -> Self {
         OperatorContext {

@@ -19,7 +19,7 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions},
 };
 use multiarch_crd::names::{LABEL_SCHEDULING_GATE, SCHEDULING_GATE};
-use multiarch_runtime::pod_events::PodEvents;
+use multiarch_runtime::event_recorder::EventRecorder;
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -104,7 +104,7 @@ pub fn ungate_patch(pod: &Pod) -> Option<json_patch::Patch> {
 /// the gate controller is gone), with an event saying why.
 pub async fn ungate(
     client: &kube::Client,
-    events: &PodEvents,
+    events: &EventRecorder,
     pod: &PodRef,
     why: &str,
 ) -> Result<Released, DrainError> {
@@ -206,7 +206,7 @@ async fn creatable(
 /// Releases a pending pod that names a scheduler which goes away.
 pub async fn reset(
     client: &kube::Client,
-    events: &PodEvents,
+    events: &EventRecorder,
     own_namespace: &str,
     pod: &PodRef,
     why: &str,

@@ -12,7 +12,7 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams},
 };
-use multiarch_runtime::pod_events::PodEvents;
+use multiarch_runtime::event_recorder::EventRecorder;
 use serde_json::Value;
 use tracing::{info, warn};
 
@@ -76,7 +76,7 @@ pub async fn forget(
 /// Creates the pod `pod`'s entry holds, then removes the entry.
 pub async fn replay_one(
     client: &kube::Client,
-    events: &PodEvents,
+    events: &EventRecorder,
     own_namespace: &str,
     pod: &PodRef,
     why: &str,
@@ -92,7 +92,7 @@ pub async fn replay_one(
 /// entry.
 async fn replay(
     client: &kube::Client,
-    events: &PodEvents,
+    events: &EventRecorder,
     own_namespace: &str,
     entry: &ConfigMap,
     why: &str,
@@ -163,7 +163,7 @@ pub struct Unfinished {
 /// One entry that fails is reported and left; the others go on.
 pub async fn replay_all(
     client: &kube::Client,
-    events: &PodEvents,
+    events: &EventRecorder,
     own_namespace: &str,
 ) -> Result<Vec<Unfinished>, kube::Error> {
     let journal: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);

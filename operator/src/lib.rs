@@ -2,16 +2,16 @@
 //! installs every operand (`install`, `plan`, `desired`, `apply`), keeps multiarch's
 //! certificates (`certificates`, `authority`), routes pods only to components that are
 //! running, reports what it sees in the status (`status`), serves the conversion and
-//! validation webhooks (`admission`), and uninstalls in an order that strands no pod
+//! validation webhooks (`crd_webhooks`), and uninstalls in an order that strands no pod
 //! (`uninstall`, `drain`).
 
-pub mod admission;
 pub mod apply;
 pub mod authority;
 pub mod certificate_check;
 pub mod certificates;
 pub mod context;
 pub mod controller;
+pub mod crd_webhooks;
 pub mod desired;
 pub mod drain;
 pub mod finalizers;

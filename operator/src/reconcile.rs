@@ -15,7 +15,7 @@ use multiarch_crd::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, PlacementMode, label_selector,
     names::SINGLETON_NAME,
 };
-use multiarch_runtime::pod_events::Severity;
+use multiarch_runtime::event_recorder::Severity;
 use tracing::{info, warn};
 
 use crate::{

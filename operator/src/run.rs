@@ -7,9 +7,9 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::Node;
 use kube::{core::PartialObjectMeta, runtime::reflector};
 use multiarch_runtime::{
+    event_recorder::EventRecorder,
     https_server::{self, ServerLimits},
     leader_election::{ElectionConfig, Leadership},
-    pod_events::PodEvents,
     serving_cert::{ReloadingCert, with_resolver},
     supervisor::Tasks,
 };
@@ -18,10 +18,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::{
-    admission::{self, AdmissionState},
     certificate_check,
     context::OperatorContext,
     controller,
+    crd_webhooks::{self, AdmissionState},
     install::Settings,
     metrics::OperatorMetrics,
 };
@@ -68,7 +68,7 @@ pub fn start(
         https_server::serve(
             listener,
             tls,
-            admission::router(state),
+            crd_webhooks::router(state),
             shutdown,
             ServerLimits::default(),
         )
@@ -84,7 +84,7 @@ pub fn start(
         options.drain_timeout,
         options.route_settle,
         nodes,
-        PodEvents::new(client.clone(), "multiarch-operator", &options.identity),
+        EventRecorder::new(client.clone(), "multiarch-operator", &options.identity),
         metrics,
     ));
     // Every replica serves the certificate the leader writes.

@@ -8,7 +8,7 @@ use std::{
 
 use multiarch_inspector::ImageInspector;
 use multiarch_policy::architecture_rules::ArchitectureRules;
-use multiarch_runtime::pod_events::PodEvents;
+use multiarch_runtime::event_recorder::EventRecorder;
 
 use super::{metrics::GateMetrics, options::GateOptions};
 
@@ -18,7 +18,7 @@ pub struct GateContext {
     pub inspector: Arc<dyn ImageInspector>,
     pub options: GateOptions,
     pub metrics: GateMetrics,
-    pub events: PodEvents,
+    pub events: EventRecorder,
     /// Pods waiting out an inspection backoff: their own updates (labels written by the
     /// failed pass) must not trigger the next attempt early, as they did in MTO.
     pub backoff_until: Mutex<HashMap<String, Instant>>,

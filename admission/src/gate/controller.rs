@@ -19,8 +19,8 @@ use multiarch_inspector::ImageInspector;
 use multiarch_runtime::{
     backoff::Backoff,
     controller::{self, ControllerSettings},
+    event_recorder::EventRecorder,
     leader_election::Leadership,
-    pod_events::PodEvents,
     supervisor::Tasks,
 };
 use tokio_util::sync::CancellationToken;
@@ -40,7 +40,7 @@ pub fn start(
 ) {
     let leadership = Leadership::start(&client, options.election.clone(), tasks);
     let context = Arc::new(GateContext {
-        events: PodEvents::new(
+        events: EventRecorder::new(
             client.clone(),
             "multiarch-gate-controller",
             &options.identity,

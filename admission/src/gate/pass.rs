@@ -16,8 +16,8 @@ use kube::{
 };
 use multiarch_runtime::{
     backoff::Backoff,
+    event_recorder::{Severity, pod_reference},
     placement_config,
-    pod_events::{Severity, pod_reference},
 };
 use tracing::debug;
 

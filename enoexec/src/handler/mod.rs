@@ -24,8 +24,8 @@ use multiarch_inspector::ImageInspector;
 use multiarch_runtime::{
     backoff::Backoff,
     controller::{self, ControllerSettings},
+    event_recorder::EventRecorder,
     leader_election::{ElectionConfig, Leadership},
-    pod_events::PodEvents,
     supervisor::Tasks,
 };
 use tokio_util::sync::CancellationToken;
@@ -57,7 +57,7 @@ struct HandlerContext {
     inspector: Option<Arc<dyn ImageInspector>>,
     options: HandlerOptions,
     metrics: HandlerMetrics,
-    events: PodEvents,
+    events: EventRecorder,
     /// The misplaced-pod correction (needs the inspector).
     correction: Option<Arc<Correction>>,
     /// Objects seen without a status, and since when (this replica's clock: the API
@@ -78,7 +78,7 @@ pub fn start(
     tasks: &Tasks,
 ) {
     let leadership = Leadership::start(&client, options.election.clone(), tasks);
-    let events = PodEvents::new(
+    let events = EventRecorder::new(
         client.clone(),
         "multiarch-enoexec-handler",
         &options.identity,

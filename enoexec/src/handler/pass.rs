@@ -12,7 +12,7 @@ use kube::{
 use multiarch_crd::ENoExecEvent;
 use multiarch_inspector::InspectRequest;
 use multiarch_plugins::model::pod::PodInfo;
-use multiarch_runtime::pod_events::{Severity, pod_reference};
+use multiarch_runtime::event_recorder::{Severity, pod_reference};
 use tracing::{info, warn};
 
 use super::{

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use multiarch_runtime::rate_limit::TokenBucket;
 
 use super::{
-    inbox::{BindOutcome, Inbox},
+    inbox::{BindOutcome, LoopMessage},
     metrics::SchedulerMetrics,
     volume_writer,
 };
@@ -44,7 +44,7 @@ struct Completion {
 impl Completion {
     fn send(mut self, outcome: BindOutcome) {
         self.sent = true;
-        self.inbox.deliver(Inbox::Bind {
+        self.inbox.deliver(LoopMessage::Bind {
             uid: self.uid.clone(),
             outcome,
         });
@@ -54,7 +54,7 @@ impl Completion {
 impl Drop for Completion {
     fn drop(&mut self) {
         if !self.sent {
-            self.inbox.deliver(Inbox::Bind {
+            self.inbox.deliver(LoopMessage::Bind {
                 uid: self.uid.clone(),
                 outcome: BindOutcome::Failed("the binding task ended unexpectedly".into()),
             });
@@ -172,7 +172,7 @@ impl Shared {
     }
 
     fn report(&self, uid: &str, outcome: BindOutcome) {
-        self.inbox.deliver(Inbox::Bind {
+        self.inbox.deliver(LoopMessage::Bind {
             uid: uid.to_owned(),
             outcome,
         });

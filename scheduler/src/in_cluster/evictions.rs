@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{
-    inbox::Inbox,
+    inbox::LoopMessage,
     metrics::SchedulerMetrics,
     pod_identity,
     pod_reports::{PodReport, PodReports},
@@ -36,7 +36,7 @@ struct Done {
 impl Done {
     fn send(mut self, ok: bool) {
         self.sent = true;
-        self.inbox.deliver(Inbox::Preempted {
+        self.inbox.deliver(LoopMessage::Preempted {
             uid: self.uid.clone(),
             ok,
         });
@@ -46,7 +46,7 @@ impl Done {
 impl Drop for Done {
     fn drop(&mut self) {
         if !self.sent {
-            self.inbox.deliver(Inbox::Preempted {
+            self.inbox.deliver(LoopMessage::Preempted {
                 uid: self.uid.clone(),
                 ok: false,
             });

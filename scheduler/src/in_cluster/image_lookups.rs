@@ -11,7 +11,7 @@ use std::{
 use multiarch_inspector::{ImageInspector, InspectRequest};
 use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
 
-use super::inbox::Inbox;
+use super::inbox::LoopMessage;
 use crate::core::image_source::{ImageLookup, ImageSource};
 
 /// An answer is re-asked after this long (the inspector's own cache makes that cheap and
@@ -143,7 +143,7 @@ impl Answer {
                 },
             );
         self.inbox
-            .deliver(Inbox::ImagesResolved(vec![self.image.clone()]));
+            .deliver(LoopMessage::ImagesResolved(vec![self.image.clone()]));
     }
 }
 
@@ -186,7 +186,7 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            matches!(&resolved, Some(Inbox::ImagesResolved(images)) if images == &["quay.io/app:v1"])
+            matches!(&resolved, Some(LoopMessage::ImagesResolved(images)) if images == &["quay.io/app:v1"])
         );
         match images.lookup(&pod, &image) {
             ImageLookup::Failed(reason) => {

@@ -102,8 +102,9 @@ pub enum BindOutcome {
     Failed(String),
 }
 
+/// One message to the scheduling loop (its inbox is one bounded channel).
 #[derive(Debug)]
-pub enum Inbox {
+pub enum LoopMessage {
     /// A relist started (initial list or after `410 Gone`).
     RelistStarted(Kind),
     /// A relist finished; objects of `kind` not in `keep` were deleted meanwhile.

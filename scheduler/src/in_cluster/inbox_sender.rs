@@ -6,7 +6,7 @@
 
 use tokio::sync::mpsc;
 
-use super::inbox::Inbox;
+use super::inbox::LoopMessage;
 
 /// Messages the inbox holds before senders wait.
 pub const INBOX_CAPACITY: usize = 65_536;
@@ -16,22 +16,22 @@ pub const INBOX_CAPACITY: usize = 65_536;
 pub struct LoopEnded;
 
 #[derive(Clone)]
-pub struct InboxSender(mpsc::Sender<Inbox>);
+pub struct InboxSender(mpsc::Sender<LoopMessage>);
 
 impl InboxSender {
-    pub fn channel(capacity: usize) -> (InboxSender, mpsc::Receiver<Inbox>) {
+    pub fn channel(capacity: usize) -> (InboxSender, mpsc::Receiver<LoopMessage>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         (InboxSender(tx), rx)
     }
 
     /// From a task: waits while the inbox is full.
-    pub async fn send(&self, message: Inbox) -> Result<(), LoopEnded> {
+    pub async fn send(&self, message: LoopMessage) -> Result<(), LoopEnded> {
         self.0.send(message).await.map_err(|_| LoopEnded)
     }
 
     /// From synchronous code (completion guards): delivered now if there is room, else by
     /// a task that waits for it; dropped only once the loop has ended.
-    pub fn deliver(&self, message: Inbox) {
+    pub fn deliver(&self, message: LoopMessage) {
         match self.0.try_send(message) {
             Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
             Err(mpsc::error::TrySendError::Full(message)) => {
@@ -63,27 +63,27 @@ mod tests {
     async fn results_wait_for_room_and_watches_are_paused() {
         let (inbox, mut rx) = InboxSender::channel(1);
         inbox
-            .send(Inbox::NamespaceDelete("a".into()))
+            .send(LoopMessage::NamespaceDelete("a".into()))
             .await
             .unwrap();
         assert_eq!(inbox.depth(), 1);
         // Full: a result is handed to a task, not dropped.
-        inbox.deliver(Inbox::ImagesResolved(vec!["app:1".into()]));
+        inbox.deliver(LoopMessage::ImagesResolved(vec!["app:1".into()]));
         // A watch waits.
         let blocked = tokio::time::timeout(
             std::time::Duration::from_millis(50),
-            inbox.send(Inbox::NamespaceDelete("b".into())),
+            inbox.send(LoopMessage::NamespaceDelete("b".into())),
         )
         .await;
         assert!(blocked.is_err(), "a send into a full inbox must wait");
-        assert!(matches!(rx.recv().await, Some(Inbox::NamespaceDelete(name)) if name == "a"));
+        assert!(matches!(rx.recv().await, Some(LoopMessage::NamespaceDelete(name)) if name == "a"));
         assert!(
-            matches!(rx.recv().await, Some(Inbox::ImagesResolved(images)) if images == ["app:1"])
+            matches!(rx.recv().await, Some(LoopMessage::ImagesResolved(images)) if images == ["app:1"])
         );
         drop(rx);
         assert!(
             inbox
-                .send(Inbox::NamespaceDelete("a".into()))
+                .send(LoopMessage::NamespaceDelete("a".into()))
                 .await
                 .is_err()
         );

@@ -32,7 +32,7 @@ use tokio::sync::watch as signal;
 use tokio_util::sync::CancellationToken;
 
 use self::{
-    binder::KubeBinder, evictions::Evictions, image_lookups::InspectedImages, inbox::Inbox,
+    binder::KubeBinder, evictions::Evictions, image_lookups::InspectedImages, inbox::LoopMessage,
     metrics::SchedulerMetrics, pod_reports::PodReports, scheduling_loop::Loop,
 };
 use crate::core::scheduler::{PlacementInputs, SchedulerCore};
@@ -186,7 +186,11 @@ fn forward_configs(
                 }
             }
             let snapshot = configs.borrow_and_update().clone();
-            if inbox.send(Inbox::PlacementConfigs(snapshot)).await.is_err() {
+            if inbox
+                .send(LoopMessage::PlacementConfigs(snapshot))
+                .await
+                .is_err()
+            {
                 return Ok(());
             }
         }

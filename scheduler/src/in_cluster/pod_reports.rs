@@ -12,7 +12,7 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use multiarch_runtime::{
-    pod_events::{PodEvents, Severity, pod_reference},
+    event_recorder::{EventRecorder, Severity, pod_reference},
     rate_limit::TokenBucket,
     supervisor::Tasks,
 };
@@ -143,7 +143,7 @@ impl PodReports {
         tasks: &Tasks,
     ) -> Self {
         let (tx, rx) = mpsc::channel::<Queued>(capacity);
-        let events = PodEvents::new(client.clone(), controller, instance);
+        let events = EventRecorder::new(client.clone(), controller, instance);
         let writer_metrics = metrics.clone();
         let shutdown = done;
         let fenced = CancellationToken::new();
@@ -169,7 +169,7 @@ impl PodReports {
     async fn write_queued(
         mut rx: mpsc::Receiver<Queued>,
         client: kube::Client,
-        events: PodEvents,
+        events: EventRecorder,
         shutdown: CancellationToken,
         limiter: Arc<TokenBucket>,
         writer_metrics: SchedulerMetrics,

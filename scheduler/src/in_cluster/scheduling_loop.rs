@@ -30,7 +30,7 @@ use super::{
     evictions::Evictions,
     image_lookups::InspectedImages,
     in_flight::{InFlight, InFlightBindings},
-    inbox::{BindOutcome, Inbox, Kind, deleted_watch_key, storage_watch_key},
+    inbox::{BindOutcome, Kind, LoopMessage, deleted_watch_key, storage_watch_key},
     metrics::{
         AttemptResultLabel, DecidedByLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel,
     },
@@ -117,7 +117,7 @@ impl Loop {
 
     pub(super) async fn run(
         mut self,
-        mut inbox: mpsc::Receiver<Inbox>,
+        mut inbox: mpsc::Receiver<LoopMessage>,
         stop: CancellationToken,
     ) -> Result<(), LostLease> {
         let mut last_gauges = Instant::now();
@@ -274,11 +274,11 @@ impl Loop {
         }
     }
 
-    fn handle(&mut self, message: Inbox) {
+    fn handle(&mut self, message: LoopMessage) {
         let now = Instant::now();
         match message {
-            Inbox::RelistStarted(_) => {}
-            Inbox::RelistDone(kind, keep) => {
+            LoopMessage::RelistStarted(_) => {}
+            LoopMessage::RelistDone(kind, keep) => {
                 let keep: HashSet<String> = keep.into_iter().collect();
                 let gone: Vec<String> = self
                     .known
@@ -293,22 +293,22 @@ impl Loop {
                     info!(?kind, "initial list received");
                 }
             }
-            Inbox::NodeUpsert(node) => {
+            LoopMessage::NodeUpsert(node) => {
                 self.seen(Kind::Nodes, node.name.clone());
                 self.core.apply_node(*node, now);
             }
-            Inbox::NodeDelete(name) => {
+            LoopMessage::NodeDelete(name) => {
                 self.unseen(Kind::Nodes, &name);
                 self.core.delete_node(&name, now);
             }
-            Inbox::PodUpsert(pod) => {
+            LoopMessage::PodUpsert(pod) => {
                 self.seen(Kind::Pods, pod.uid.clone());
                 if pod.node_name.is_some() {
                     self.last_failure.remove(&pod.uid);
                 }
                 self.core.apply_pod(*pod, now);
             }
-            Inbox::PodUnreadable(pod, error) => {
+            LoopMessage::PodUnreadable(pod, error) => {
                 // A pending pod of ours is told why it is not scheduled, once per message;
                 // a bound pod fills its node (its usage is unknown, never nothing).
                 self.seen(Kind::Pods, pod.uid.clone());
@@ -335,49 +335,49 @@ impl Loop {
                     ));
                 }
             }
-            Inbox::PodDelete(uid) => {
+            LoopMessage::PodDelete(uid) => {
                 self.unseen(Kind::Pods, &uid);
                 self.last_failure.remove(&uid);
                 self.in_flight.pod_deleted(&uid);
                 self.binder.cancel(&uid);
                 self.core.delete_pod(&uid, now);
             }
-            Inbox::Namespace(name, labels) => {
+            LoopMessage::Namespace(name, labels) => {
                 self.seen(Kind::Namespaces, name.clone());
                 self.core.apply_namespace(&name, labels, now);
             }
-            Inbox::NamespaceDelete(name) => {
+            LoopMessage::NamespaceDelete(name) => {
                 self.unseen(Kind::Namespaces, &name);
                 self.core.delete_namespace(&name);
             }
-            Inbox::DisruptionBudget(budget) => {
+            LoopMessage::DisruptionBudget(budget) => {
                 self.seen(Kind::DisruptionBudgets, budget.key());
                 self.core.apply_disruption_budget(budget);
             }
-            Inbox::DisruptionBudgetDelete(key) => {
+            LoopMessage::DisruptionBudgetDelete(key) => {
                 self.unseen(Kind::DisruptionBudgets, &key);
                 self.core.delete_disruption_budget(&key);
             }
-            Inbox::Storage(object) => {
+            LoopMessage::Storage(object) => {
                 let (kind, key) = storage_watch_key(&object);
                 self.seen(kind, key);
                 self.core.apply_storage(*object, now);
             }
-            Inbox::StorageDelete(key) => {
+            LoopMessage::StorageDelete(key) => {
                 let (kind, watch_key) = deleted_watch_key(&key);
                 self.unseen(kind, &watch_key);
                 self.core.delete_storage(key, now);
             }
-            Inbox::Preempted { uid, ok } => self.core.preemption_done(&uid, ok, now),
-            Inbox::PlacementConfigs(configs) => {
+            LoopMessage::Preempted { uid, ok } => self.core.preemption_done(&uid, ok, now),
+            LoopMessage::PlacementConfigs(configs) => {
                 if configs.synced && self.synced.insert(Kind::Configs) {
                     info!(kind = ?Kind::Configs, "initial list received");
                 }
                 self.configs = configs;
                 self.reconfigure(now);
             }
-            Inbox::ImagesResolved(images) => self.core.images_resolved(&images, now),
-            Inbox::Bind { uid, outcome } => self.bound(&uid, outcome, now),
+            LoopMessage::ImagesResolved(images) => self.core.images_resolved(&images, now),
+            LoopMessage::Bind { uid, outcome } => self.bound(&uid, outcome, now),
         }
     }
 

@@ -30,7 +30,7 @@ use multiarch_runtime::supervisor::Tasks;
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::inbox::{Inbox, Kind};
+use super::inbox::{Kind, LoopMessage};
 use crate::core::storage_objects::{StorageKey, StorageObject};
 
 /// Spawns one watch; `upsert` turns an object into a message (None: unreadable, skipped),
@@ -43,8 +43,8 @@ fn spawn<K>(
     config: watcher::Config,
     kind: Kind,
     inbox: InboxSender,
-    upsert: fn(K) -> Option<Inbox>,
-    delete: fn(&K) -> Inbox,
+    upsert: fn(K) -> Option<LoopMessage>,
+    delete: fn(&K) -> LoopMessage,
     key: fn(&K) -> String,
 ) where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -64,14 +64,14 @@ fn spawn<K>(
             let message = match event {
                 Ok(watcher::Event::Init) => {
                     seen.clear();
-                    Some(Inbox::RelistStarted(kind))
+                    Some(LoopMessage::RelistStarted(kind))
                 }
                 Ok(watcher::Event::InitApply(object)) => {
                     seen.push(key(&object));
                     upsert(object)
                 }
                 Ok(watcher::Event::InitDone) => {
-                    Some(Inbox::RelistDone(kind, std::mem::take(&mut seen)))
+                    Some(LoopMessage::RelistDone(kind, std::mem::take(&mut seen)))
                 }
                 Ok(watcher::Event::Apply(object)) => upsert(object),
                 Ok(watcher::Event::Delete(object)) => Some(delete(&object)),
@@ -100,13 +100,13 @@ pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::Nodes,
         inbox.clone(),
         |node| match NodeInfo::from_node(&node) {
-            Ok(info) => Some(Inbox::NodeUpsert(Box::new(info))),
+            Ok(info) => Some(LoopMessage::NodeUpsert(Box::new(info))),
             Err(e) => {
                 warn!(node = %node.name_any(), error = %e, "node has an unreadable capacity; ignoring it");
                 None
             }
         },
-        |node| Inbox::NodeDelete(node.name_any()),
+        |node| LoopMessage::NodeDelete(node.name_any()),
         ResourceExt::name_any,
     );
     spawn(
@@ -117,7 +117,7 @@ pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::Pods,
         inbox.clone(),
         |pod| match PodInfo::from_pod(&pod) {
-            Ok(info) => Some(Inbox::PodUpsert(Box::new(info))),
+            Ok(info) => Some(LoopMessage::PodUpsert(Box::new(info))),
             Err(e) => {
                 let spec = pod.spec.as_ref();
                 let identity = PodInfo {
@@ -131,10 +131,13 @@ pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                     deleting: pod.metadata.deletion_timestamp.is_some(),
                     ..PodInfo::default()
                 };
-                Some(Inbox::PodUnreadable(Box::new(identity), e.to_string()))
+                Some(LoopMessage::PodUnreadable(
+                    Box::new(identity),
+                    e.to_string(),
+                ))
             }
         },
-        |pod| Inbox::PodDelete(pod.uid().unwrap_or_default()),
+        |pod| LoopMessage::PodDelete(pod.uid().unwrap_or_default()),
         |pod| pod.uid().unwrap_or_default(),
     );
 }
@@ -148,8 +151,8 @@ fn namespaced_key<K: Resource>(object: &K) -> String {
     )
 }
 
-fn storage(object: StorageObject) -> Option<Inbox> {
-    Some(Inbox::Storage(Box::new(object)))
+fn storage(object: StorageObject) -> Option<LoopMessage> {
+    Some(LoopMessage::Storage(Box::new(object)))
 }
 
 /// The watches of what the scheduler reads besides nodes and pods.
@@ -162,12 +165,12 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::Namespaces,
         inbox.clone(),
         |ns| {
-            Some(Inbox::Namespace(
+            Some(LoopMessage::Namespace(
                 ns.name_any(),
                 ns.metadata.labels.unwrap_or_default(),
             ))
         },
-        |ns| Inbox::NamespaceDelete(ns.name_any()),
+        |ns| LoopMessage::NamespaceDelete(ns.name_any()),
         ResourceExt::name_any,
     );
     spawn(
@@ -177,8 +180,12 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         watcher::Config::default(),
         Kind::DisruptionBudgets,
         inbox.clone(),
-        |pdb| Some(Inbox::DisruptionBudget(DisruptionBudget::from_api(&pdb))),
-        |pdb| Inbox::DisruptionBudgetDelete(namespaced_key(pdb)),
+        |pdb| {
+            Some(LoopMessage::DisruptionBudget(DisruptionBudget::from_api(
+                &pdb,
+            )))
+        },
+        |pdb| LoopMessage::DisruptionBudgetDelete(namespaced_key(pdb)),
         namespaced_key,
     );
     spawn(
@@ -195,7 +202,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 None
             }
         },
-        |pv| Inbox::StorageDelete(StorageKey::Volume(pv.name_any())),
+        |pv| LoopMessage::StorageDelete(StorageKey::Volume(pv.name_any())),
         ResourceExt::name_any,
     );
     spawn(
@@ -213,7 +220,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
             }
         },
         |pvc| {
-            Inbox::StorageDelete(StorageKey::Claim(
+            LoopMessage::StorageDelete(StorageKey::Claim(
                 pvc.namespace().unwrap_or_default(),
                 pvc.name_any(),
             ))
@@ -228,7 +235,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::StorageClasses,
         inbox.clone(),
         |class| storage(StorageObject::Class(StorageClassInfo::from_api(&class))),
-        |class| Inbox::StorageDelete(StorageKey::Class(class.name_any())),
+        |class| LoopMessage::StorageDelete(StorageKey::Class(class.name_any())),
         ResourceExt::name_any,
     );
     spawn(
@@ -239,7 +246,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::CsiNodes,
         inbox.clone(),
         |node| storage(StorageObject::CsiNode(CsiNodeInfo::from_api(&node))),
-        |node| Inbox::StorageDelete(StorageKey::CsiNode(node.name_any())),
+        |node| LoopMessage::StorageDelete(StorageKey::CsiNode(node.name_any())),
         ResourceExt::name_any,
     );
     spawn(
@@ -250,7 +257,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::CsiDrivers,
         inbox.clone(),
         |driver| storage(StorageObject::CsiDriver(CsiDriverInfo::from_api(&driver))),
-        |driver| Inbox::StorageDelete(StorageKey::CsiDriver(driver.name_any())),
+        |driver| LoopMessage::StorageDelete(StorageKey::CsiDriver(driver.name_any())),
         ResourceExt::name_any,
     );
     spawn(
@@ -267,7 +274,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 None
             }
         },
-        |capacity| Inbox::StorageDelete(StorageKey::Capacity(namespaced_key(capacity))),
+        |capacity| LoopMessage::StorageDelete(StorageKey::Capacity(namespaced_key(capacity))),
         namespaced_key,
     );
     spawn(
@@ -282,7 +289,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 &attachment,
             )))
         },
-        |attachment| Inbox::StorageDelete(StorageKey::Attachment(attachment.name_any())),
+        |attachment| LoopMessage::StorageDelete(StorageKey::Attachment(attachment.name_any())),
         ResourceExt::name_any,
     );
 }

@@ -15,7 +15,7 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 use multiarch_runtime::{
-    pod_events::{PodEvents, Severity, pod_reference},
+    event_recorder::{EventRecorder, Severity, pod_reference},
     rate_limit::TokenBucket,
 };
 
@@ -33,7 +33,7 @@ pub async fn bind_all(
     concurrency: usize,
 ) -> usize {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let events = PodEvents::new(client, BIND_ONLY_SCHEDULER, "bench");
+    let events = EventRecorder::new(client, BIND_ONLY_SCHEDULER, "bench");
     let next = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
     stream::iter(pods)

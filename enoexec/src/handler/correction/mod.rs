@@ -29,7 +29,7 @@ use kube::{
 use multiarch_crd::{ClusterPodPlacementConfig, MisplacedPodCorrection, names::SINGLETON_NAME};
 use multiarch_inspector::{ImageInspector, InspectRequest};
 use multiarch_plugins::model::{pod::PodInfo, selectors::LabelSelector};
-use multiarch_runtime::pod_events::{PodEvents, Severity, pod_reference};
+use multiarch_runtime::event_recorder::{EventRecorder, Severity, pod_reference};
 use tracing::{info, warn};
 
 use self::{
@@ -61,7 +61,7 @@ pub struct Correction {
     /// Without retries of 429 (see `start`).
     evictions: kube::Client,
     inspector: Arc<dyn ImageInspector>,
-    events: PodEvents,
+    events: EventRecorder,
     metrics: CorrectionMetrics,
     limiter: Mutex<EvictionLimiter>,
     own_namespace: String,
@@ -80,7 +80,7 @@ impl Correction {
         client: kube::Client,
         evictions: kube::Client,
         inspector: Arc<dyn ImageInspector>,
-        events: PodEvents,
+        events: EventRecorder,
         metrics: CorrectionMetrics,
         own_namespace: &str,
     ) -> Self {

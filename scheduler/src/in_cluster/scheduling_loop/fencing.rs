@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch as signal};
 use tracing::{info, warn};
 
 use super::Loop;
-use crate::in_cluster::inbox::Inbox;
+use crate::in_cluster::inbox::LoopMessage;
 
 /// At shutdown, how long the bindings under way may take to finish before they are
 /// cancelled (a binding is one request; one waiting for its volumes can take minutes).
@@ -27,7 +27,7 @@ impl Loop {
     /// under way stop where they are (the next leader decides preemption afresh).
     pub(super) async fn shut_down(
         &mut self,
-        inbox: &mut mpsc::Receiver<Inbox>,
+        inbox: &mut mpsc::Receiver<LoopMessage>,
         leadership: &mut signal::Receiver<bool>,
     ) {
         self.evictions.cancel_all();
@@ -55,7 +55,7 @@ impl Loop {
     /// on nothing more, however long the inbox's backlog.
     pub(super) fn handle_leading(
         &mut self,
-        message: Inbox,
+        message: LoopMessage,
         leadership: &mut signal::Receiver<bool>,
     ) -> Result<(), LostLease> {
         self.follow_leadership(leadership)?;
@@ -109,7 +109,7 @@ impl Loop {
     /// lost meanwhile (everything cancelled; there is nothing to release).
     async fn finish_bindings(
         &mut self,
-        inbox: &mut mpsc::Receiver<Inbox>,
+        inbox: &mut mpsc::Receiver<LoopMessage>,
         leadership: &mut signal::Receiver<bool>,
     ) -> Result<(), LostLease> {
         if self.in_flight.is_empty() {

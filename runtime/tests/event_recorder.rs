@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used)]
 
 use multiarch_fake_apiserver::FakeApiServer;
-use multiarch_runtime::pod_events::{NOTE_LENGTH_LIMIT, PodEvents, Severity, pod_reference};
+use multiarch_runtime::event_recorder::{
+    EventRecorder, NOTE_LENGTH_LIMIT, Severity, pod_reference,
+};
 use serde_json::Value;
 
 fn events_for(server: &FakeApiServer, pod: &str) -> Vec<Value> {
@@ -21,7 +23,7 @@ fn events_for(server: &FakeApiServer, pod: &str) -> Vec<Value> {
 async fn repeats_fold_into_a_series_and_a_changed_note_is_a_new_event() {
     let server = FakeApiServer::start().await;
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let events = PodEvents::new(client, "multiarch-scheduler", "replica-a");
+    let events = EventRecorder::new(client, "multiarch-scheduler", "replica-a");
     let web = pod_reference("shop", "web", Some("uid-web".into()));
     let publish = |note: &str| {
         events.publish(
@@ -87,7 +89,7 @@ async fn repeats_fold_into_a_series_and_a_changed_note_is_a_new_event() {
 async fn a_note_over_the_api_s_limit_is_cut_and_still_published() {
     let server = FakeApiServer::start().await;
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let events = PodEvents::new(client, "multiarch-scheduler", "replica-a");
+    let events = EventRecorder::new(client, "multiarch-scheduler", "replica-a");
     let web = pod_reference("shop", "web", Some("uid-web".into()));
     events
         .publish(
@@ -110,7 +112,7 @@ async fn a_note_over_the_api_s_limit_is_cut_and_still_published() {
 async fn an_event_the_server_expired_starts_a_new_series() {
     let server = FakeApiServer::start().await;
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let events = PodEvents::new(client, "multiarch-gate", "replica-a");
+    let events = EventRecorder::new(client, "multiarch-gate", "replica-a");
     let web = pod_reference("shop", "web", None);
     let publish = || {
         events.publish(

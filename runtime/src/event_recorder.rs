@@ -1,4 +1,5 @@
-//! Events on pods, as users read them in `kubectl describe pod`: events.k8s.io/v1,
+//! Events on pods (and on the ClusterPodPlacementConfig), as users read them in
+//! `kubectl describe`: events.k8s.io/v1,
 //! reported by one controller name and this replica's identity. An event that repeats
 //! (same pod, type, reason, action and note) within six minutes is folded into a series
 //! (`x3 over 2m`), as kube's `Recorder` and client-go fold them; but a changed note is a
@@ -31,7 +32,7 @@ const REMEMBERED_SERIES: usize = 4096;
 
 /// Publishes the events of one role.
 #[derive(Clone)]
-pub struct PodEvents {
+pub struct EventRecorder {
     client: kube::Client,
     controller: String,
     instance: String,
@@ -65,10 +66,10 @@ pub enum Severity {
     Warning,
 }
 
-impl PodEvents {
+impl EventRecorder {
     /// Events reported as `controller` (`reportingController`), from replica `instance`.
     pub fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
-        PodEvents {
+        EventRecorder {
             client,
             controller: controller.to_owned(),
             instance: instance.to_owned(),
