@@ -1,8 +1,9 @@
 //! The flags every long-running role shares, flattened into each role's own: where the
-//! API server is, and the Lease that keeps one replica at work. One definition, so each
+//! API server is, where the operations endpoint listens, and the Lease that keeps one
+//! replica at work. One definition, so each
 //! role reads them, and the operator writes them, the same way.
 
-use std::{path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use crate::{
     client::{self, ClientError},
@@ -22,6 +23,14 @@ impl ClientArgs {
     pub async fn connect(&self) -> Result<kube::Client, ClientError> {
         client::connect(self.kubeconfig.as_deref()).await
     }
+}
+
+/// Where the operations endpoint (`/metrics`, `/healthz`, `/readyz`) listens.
+#[derive(Clone, Debug, clap::Args)]
+pub struct OpsArgs {
+    /// Metrics and health listen address (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
 }
 
 /// Leader election: one replica works, the others stand by (client-go's timing).

@@ -7,6 +7,9 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 #[cfg(feature = "leader-elected")]
 use multiarch_runtime::role_args::LeaseArgs;
 #[cfg(feature = "cluster-role")]
+#[allow(unused_imports)] // the scheduler listens on its own default port
+use multiarch_runtime::role_args::OpsArgs;
+#[cfg(feature = "cluster-role")]
 use multiarch_runtime::{logging::LogArgs, role_args::ClientArgs};
 
 #[cfg(feature = "scheduler")]
@@ -90,6 +93,24 @@ pub struct InspectorTlsArgs {
     /// mounted `kubernetes.io/tls` Secret, read again for every new connection.
     #[arg(long, value_name = "DIR", env = "MULTIARCH_INSPECTOR_TLS_DIR")]
     pub inspector_tls_dir: Option<std::path::PathBuf>,
+}
+
+/// The image inspector service a role always calls (the gate controller, the ENoExec
+/// handler).
+#[cfg(any(feature = "admission", feature = "enoexec-handler"))]
+#[derive(Debug, clap::Args)]
+pub struct InspectorServiceArgs {
+    /// The image inspector (`multiarch inspector`); for the ENoExec handler, empty leaves
+    /// out of its events whether the image has a build for the node's architecture.
+    #[arg(
+        long = "inspector-endpoint",
+        default_value = "http://multiarch-inspector.multiarch.svc:9443",
+        env = "MULTIARCH_INSPECTOR_ENDPOINT"
+    )]
+    pub endpoint: String,
+
+    #[command(flatten)]
+    pub tls: InspectorTlsArgs,
 }
 
 #[cfg(feature = "admission")]
@@ -197,9 +218,8 @@ pub struct InspectorArgs {
     )]
     pub listen: SocketAddr,
 
-    /// Metrics and health listen address (/metrics, /healthz, /readyz).
-    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
-    pub metrics_addr: SocketAddr,
+    #[command(flatten)]
+    pub ops: OpsArgs,
 
     /// Registry settings (YAML): CA bundles, plain-HTTP registries, mirrors, blocked.
     /// Followed: a change is in use within --registries-config-check.
@@ -263,16 +283,8 @@ pub struct GateControllerArgs {
     #[command(flatten)]
     pub lease: LeaseArgs,
 
-    /// The image inspector service (`multiarch inspector`).
-    #[arg(
-        long,
-        default_value = "http://multiarch-inspector.multiarch.svc:9443",
-        env = "MULTIARCH_INSPECTOR_ENDPOINT"
-    )]
-    pub inspector_endpoint: String,
-
     #[command(flatten)]
-    pub inspector_tls: InspectorTlsArgs,
+    pub inspector: InspectorServiceArgs,
 
     /// multiarch's namespace (never processed; holds the Lease).
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
@@ -282,8 +294,8 @@ pub struct GateControllerArgs {
     #[arg(long, default_value_t = 16)]
     pub concurrency: usize,
 
-    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
-    pub metrics_addr: SocketAddr,
+    #[command(flatten)]
+    pub ops: OpsArgs,
 
     #[command(flatten)]
     pub log: LogArgs,
@@ -333,8 +345,8 @@ pub struct EnoexecDaemonArgs {
     #[arg(long, default_value_t = 256)]
     pub queue_capacity: usize,
 
-    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
-    pub metrics_addr: SocketAddr,
+    #[command(flatten)]
+    pub ops: OpsArgs,
 
     #[command(flatten)]
     pub log: LogArgs,
@@ -353,17 +365,8 @@ pub struct EnoexecHandlerArgs {
     #[arg(long, default_value = "multiarch", env = "POD_NAMESPACE")]
     pub namespace: String,
 
-    /// The image inspector (`multiarch inspector`), to say in the event whether the image
-    /// has a build for the node's architecture; empty to leave that out.
-    #[arg(
-        long,
-        default_value = "http://multiarch-inspector.multiarch.svc:9443",
-        env = "MULTIARCH_INSPECTOR_ENDPOINT"
-    )]
-    pub inspector_endpoint: String,
-
     #[command(flatten)]
-    pub inspector_tls: InspectorTlsArgs,
+    pub inspector: InspectorServiceArgs,
 
     /// With `misplacedPodCorrection` on: how often running pods are compared with their
     /// nodes' architectures (exec format errors are acted on at once).
@@ -374,8 +377,8 @@ pub struct EnoexecHandlerArgs {
     #[arg(long, default_value_t = 2000)]
     pub misplaced_scan_max_pods: usize,
 
-    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
-    pub metrics_addr: SocketAddr,
+    #[command(flatten)]
+    pub ops: OpsArgs,
 
     #[command(flatten)]
     pub log: LogArgs,
@@ -402,9 +405,8 @@ pub struct OperatorArgs {
     )]
     pub listen: SocketAddr,
 
-    /// Metrics and health listen address (/metrics, /healthz, /readyz).
-    #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
-    pub metrics_addr: SocketAddr,
+    #[command(flatten)]
+    pub ops: OpsArgs,
 
     /// The image every operand runs [default: the operator's own, read from its pod].
     #[arg(long, env = "MULTIARCH_OPERAND_IMAGE")]

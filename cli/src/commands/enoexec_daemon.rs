@@ -74,7 +74,7 @@ pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
         read_events(&mut probe, &daemon, &metrics, &shutdown).await
     });
     info!(node = %args.node_name, socket = %socket.display(), "watching for exec format errors");
-    role.serve_and_wait(args.metrics_addr).await
+    role.serve_and_wait(args.ops.metrics_addr).await
 }
 
 /// Hands every kernel record to the daemon, and mirrors the kernel's lost-record counter.

@@ -17,13 +17,10 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
     let client = args.client.connect().await?;
     let evictions = client::connect_without_retries(args.client.kubeconfig.as_deref()).await?;
-    let inspector: Option<Arc<dyn ImageInspector>> = if args.inspector_endpoint.is_empty() {
+    let inspector: Option<Arc<dyn ImageInspector>> = if args.inspector.endpoint.is_empty() {
         None
     } else {
-        Some(Arc::new(remote_inspector(
-            &args.inspector_endpoint,
-            &args.inspector_tls,
-        )?))
+        Some(Arc::new(remote_inspector(&args.inspector)?))
     };
     let identity = replica_identity(LEASE_NAME);
     let metrics = HandlerMetrics::default();
@@ -42,5 +39,5 @@ pub async fn run(args: &EnoexecHandlerArgs) -> anyhow::Result<()> {
     };
     start(client, evictions, inspector, options, metrics, &role.tasks);
     info!("ENoExecEvent handler started");
-    role.serve_and_wait(args.metrics_addr).await
+    role.serve_and_wait(args.ops.metrics_addr).await
 }

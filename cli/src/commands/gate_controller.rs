@@ -17,10 +17,7 @@ const LEASE_NAME: &str = "multiarch-gate-controller";
 pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
     let client = args.client.connect().await?;
-    let inspector: Arc<dyn ImageInspector> = Arc::new(remote_inspector(
-        &args.inspector_endpoint,
-        &args.inspector_tls,
-    )?);
+    let inspector: Arc<dyn ImageInspector> = Arc::new(remote_inspector(&args.inspector)?);
     let identity = replica_identity(LEASE_NAME);
     let metrics = GateMetrics::default();
     metrics.register(&mut role.registry);
@@ -40,5 +37,5 @@ pub async fn run(args: &GateControllerArgs) -> anyhow::Result<()> {
     };
     start(client, inspector, options, metrics, &role.tasks);
     info!("gate controller started");
-    role.serve_and_wait(args.metrics_addr).await
+    role.serve_and_wait(args.ops.metrics_addr).await
 }

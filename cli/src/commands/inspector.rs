@@ -89,11 +89,11 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    info!(listen = %args.listen, metrics = %args.metrics_addr, mutual_tls = tls.is_some(), "serving image inspection");
+    info!(listen = %args.listen, metrics = %args.ops.metrics_addr, mutual_tls = tls.is_some(), "serving image inspection");
     let shutdown = role.tasks.shutdown().clone();
     role.tasks.spawn("gRPC server", async move {
         grpc::serve(listener, tls, inspector, ServiceLimits::default(), shutdown).await;
         Ok::<(), std::convert::Infallible>(())
     });
-    role.serve_and_wait(args.metrics_addr).await
+    role.serve_and_wait(args.ops.metrics_addr).await
 }

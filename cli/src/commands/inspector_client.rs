@@ -5,10 +5,21 @@ use multiarch_inspector::grpc::RemoteInspector;
 use multiarch_runtime::mutual_tls::TlsDir;
 use tracing::warn;
 
+#[cfg(any(feature = "admission", feature = "enoexec-handler"))]
+use crate::args::InspectorServiceArgs;
 use crate::args::InspectorTlsArgs;
 
+/// The inspector service a role always calls.
+#[cfg(any(feature = "admission", feature = "enoexec-handler"))]
+pub fn remote_inspector(service: &InspectorServiceArgs) -> anyhow::Result<RemoteInspector> {
+    remote_inspector_at(&service.endpoint, &service.tls)
+}
+
 /// The inspector at `endpoint`, with the client certificate of `tls` when it names one.
-pub fn remote_inspector(endpoint: &str, tls: &InspectorTlsArgs) -> anyhow::Result<RemoteInspector> {
+pub fn remote_inspector_at(
+    endpoint: &str,
+    tls: &InspectorTlsArgs,
+) -> anyhow::Result<RemoteInspector> {
     match &tls.inspector_tls_dir {
         Some(dir) => {
             let files = TlsDir::new(dir);

@@ -118,5 +118,5 @@ pub async fn run(args: &OperatorArgs) -> anyhow::Result<()> {
             }
         }
     });
-    role.serve_and_wait(args.metrics_addr).await
+    role.serve_and_wait(args.ops.metrics_addr).await
 }

@@ -12,7 +12,7 @@ use multiarch_scheduler::in_cluster::{
 };
 use tracing::info;
 
-use super::{inspector_client::remote_inspector, role::Role};
+use super::{inspector_client::remote_inspector_at, role::Role};
 use crate::args::SchedulerArgs;
 
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
@@ -23,7 +23,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     metrics.register(&mut role.registry);
     let inspector: Arc<dyn ImageInspector> = match (&args.inspector_endpoint, &args.image_platforms)
     {
-        (Some(endpoint), _) => Arc::new(remote_inspector(endpoint, &args.inspector_tls)?),
+        (Some(endpoint), _) => Arc::new(remote_inspector_at(endpoint, &args.inspector_tls)?),
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;

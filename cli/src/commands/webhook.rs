@@ -22,7 +22,7 @@ use multiarch_runtime::{
 };
 use tracing::info;
 
-use super::{inspector_client::remote_inspector, role::Role};
+use super::{inspector_client::remote_inspector_at, role::Role};
 use crate::args::WebhookArgs;
 
 pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
@@ -76,7 +76,7 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     let lookup = match &args.inspector_endpoint {
         Some(endpoint) => {
             let inspector: Arc<dyn ImageInspector> =
-                Arc::new(remote_inspector(endpoint, &args.inspector_tls)?);
+                Arc::new(remote_inspector_at(endpoint, &args.inspector_tls)?);
             info!(%endpoint, deadline = ?args.admission_lookup_deadline, ?credentials, "architecture constraint at admission");
             Some(AdmissionLookup::new(
                 inspector,
