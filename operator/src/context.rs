@@ -130,6 +130,25 @@ impl OperatorContext {
         self.drains().remove(&drain);
     }
 
+    /// Tells the binary the ClusterPodPlacementConfig's `logVerbosity` when it changes.
+    pub fn follow_log_verbosity(&self, verbosity: LogVerbosity) {
+        self.log_verbosity.send_if_modified(|level| {
+            let changed = *level != verbosity;
+            *level = verbosity;
+            changed
+        });
+    }
+
+    /// Runs `drain`'s clock while something waits; `true` once it has run out.
+    pub fn drain_clock(&self, drain: Drain, waiting: bool) -> bool {
+        if waiting {
+            self.drain_expired(drain)
+        } else {
+            self.drain_done(drain);
+            false
+        }
+    }
+
     /// The nodes' architectures, sorted.
     pub fn architectures(&self) -> Vec<String> {
         let mut archs: Vec<String> = self

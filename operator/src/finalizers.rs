@@ -12,7 +12,8 @@ use serde_json::json;
 
 use crate::{
     context::OperatorContext,
-    step::{ReconcileError, api_error},
+    observe,
+    step::{ReconcileError, StepFailures, api_error},
 };
 
 /// MTO's finalizer: the operands are removed in order before the object goes.
@@ -20,6 +21,22 @@ pub const FINALIZER: &str = "finalizers.multiarch.openshift.io/pod-placement";
 /// MTO's finalizer kept while any PodPlacementConfig exists.
 pub const NO_POD_PLACEMENT_CONFIG: &str =
     "finalizers.multiarch.openshift.io/no-pod-placement-config";
+
+/// MTO's finalizers on an installed ClusterPodPlacementConfig: pod-placement always,
+/// no-pod-placement-config while any PodPlacementConfig exists (left as it is when they
+/// cannot be listed: recorded in `failures`). `true` when it wrote.
+pub async fn keep_installed(
+    ctx: &OperatorContext,
+    cppc: &ClusterPodPlacementConfig,
+    failures: &mut StepFailures,
+) -> Result<bool, ReconcileError> {
+    let configs = observe::pod_placement_configs(&ctx.client).await;
+    let mut wanted = vec![(FINALIZER, true)];
+    if let Some(configs) = failures.keep(ctx, "list the PodPlacementConfigs", configs) {
+        wanted.push((NO_POD_PLACEMENT_CONFIG, !configs.is_empty()));
+    }
+    set(ctx, cppc, &wanted).await
+}
 
 pub fn has(cppc: &ClusterPodPlacementConfig, finalizer: &str) -> bool {
     cppc.finalizers().iter().any(|f| f == finalizer)

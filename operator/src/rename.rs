@@ -94,22 +94,27 @@ pub async fn pods_waiting_for_any(
 }
 
 /// Recreates the pods pending under `previous` names, once the scheduler placing
-/// `wanted` is the one rolled out. Returns how many still wait (refused or failed).
+/// `wanted` is the one rolled out; a failure to list them is recorded in `failures`.
 pub async fn release_renamed(
     ctx: &OperatorContext,
     previous: &[String],
     wanted: &str,
     failures: &mut StepFailures,
-) -> Result<usize, ReconcileError> {
-    let mut left = 0;
+) {
     for old in previous {
-        let pods = observe::pods_waiting_for(&ctx.client, old).await?;
+        let pods = observe::pods_waiting_for(&ctx.client, old).await;
+        let Some(pods) = failures.keep(
+            ctx,
+            "release pods waiting under an old scheduler name",
+            pods,
+        ) else {
+            continue;
+        };
         let why = format!(
             "the ClusterPodPlacementConfig renamed the scheduler from {old} to {wanted}, and no scheduler places pods named {old} any more"
         );
-        left += release::reset_all(ctx, &pods, &why, failures).await.total();
+        release::reset_all(ctx, &pods, &why, failures).await;
     }
-    Ok(left)
 }
 
 #[cfg(test)]
