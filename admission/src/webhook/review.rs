@@ -76,23 +76,28 @@ pub fn respond(uid: &str, patch: &[Value]) -> Result<Value, ReviewError> {
     )
 }
 
+impl Request {
+    /// The webhook's decision on a pod CREATE, an architecture rule's patch included;
+    /// none for any other request, or before the configuration is known (the pod is
+    /// admitted unchanged, as `failurePolicy: Ignore` would). The admission-time image
+    /// lookup comes after it (`server::answer`).
+    pub fn decide(&self, config: &WebhookConfig) -> Option<Decision> {
+        let (pod, namespace) = self.pod.as_ref().filter(|_| config.known)?;
+        let mut decision = decide(pod, namespace, config);
+        let rule_ops = rule_patch(&self.raw, pod, namespace, config, &decision);
+        decision.patch.extend(rule_ops);
+        Some(decision)
+    }
+}
+
 /// The response AdmissionReview, and the decision (none when the request was not a pod
-/// CREATE), without the admission-time lookup (see `server`).
+/// CREATE), without the admission-time lookup (see `server::answer`).
 pub fn review(
     body: &[u8],
     config: &WebhookConfig,
 ) -> Result<(Value, Option<Decision>), ReviewError> {
     let request = parse(body)?;
-    let decision = request
-        .pod
-        .as_ref()
-        .filter(|_| config.known)
-        .map(|(pod, namespace)| {
-            let mut decision = decide(pod, namespace, config);
-            let rule_ops = rule_patch(&request.raw, pod, namespace, config, &decision);
-            decision.patch.extend(rule_ops);
-            decision
-        });
+    let decision = request.decide(config);
     let patch = decision
         .as_ref()
         .map(|d| d.patch.as_slice())

@@ -23,8 +23,7 @@ use tracing::{debug, warn};
 
 use super::{
     admission_affinity::{AdmissionAffinityResult, constraint_patch},
-    architecture_rule::rule_patch,
-    decision::{Decision, WebhookConfig, decide},
+    decision::{Decision, WebhookConfig},
     image_lookup::{AdmissionLookup, Lookup},
     metrics::{ReviewResultLabel, WebhookMetrics},
     review::{ReviewError, parse, respond},
@@ -48,17 +47,10 @@ pub async fn answer(
     body: &[u8],
 ) -> Result<(Value, Option<Decision>), ReviewError> {
     let request = parse(body)?;
-    let Some((pod, namespace)) = request.pod.as_ref() else {
+    let (Some(mut decision), Some((pod, namespace))) = (request.decide(config), &request.pod)
+    else {
         return Ok((respond(&request.uid, &[])?, None));
     };
-    if !config.known {
-        // Not ready yet (the API server should not be calling): admit unchanged, as
-        // `failurePolicy: Ignore` would.
-        return Ok((respond(&request.uid, &[])?, None));
-    }
-    let mut decision = decide(pod, namespace, config);
-    let rule_ops = rule_patch(&request.raw, pod, namespace, config, &decision);
-    decision.patch.extend(rule_ops);
     // A rule decided the architectures: no image to look up.
     if decision.routed()
         && decision.architecture_rule.is_none()
