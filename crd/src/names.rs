@@ -48,3 +48,41 @@ pub const OPERATOR_SERVICE: &str = "multiarch-operator";
 
 /// Where the operator serves `ConversionReview`s.
 pub const CONVERSION_PATH: &str = "/convert";
+
+/// Node label no node carries: requiring it keeps a pod with no common architecture pending
+/// (MTO's name).
+pub const NO_SUPPORTED_ARCH: &str = "multiarch.openshift.io/no-supported-arch";
+
+/// The annotation that records on a pod which rule decided its architectures:
+/// `PodPlacementConfig-<name>/<rule>`, or `PodPlacementConfig-<name>/fallback`.
+pub const ANNOTATION_ARCHITECTURE_RULE: &str = "multiarch.openshift.io/architecture-rule";
+
+/// MTO's gate-mode pod label: the images could not be inspected.
+pub const LABEL_INSPECT_ERROR: &str = "multiarch.openshift.io/image-inspect-error";
+
+/// MTO's gate-mode pod label: how many times inspection failed.
+pub const LABEL_INSPECT_ERROR_COUNT: &str = "multiarch.openshift.io/image-inspect-error-count";
+
+/// MTO's gate-mode pod label: the fallback architecture was used.
+pub const LABEL_FALLBACK: &str = "multiarch.openshift.io/fallback-arch";
+
+/// MTO's gate-mode pod annotation: why inspection failed.
+pub const ANNOTATION_INSPECT_ERROR: &str = "multiarch.openshift.io/image-inspect-error";
+
+/// Pod annotation naming where each preferred architecture came from (MTO's name).
+pub const ANNOTATION_SOURCES: &str = "multiarch.openshift.io/preferred-affinity-sources";
+
+/// The label the ENoExec handler puts on a pod whose container failed with
+/// `exec format error`: users (and alerts) select on it.
+pub const EXEC_FORMAT_ERROR_LABEL: &str = "multiarch.openshift.io/exec-format-error";
+
+/// Label on every `ENoExecEvent` the daemon writes: the node it came from.
+pub const LABEL_ENOEXEC_NODE: &str = "multiarch.openshift.io/node";
+
+/// Annotation on a recreated pod: the UID of the pod it replaces.
+pub const RECREATED_FROM: &str = "multiarch.openshift.io/recreated-from";
+
+/// The Deployment's annotation listing the names the scheduler placed before a rename
+/// (most recent first): pods may still wait under them, and are recreated once the
+/// renamed scheduler runs.
+pub const PREVIOUS_SCHEDULER_NAMES: &str = "multiarch.openshift.io/previous-scheduler-names";

@@ -28,9 +28,8 @@ use crate::{
     observe::{PodRef, pods_as_sent},
     release_event::publish,
 };
+pub use multiarch_crd::names::RECREATED_FROM;
 
-/// Annotation on a recreated pod: the UID of the pod it replaces.
-pub const RECREATED_FROM: &str = "multiarch.openshift.io/recreated-from";
 /// Fresh reads of a pod that keeps changing under a release before the pass gives up on
 /// it (the next pass tries again).
 const CONFLICT_RETRIES: usize = 5;

@@ -13,13 +13,7 @@ use multiarch_crd::names::NODE_ARCH_LABEL;
 use multiarch_crd::names::NODE_VARIANT_LABEL;
 
 use crate::{platform::Platform, preferences::ArchPreference};
-
-/// The kubelet's OS label on every node.
-pub const NODE_OS_LABEL: &str = "kubernetes.io/os";
-
-/// Label no node carries: requiring it keeps a pod with no common architecture pending
-/// (MTO's name).
-pub const NO_SUPPORTED_ARCH: &str = "multiarch.openshift.io/no-supported-arch";
+pub use multiarch_crd::names::{NO_SUPPORTED_ARCH, NODE_OS_LABEL};
 
 /// What the required affinity must say.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,10 +33,7 @@ use crate::{
     platform::{Platform, describe},
     selectors::{LabelSelector, Labels},
 };
-
-/// The annotation that records on a pod which rule decided its architectures:
-/// `PodPlacementConfig-<name>/<rule>`, or `PodPlacementConfig-<name>/fallback`.
-pub const ANNOTATION_ARCHITECTURE_RULE: &str = "multiarch.openshift.io/architecture-rule";
+pub use multiarch_crd::names::ANNOTATION_ARCHITECTURE_RULE;
 
 /// The pod as a rule sees it.
 #[derive(Clone, Copy, Debug)]

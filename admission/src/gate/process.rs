@@ -4,6 +4,10 @@
 //! publishes the events.
 
 use k8s_openapi::api::core::v1::Pod;
+pub use multiarch_crd::names::{
+    ANNOTATION_INSPECT_ERROR, ANNOTATION_SOURCES, LABEL_FALLBACK, LABEL_INSPECT_ERROR,
+    LABEL_INSPECT_ERROR_COUNT,
+};
 use multiarch_crd::{
     ClusterPlugins, PodPlacementConfig,
     names::{
@@ -27,11 +31,6 @@ use multiarch_policy::{
     },
 };
 
-pub const LABEL_INSPECT_ERROR: &str = "multiarch.openshift.io/image-inspect-error";
-pub const LABEL_INSPECT_ERROR_COUNT: &str = "multiarch.openshift.io/image-inspect-error-count";
-pub const LABEL_FALLBACK: &str = "multiarch.openshift.io/fallback-arch";
-pub const ANNOTATION_INSPECT_ERROR: &str = "multiarch.openshift.io/image-inspect-error";
-pub const ANNOTATION_SOURCES: &str = "multiarch.openshift.io/preferred-affinity-sources";
 const KNOWN_ARCHS: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 
 /// What the controller knows besides the pod.

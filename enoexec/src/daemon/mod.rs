@@ -28,9 +28,7 @@ use self::{
     metrics::DaemonMetrics,
     writer::{LocatedFailure, write_loop},
 };
-
-/// Label on every `ENoExecEvent` the daemon writes: the node it came from.
-pub const NODE_LABEL: &str = "multiarch.openshift.io/node";
+pub use multiarch_crd::names::LABEL_ENOEXEC_NODE;
 
 #[derive(Clone, Debug)]
 pub struct DaemonOptions {

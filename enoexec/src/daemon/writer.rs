@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{DaemonOptions, NODE_LABEL, metrics::DaemonMetrics};
+use super::{DaemonOptions, LABEL_ENOEXEC_NODE, metrics::DaemonMetrics};
 
 /// Writes each located failure, until shutdown; then what is still queued.
 pub(super) async fn write_loop(
@@ -128,7 +128,7 @@ async fn write(
     let object = ENoExecEvent {
         metadata: ObjectMeta {
             name: Some(name.clone()),
-            labels: Some([(NODE_LABEL.to_owned(), node.to_owned())].into()),
+            labels: Some([(LABEL_ENOEXEC_NODE.to_owned(), node.to_owned())].into()),
             ..ObjectMeta::default()
         },
         spec: ENoExecEventSpec {},

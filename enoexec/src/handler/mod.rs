@@ -31,10 +31,8 @@ use multiarch_runtime::{
 use tokio_util::sync::CancellationToken;
 
 use self::{correction::Correction, metrics::HandlerMetrics, pass::Pass};
-
-/// The pod label users (and alerts) can select on.
-pub const EXEC_FORMAT_ERROR_LABEL: &str = "multiarch.openshift.io/exec-format-error";
-const ARCH_LABEL: &str = "kubernetes.io/arch";
+pub use multiarch_crd::names::EXEC_FORMAT_ERROR_LABEL;
+use multiarch_crd::names::NODE_ARCH_LABEL;
 
 #[derive(Clone, Debug)]
 pub struct HandlerOptions {

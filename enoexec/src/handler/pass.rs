@@ -16,7 +16,7 @@ use multiarch_runtime::event_recorder::{Severity, pod_reference};
 use tracing::{info, warn};
 
 use super::{
-    ARCH_LABEL, EXEC_FORMAT_ERROR_LABEL, HandlerContext,
+    EXEC_FORMAT_ERROR_LABEL, HandlerContext, NODE_ARCH_LABEL,
     message::{Failure, REASON, message},
 };
 
@@ -58,7 +58,7 @@ impl HandlerContext {
         let Some(node) = nodes.get_opt(&node_name).await? else {
             return self.discard(&objects, name, "node_gone").await;
         };
-        let node_arch = node.labels().get(ARCH_LABEL).cloned().or_else(|| {
+        let node_arch = node.labels().get(NODE_ARCH_LABEL).cloned().or_else(|| {
             node.status
                 .as_ref()?
                 .node_info

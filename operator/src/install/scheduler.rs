@@ -10,6 +10,7 @@ use super::{
         Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
     },
 };
+pub use multiarch_crd::names::PREVIOUS_SCHEDULER_NAMES;
 
 const METRICS_PORT: u16 = 10259;
 
@@ -44,11 +45,6 @@ pub fn scheduler_access(settings: &Settings, scheduler_name: &str) -> Vec<Value>
     objects.extend(lease_role(settings, SCHEDULER, scheduler_name));
     objects
 }
-
-/// The Deployment's annotation listing the names the scheduler placed before a rename
-/// (most recent first): pods may still wait under them, and are recreated once the
-/// renamed scheduler runs.
-pub const PREVIOUS_SCHEDULER_NAMES: &str = "multiarch.openshift.io/previous-scheduler-names";
 
 /// Names a rename remembers.
 pub const MAX_PREVIOUS_SCHEDULER_NAMES: usize = 4;

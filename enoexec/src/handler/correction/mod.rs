@@ -37,11 +37,11 @@ use self::{
     metrics::CorrectionMetrics,
     verdict::{Controller, Facts, JudgedImage, NotCorrected, decide, lacking},
 };
+use multiarch_crd::names::NODE_ARCH_LABEL;
 
 pub use multiarch_crd::names::LABEL_MISPLACED as MISPLACED_LABEL;
 pub const EVICTED_REASON: &str = "MisplacedPodEvicted";
 pub const NOT_CORRECTED_REASON: &str = "MisplacedPodNotCorrected";
-const ARCH_LABEL: &str = "kubernetes.io/arch";
 
 /// What one look at a pod came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,7 +153,7 @@ impl Correction {
             .filter_map(|n| {
                 Some((
                     n.metadata.name.clone()?,
-                    n.labels().get(ARCH_LABEL)?.clone(),
+                    n.labels().get(NODE_ARCH_LABEL)?.clone(),
                 ))
             })
             .collect();
@@ -199,7 +199,7 @@ impl Correction {
             nodes
                 .items
                 .iter()
-                .filter_map(|n| n.labels().get(ARCH_LABEL)),
+                .filter_map(|n| n.labels().get(NODE_ARCH_LABEL)),
         ))
     }
 
