@@ -111,6 +111,24 @@ pub struct ContainerPlatforms<'a> {
     pub platforms: &'a [Platform],
 }
 
+/// [`compatible_platforms`] of the containers whose images confine the pod, given each
+/// container's image platforms or `None` for an image that confines nothing (an OLM
+/// bundle image: data, never executed); `None` when no image confines anything.
+pub fn compatible_platforms_of(
+    per_container: &[(String, Option<Vec<Platform>>)],
+) -> Option<Vec<Platform>> {
+    let containers: Vec<ContainerPlatforms<'_>> = per_container
+        .iter()
+        .filter_map(|(container, platforms)| {
+            Some(ContainerPlatforms {
+                container,
+                platforms: platforms.as_ref()?,
+            })
+        })
+        .collect();
+    (!containers.is_empty()).then(|| compatible_platforms(&containers))
+}
+
 /// The platforms every container of a pod can run on, sorted and deduplicated: a node is
 /// compatible with the pod when its platform is in this set (see [`Platform::runs_on`]).
 ///
@@ -238,6 +256,40 @@ mod tests {
             })
             .collect();
         compatible_platforms(&containers)
+    }
+
+    #[test]
+    fn an_image_that_confines_nothing_leaves_the_others_to_decide() {
+        let linux = |a: &str| Platform::linux(a);
+        let per_container =
+            |entries: &[(&str, Option<&[&str]>)]| -> Vec<(String, Option<Vec<Platform>>)> {
+                entries
+                    .iter()
+                    .map(|(c, p)| {
+                        (
+                            (*c).to_owned(),
+                            p.map(|p| p.iter().map(|a| linux(a)).collect()),
+                        )
+                    })
+                    .collect()
+            };
+        let app_and_bundle = per_container(&[
+            ("app", Some(&["amd64", "arm64"][..])),
+            ("bundle", None),
+            ("sidecar", Some(&["arm64", "s390x"][..])),
+        ]);
+        assert_eq!(
+            compatible_platforms_of(&app_and_bundle),
+            Some(vec![linux("arm64")])
+        );
+        assert_eq!(
+            compatible_platforms_of(&per_container(&[("bundle", None)])),
+            None
+        );
+        assert_eq!(compatible_platforms_of(&[]), None);
+        let nothing_in_common =
+            per_container(&[("a", Some(&["amd64"][..])), ("b", Some(&["arm64"][..]))]);
+        assert_eq!(compatible_platforms_of(&nothing_in_common), Some(vec![]));
     }
 
     #[test]

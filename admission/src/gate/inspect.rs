@@ -4,10 +4,7 @@
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_inspector::InspectRequest;
-use multiarch_policy::{
-    platform::{ContainerPlatforms, compatible_platforms},
-    pod_images::PodImages,
-};
+use multiarch_policy::{platform::compatible_platforms_of, pod_images::PodImages};
 
 use super::{context::GateContext, process::Inspection};
 
@@ -45,17 +42,8 @@ pub(super) async fn inspect(context: &GateContext, pod: &Pod) -> Inspection {
         }
     };
     // A bundle image confines nothing: the other images decide.
-    let containers: Vec<ContainerPlatforms<'_>> = per_image
-        .iter()
-        .filter_map(|(container, platforms)| {
-            Some(ContainerPlatforms {
-                container,
-                platforms: platforms.as_ref()?,
-            })
-        })
-        .collect();
-    if containers.is_empty() {
-        return Inspection::Anywhere;
+    match compatible_platforms_of(&per_image) {
+        Some(platforms) => Inspection::Compatible(platforms),
+        None => Inspection::Anywhere,
     }
-    Inspection::Compatible(compatible_platforms(&containers))
 }

@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_inspector::{ImageInspector, InspectRequest};
 use multiarch_policy::{
-    platform::{ContainerPlatforms, Platform, compatible_platforms},
+    platform::{Platform, compatible_platforms_of},
     pod_images::PodImages,
 };
 use tokio::{sync::Semaphore, task::JoinSet};
@@ -132,19 +132,9 @@ impl AdmissionLookup {
             Ok(Ok(Err(e))) => Lookup::Failed(e),
             Ok(Ok(Ok(per_container))) => {
                 // A bundle image confines nothing: the other images decide.
-                let containers: Vec<ContainerPlatforms<'_>> = per_container
-                    .iter()
-                    .filter_map(|(container, platforms)| {
-                        Some(ContainerPlatforms {
-                            container,
-                            platforms: platforms.as_ref()?,
-                        })
-                    })
-                    .collect();
-                if containers.is_empty() {
-                    Lookup::Anywhere
-                } else {
-                    Lookup::Platforms(compatible_platforms(&containers))
+                match compatible_platforms_of(&per_container) {
+                    Some(platforms) => Lookup::Platforms(platforms),
+                    None => Lookup::Anywhere,
                 }
             }
         }

@@ -4,11 +4,9 @@ use serde_json::{Value, json};
 
 use super::{
     ENOEXEC_DAEMON, ENOEXEC_HANDLER, Settings,
-    inspector::{CLIENT_DIR, inspector_endpoint, mount_inspector_client},
+    inspector::inspector_client_controller,
     labels, lease_rules, rbac_pair, service_account,
-    workload::{
-        Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
-    },
+    workload::{network_policy, open_port, service},
 };
 
 const METRICS_PORT: u16 = 8080;
@@ -111,39 +109,7 @@ pub fn enoexec_handler_access(settings: &Settings) -> Vec<Value> {
 }
 
 pub fn enoexec_handler_workload(settings: &Settings) -> Vec<Value> {
-    let component = "enoexec-handler";
-    let workload = Workload {
-        name: ENOEXEC_HANDLER,
-        component,
-        args: json!([
-            "enoexec-handler",
-            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
-            format!("--inspector-tls-dir={CLIENT_DIR}"),
-            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
-            "--log-format=json"
-        ]),
-        ports: json!([{"name": "metrics", "containerPort": METRICS_PORT}]),
-        probe_port: "metrics",
-        env: downward_env(),
-    };
-    let mut deployment = deployment(settings, &workload);
-    mount_inspector_client(&mut deployment);
-    vec![
-        deployment,
-        service(
-            settings,
-            ENOEXEC_HANDLER,
-            component,
-            json!([{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
-        ),
-        disruption_budget(settings, ENOEXEC_HANDLER, component),
-        network_policy(
-            settings,
-            ENOEXEC_HANDLER,
-            component,
-            json!([open_port(METRICS_PORT)]),
-        ),
-    ]
+    inspector_client_controller(settings, ENOEXEC_HANDLER, "enoexec-handler")
 }
 
 /// BPF and PERFMON always; SYS_RESOURCE (RLIMIT_MEMLOCK, kernels before 5.11) when asked:

@@ -4,7 +4,10 @@ use serde_json::{Value, json};
 
 use super::{
     INSPECTOR, Settings, rbac_pair, service_account,
-    workload::{Workload, deployment, disruption_budget, network_policy, open_port, push, service},
+    workload::{
+        Workload, deployment, disruption_budget, downward_env, network_policy, open_port, push,
+        service,
+    },
 };
 
 /// The gRPC port the scheduler, the webhook, the gate controller and the handler call.
@@ -113,6 +116,40 @@ pub fn inspector_endpoint(settings: &Settings) -> String {
 /// The names in the inspector's serving certificate: its Service.
 pub fn inspector_dns_names(settings: &Settings) -> Vec<String> {
     super::operator::dns_names(INSPECTOR, &settings.namespace)
+}
+
+/// A leader-elected controller that calls the inspector (the gate controller, the
+/// ENoExec handler; `component` is also its subcommand): its Deployment with the
+/// inspector's client certificate mounted, its metrics Service, disruption budget and
+/// network policy.
+pub fn inspector_client_controller(settings: &Settings, name: &str, component: &str) -> Vec<Value> {
+    let workload = Workload {
+        name,
+        component,
+        args: json!([
+            component,
+            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
+            format!("--inspector-tls-dir={CLIENT_DIR}"),
+            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
+            "--log-format=json"
+        ]),
+        ports: json!([{"name": "metrics", "containerPort": METRICS_PORT}]),
+        probe_port: "metrics",
+        env: downward_env(),
+    };
+    let mut deployment = deployment(settings, &workload);
+    mount_inspector_client(&mut deployment);
+    vec![
+        deployment,
+        service(
+            settings,
+            name,
+            component,
+            json!([{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+        ),
+        disruption_budget(settings, name, component),
+        network_policy(settings, name, component, json!([open_port(METRICS_PORT)])),
+    ]
 }
 
 /// Gives a client's Deployment the certificate it presents to the inspector, mounted
