@@ -7,6 +7,7 @@ pub mod backoff;
 pub mod bounded_server;
 pub mod client;
 pub mod controller;
+pub mod draining_queue;
 pub mod event_recorder;
 pub mod https_server;
 pub mod leader_election;

@@ -9,7 +9,7 @@ use kube::{
 };
 use multiarch_crd::{ENoExecEvent, ENoExecEventSpec, ENoExecEventStatus};
 use multiarch_ebpf::cri::ContainerInfo;
-use multiarch_runtime::{backoff::Backoff, rate_limit::TokenBucket};
+use multiarch_runtime::{backoff::Backoff, draining_queue::DrainingQueue, rate_limit::TokenBucket};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -21,7 +21,7 @@ pub(super) async fn write_loop(
     client: kube::Client,
     options: DaemonOptions,
     metrics: DaemonMetrics,
-    mut rx: mpsc::Receiver<LocatedFailure>,
+    rx: mpsc::Receiver<LocatedFailure>,
     shutdown: CancellationToken,
 ) -> Result<(), std::convert::Infallible> {
     let api: Api<ENoExecEvent> = Api::namespaced(client, &options.namespace);
@@ -30,25 +30,12 @@ pub(super) async fn write_loop(
         options.retry_backoff,
         options.retry_backoff.saturating_mul(1 << WRITE_ATTEMPTS),
     );
-    let mut closing = false;
-    loop {
-        let report = if closing {
-            rx.recv().await
-        } else {
-            tokio::select! {
-                () = shutdown.cancelled() => {
-                    rx.close();
-                    closing = true;
-                    continue;
-                }
-                report = rx.recv() => report,
-            }
-        };
-        let Some(report) = report else {
-            return Ok(());
-        };
+    // On shutdown what the queue holds is still written.
+    let mut queue = DrainingQueue::new(rx, shutdown);
+    while let Some(report) = queue.next().await {
         write_with_retries(&api, &options.node_name, &report, &bucket, retry, &metrics).await;
     }
+    Ok(())
 }
 
 async fn write_with_retries(

@@ -12,6 +12,7 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use multiarch_runtime::{
+    draining_queue::DrainingQueue,
     event_recorder::{EventRecorder, Severity, pod_reference},
     rate_limit::TokenBucket,
     supervisor::Tasks,
@@ -167,7 +168,7 @@ impl PodReports {
     /// Writes what is queued in order; once `shutdown` is cancelled, what is left, then
     /// returns.
     async fn write_queued(
-        mut rx: mpsc::Receiver<Queued>,
+        rx: mpsc::Receiver<Queued>,
         client: kube::Client,
         events: EventRecorder,
         shutdown: CancellationToken,
@@ -176,21 +177,9 @@ impl PodReports {
     ) {
         {
             // On shutdown the queue is closed and what it holds is still written.
-            let mut closing = false;
+            let mut queue = DrainingQueue::new(rx, shutdown);
             loop {
-                let report = if closing {
-                    rx.recv().await
-                } else {
-                    tokio::select! {
-                        () = shutdown.cancelled() => {
-                            rx.close();
-                            closing = true;
-                            continue;
-                        }
-                        report = rx.recv() => report,
-                    }
-                };
-                let report = match report {
+                let report = match queue.next().await {
                     None => return,
                     Some(Queued::Flush(done)) => {
                         let _ = done.send(());
