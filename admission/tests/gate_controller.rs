@@ -132,14 +132,14 @@ async fn gated_pods_get_the_architecture_affinity_and_lose_the_gate() {
         pod["metadata"]["labels"]["multiarch.openshift.io/single-arch"],
         ""
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let r = reasons(&server, "web");
-    assert!(
+    // The pass publishes its events after it ungated the pod.
+    eventually("MTO's three events", || {
+        let r = reasons(&server, "web");
         r.contains(&"ArchAwareSchedGateAdded".to_owned())
             && r.contains(&"ArchAwarePredicateSet".to_owned())
-            && r.contains(&"ArchAwareSchedGateRemovalSuccess".to_owned()),
-        "{r:?}"
-    );
+            && r.contains(&"ArchAwareSchedGateRemovalSuccess".to_owned())
+    })
+    .await;
 
     server.apply(
         "pods",
@@ -444,13 +444,14 @@ async fn failed_configuration_reads_keep_the_gate_until_the_configuration_is_rea
         "the gate was removed while the configuration could not be read: {pod}"
     );
     assert!(pod["spec"]["affinity"].is_null(), "{pod}");
-    let notes = messages(&server, "web", "ArchAwareConfigurationUnreadable");
-    assert!(
-        notes.iter().any(|n| n.starts_with(
-            "cannot read the placement configuration (attempt 1 of 1000; the gate stays until it is read)"
-        )),
-        "{notes:?}"
-    );
+    eventually("the unreadable configuration told on the pod", || {
+        messages(&server, "web", "ArchAwareConfigurationUnreadable")
+            .iter()
+            .any(|n| n.starts_with(
+                "cannot read the placement configuration (attempt 1 of 1000; the gate stays until it is read)"
+            ))
+    })
+    .await;
 
     server.clear_faults();
     let pod = ungated(&server, "web").await;
@@ -483,6 +484,10 @@ async fn after_the_attempts_the_pod_goes_on_with_its_images_architectures_only()
         pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
             .is_null()
     );
+    eventually("the event of placing without configuration", || {
+        !messages(&server, "web", "ArchAwarePlacedWithoutConfiguration").is_empty()
+    })
+    .await;
     let notes = messages(&server, "web", "ArchAwarePlacedWithoutConfiguration");
     assert_eq!(
         notes,
@@ -594,11 +599,16 @@ async fn architecture_rules_decide_gated_pods_without_inspection() {
         pod["metadata"]["labels"]["multiarch.openshift.io/node-affinity"],
         "set"
     );
-    assert!(!reasons(&server, "pg-0").contains(&"ArchAwareInspectionError".to_owned()));
+    // The pass publishes its events after it ungated the pod.
+    eventually("the rule's event", || {
+        !messages(&server, "pg-0", "ArchAwarePredicateSet").is_empty()
+    })
+    .await;
     assert_eq!(
         messages(&server, "pg-0", "ArchAwarePredicateSet"),
         ["Set the supported architectures to {ppc64le} by rule \"db\" of PodPlacementConfig tiers"]
     );
+    assert!(!reasons(&server, "pg-0").contains(&"ArchAwareInspectionError".to_owned()));
 
     // A rule against the images (amd64 only): ungated on it, then warned about.
     server.apply("pods", gated("armed", &["amd:1"], json!({"tier": "arm"})));

@@ -26,7 +26,9 @@ impl<T> DrainingQueue<T> {
             if self.closing {
                 return self.rx.recv().await;
             }
+            // Shutdown first: from then on nothing new is accepted.
             tokio::select! {
+                biased;
                 () = self.shutdown.cancelled() => {
                     self.rx.close();
                     self.closing = true;
