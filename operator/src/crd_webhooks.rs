@@ -14,14 +14,14 @@ use axum::{
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::post,
 };
 use kube::{Api, ResourceExt, api::ListParams};
 use multiarch_crd::{
     CelArchitecturePlacement, PodPlacementConfig, cel_architecture_placement::rule_errors,
     conversion, label_selector,
 };
-use multiarch_runtime::serving_cert::ReloadingCert;
+use multiarch_runtime::{ops_server::health_routes, serving_cert::ReloadingCert};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tracing::{debug, warn};
@@ -50,10 +50,10 @@ pub fn router(state: AdmissionState) -> Router {
             post(validate_cluster_config).layer(limit),
         )
         .route(VALIDATE_PPC_PATH, post(validate_pod_config).layer(limit))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(health_routes(state.registry.clone(), move || {
+            (!state.serving.is_set()).then_some("no serving certificate yet (the leader writes it)")
+        }))
 }
 
 fn json_response(value: &Value) -> Response {
@@ -247,22 +247,6 @@ async fn validate_pod_config(State(state): State<AdmissionState>, body: Bytes) -
 }
 
 /// Ready once a serving certificate is in place.
-async fn ready(State(state): State<AdmissionState>) -> Response {
-    if state.serving.is_set() {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no serving certificate yet (the leader writes it)",
-        )
-            .into_response()
-    }
-}
-
-async fn metrics(State(state): State<AdmissionState>) -> Response {
-    multiarch_runtime::ops_server::metrics_response(&state.registry)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,6 @@ use std::{
 
 use axum::{
     Router,
-    extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
     routing::get,
@@ -41,15 +40,34 @@ pub struct OpsState {
 }
 
 pub fn router(state: OpsState) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .with_state(state)
+    let ready = state.ready;
+    health_routes(state.registry, move || {
+        (!ready.load(Ordering::Relaxed)).then_some("not ready")
+    })
 }
 
-async fn metrics(State(state): State<OpsState>) -> Response {
-    metrics_response(&state.registry)
+/// `/metrics` (from `registry`), `/healthz` and `/readyz` (503 with the reason
+/// `not_ready` gives, 200 when it gives none): the operations endpoint, or the same
+/// routes beside a role's own on its serving port (the webhooks).
+pub fn health_routes(
+    registry: Arc<Registry>,
+    not_ready: impl Fn() -> Option<&'static str> + Clone + Send + Sync + 'static,
+) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || std::future::ready(metrics_response(&registry))),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                std::future::ready(match not_ready() {
+                    None => (StatusCode::OK, "ready"),
+                    Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+                })
+            }),
+        )
 }
 
 /// The registry in Prometheus/OpenMetrics text, for every role's `/metrics`.
@@ -71,14 +89,6 @@ pub fn metrics_response(registry: &Registry) -> Response {
             e.to_string(),
         )
             .into_response(),
-    }
-}
-
-async fn readyz(State(state): State<OpsState>) -> impl IntoResponse {
-    if state.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
     }
 }
 

@@ -12,9 +12,10 @@ use axum::{
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::post,
 };
 use multiarch_crd::PlacementMode;
+use multiarch_runtime::ops_server::health_routes;
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
 use serde_json::Value;
@@ -102,10 +103,15 @@ pub fn router(state: WebhookState) -> Router {
             post(|state, body| mutate(state, body, Some(PlacementMode::SchedulingGate)))
                 .layer(limit),
         )
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(health_routes(state.registry.clone(), move || {
+            let known = state
+                .config
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .known;
+            (!known).then_some("the placement configuration has not been read yet")
+        }))
 }
 
 /// The largest AdmissionReview read (refused with 413 beyond it, while it streams): a pod
@@ -173,27 +179,6 @@ async fn mutate(
 }
 
 /// Ready once the mode is known, so the Service sends no review before.
-async fn ready(State(state): State<WebhookState>) -> Response {
-    let known = state
-        .config
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .known;
-    if known {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the placement configuration has not been read yet",
-        )
-            .into_response()
-    }
-}
-
-async fn metrics(State(state): State<WebhookState>) -> Response {
-    multiarch_runtime::ops_server::metrics_response(&state.registry)
-}
-
 pub use multiarch_runtime::https_server::{ServerLimits, bind};
 
 /// Serves the webhook on `listener` until `shutdown` is cancelled, then for the limits'
