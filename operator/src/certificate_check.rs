@@ -19,21 +19,27 @@ use crate::{
 
 /// Every replica: loads the operator's serving certificate every `period` until `stop`.
 pub async fn follow(context: Arc<OperatorContext>, period: Duration, stop: CancellationToken) {
-    loop {
+    every(period, &stop, || async {
         if let Err(e) = context.authority.follow(&context.serving).await {
             warn!(error = %e, "cannot read the operator's serving certificate");
         }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
-    }
+    })
+    .await;
 }
 
 /// The leader: checks (and renews) every certificate every `period` until `stop`.
 pub async fn keep(context: Arc<OperatorContext>, period: Duration, stop: CancellationToken) {
+    every(period, &stop, || check(&context)).await;
+}
+
+/// Runs `work` now and then every `period` after it ends, until `stop`.
+async fn every<F, Fut>(period: Duration, stop: &CancellationToken, mut work: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     loop {
-        check(&context).await;
+        work().await;
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(period) => {}

@@ -2,7 +2,7 @@
 //! events, metrics and the drain clocks.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -151,14 +151,15 @@ impl OperatorContext {
 
     /// The nodes' architectures, sorted.
     pub fn architectures(&self) -> Vec<String> {
-        let mut archs: Vec<String> = self
-            .nodes
-            .state()
-            .iter()
-            .filter_map(|n| n.metadata.labels.as_ref()?.get(NODE_ARCH_LABEL).cloned())
-            .collect();
-        archs.sort();
-        archs.dedup();
-        archs
+        node_architectures(&self.nodes).into_iter().collect()
     }
+}
+
+/// The set of architectures the nodes in `nodes` have.
+pub fn node_architectures(nodes: &Store<PartialObjectMeta<Node>>) -> BTreeSet<String> {
+    nodes
+        .state()
+        .iter()
+        .filter_map(|n| n.metadata.labels.as_ref()?.get(NODE_ARCH_LABEL).cloned())
+        .collect()
 }

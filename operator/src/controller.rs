@@ -23,7 +23,7 @@ use kube::{
 };
 use multiarch_crd::{
     ClusterPodPlacementConfig, PodPlacementConfig,
-    names::{LABEL_MISPLACED, NODE_ARCH_LABEL, SINGLETON_NAME},
+    names::{LABEL_MISPLACED, SINGLETON_NAME},
 };
 use multiarch_runtime::{
     backoff::Backoff,
@@ -34,8 +34,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::{
-    apply::MANAGED_BY, context::OperatorContext, install::SERVICE_MONITOR_CRD,
-    reconcile::reconcile, step::ReconcileError,
+    apply::MANAGED_BY,
+    context::{OperatorContext, node_architectures},
+    install::SERVICE_MONITOR_CRD,
+    reconcile::reconcile,
+    step::ReconcileError,
 };
 
 /// How long a burst of changes is waited out before the one pass it causes.
@@ -146,11 +149,7 @@ fn architecture_changes(
     .filter_map(move |change| {
         let changed = match change {
             Ok(_) => {
-                let now: BTreeSet<String> = store
-                    .state()
-                    .iter()
-                    .filter_map(|n| n.metadata.labels.as_ref()?.get(NODE_ARCH_LABEL).cloned())
-                    .collect();
+                let now = node_architectures(&store);
                 let changed = now != seen;
                 seen = now;
                 changed
