@@ -4,6 +4,7 @@
 
 use base64::Engine;
 use multiarch_crd::{ClusterPodPlacementConfigSpec, names::SINGLETON_NAME};
+use multiarch_flags::FlagsError;
 use serde_json::{Value, json};
 
 use crate::{
@@ -86,15 +87,15 @@ pub struct OptionalApis {
 
 /// The objects, in the order they are applied: access first, then the workloads, the
 /// webhook configuration (its components are up by then) and the webhook's certificate.
-pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
+pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
     let s = wanted.settings;
     let scheduler_name = wanted.spec.placement_or_default().scheduler_name;
     let mut access = install::inspector_access(s);
     access.extend(install::webhook_access(s));
     access.extend(install::gate_controller_access(s));
-    let mut workloads = install::inspector_workload(s);
-    workloads.extend(install::webhook_workload(s));
-    workloads.extend(install::gate_controller_workload(s));
+    let mut workloads = install::inspector_workload(s)?;
+    workloads.extend(install::webhook_workload(s)?);
+    workloads.extend(install::gate_controller_workload(s)?);
     let mut monitors = vec![
         install::service_monitor(s, install::INSPECTOR, "inspector"),
         install::service_monitor(s, install::GATE_CONTROLLER, "gate-controller"),
@@ -106,12 +107,12 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
             s,
             &scheduler_name,
             wanted.previous_scheduler_names,
-        ));
+        )?);
         monitors.push(install::service_monitor(s, install::SCHEDULER, "scheduler"));
     }
     if wanted.plan.enoexec_daemon {
         access.extend(install::enoexec_daemon_access(s));
-        workloads.extend(install::enoexec_daemon_workload(s));
+        workloads.extend(install::enoexec_daemon_workload(s)?);
         monitors.push(install::service_monitor(
             s,
             install::ENOEXEC_DAEMON,
@@ -120,7 +121,7 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
     }
     if wanted.plan.enoexec_handler {
         access.extend(install::enoexec_handler_access(s));
-        workloads.extend(install::enoexec_handler_workload(s));
+        workloads.extend(install::enoexec_handler_workload(s)?);
         monitors.push(install::service_monitor(
             s,
             install::ENOEXEC_HANDLER,
@@ -165,14 +166,15 @@ pub fn objects(wanted: &Wanted<'_>) -> Vec<Value> {
         "kubernetes.io/tls",
         wanted.webhook_tls,
     ));
-    all.into_iter()
+    Ok(all
+        .into_iter()
         .map(|o| owned(o, Some(wanted.owner)))
-        .collect()
+        .collect())
 }
 
 /// Every object the operator may install with `settings` on a cluster serving `apis`:
 /// what it removes when a plan no longer wants it, and at uninstall.
-pub fn every_key(settings: &Settings, apis: OptionalApis) -> Vec<ObjectKey> {
+pub fn every_key(settings: &Settings, apis: OptionalApis) -> Result<Vec<ObjectKey>, FlagsError> {
     let plan = Plan {
         scheduler: true,
         enoexec_daemon: true,
@@ -193,10 +195,10 @@ pub fn every_key(settings: &Settings, apis: OptionalApis) -> Vec<ObjectKey> {
         apis,
         previous_scheduler_names: &[],
     };
-    let mut keys: Vec<ObjectKey> = objects(&wanted).iter().map(ObjectKey::of).collect();
+    let mut keys: Vec<ObjectKey> = objects(&wanted)?.iter().map(ObjectKey::of).collect();
     keys.sort();
     keys.dedup();
-    keys
+    Ok(keys)
 }
 
 /// A certificate multiarch's CA signs: the Secret it is kept in, the names it is for,
@@ -300,7 +302,8 @@ mod tests {
             inspector_client_tls: &SecretData::from([("tls.crt".into(), b"c".to_vec())]),
             apis: OptionalApis::default(),
             previous_scheduler_names: &[],
-        });
+        })
+        .unwrap();
         let kinds: Vec<&str> = objects
             .iter()
             .map(|o| o["kind"].as_str().unwrap())
@@ -337,7 +340,7 @@ mod tests {
                 assert!(position("Secret", secret) < position("Deployment", deployment));
             }
         }
-        let keys = every_key(&settings, OptionalApis::default());
+        let keys = every_key(&settings, OptionalApis::default()).unwrap();
         assert!(keys.contains(&webhook_configuration_key()));
         assert!(keys.iter().any(|k| k.kind == "DaemonSet"));
     }
@@ -384,14 +387,15 @@ mod tests {
     #[test]
     fn kinds_the_cluster_does_not_serve_are_never_keys() {
         let settings = Settings::default();
-        let without = every_key(&settings, OptionalApis::default());
+        let without = every_key(&settings, OptionalApis::default()).unwrap();
         assert!(!without.iter().any(|k| k.kind == "ServiceMonitor"));
         let with = every_key(
             &settings,
             OptionalApis {
                 service_monitors: true,
             },
-        );
+        )
+        .unwrap();
         let monitors: Vec<&ObjectKey> =
             with.iter().filter(|k| k.kind == "ServiceMonitor").collect();
         assert_eq!(monitors.len(), 6, "{monitors:?}");

@@ -56,6 +56,18 @@ pub async fn apply(
         apis: operands.apis,
         previous_scheduler_names: operands.previous_scheduler_names,
     });
+    // Nothing is written or deleted without the whole set: a missing operand would be
+    // read as one to remove.
+    let Some(objects) = failures.keep(ctx, "write the operands' flags", objects) else {
+        return;
+    };
+    let Some(every_key) = failures.keep(
+        ctx,
+        "list the operands",
+        every_key(&ctx.settings, operands.apis),
+    ) else {
+        return;
+    };
     let selector_errors = cppc
         .spec
         .namespace_selector
@@ -109,7 +121,7 @@ pub async fn apply(
             }
         }
     }
-    for key in every_key(&ctx.settings, operands.apis) {
+    for key in every_key {
         if !wanted.contains(&key) {
             let deleted = delete(ctx, &key).await;
             failures.keep(ctx, "delete an operand", deleted);

@@ -8,7 +8,9 @@
 //! admission, or recreated by the operator from a journaled copy. Admission then routes
 //! it to the new name.
 
+use multiarch_flags::{SchedulerArgs, parse_known_argv};
 use serde_json::Value;
+use tracing::warn;
 
 use crate::{
     apply::ObjectKey,
@@ -39,14 +41,21 @@ pub async fn deployed(ctx: &OperatorContext) -> Result<Option<DeployedScheduler>
 }
 
 fn read(deployment: &Value) -> DeployedScheduler {
-    let name = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .find_map(|a| a.strip_prefix("--scheduler-name="))
-        .unwrap_or(multiarch_crd::names::DEFAULT_SCHEDULER_NAME)
-        .to_owned();
+        .collect();
+    // Read as the scheduler reads it; flags another version wrote and this one does not
+    // know are left out, not a reason to lose the name.
+    let name = match parse_known_argv::<SchedulerArgs>(&args) {
+        Ok(flags) => flags.scheduler_name,
+        Err(error) => {
+            warn!(%error, "cannot read the scheduler Deployment's args: taking the default scheduler name");
+            multiarch_crd::names::DEFAULT_SCHEDULER_NAME.to_owned()
+        }
+    };
     let previous = deployment["metadata"]["annotations"][PREVIOUS_SCHEDULER_NAMES]
         .as_str()
         .unwrap_or_default()
@@ -142,7 +151,10 @@ mod tests {
         assert_eq!(previous_names(Some(&renamed), "c"), ["b", "a"]);
         // Back to an old name: it is no longer a previous one.
         assert_eq!(previous_names(Some(&renamed), "a"), ["b"]);
-        let many = read(&deployment(&["--scheduler-name=f"], Some("e,d,c,b,a")));
+        let many = read(&deployment(
+            &["scheduler", "--scheduler-name=f"],
+            Some("e,d,c,b,a"),
+        ));
         assert_eq!(previous_names(Some(&many), "g"), ["f", "e", "d", "c"]);
         assert!(previous_names(None, "a").is_empty());
         // Without the flag, the default name.
@@ -150,5 +162,8 @@ mod tests {
             read(&deployment(&["scheduler"], None)).name,
             "multiarch-scheduler"
         );
+        // Written by another version, with a flag this one does not know.
+        let other_version = ["scheduler", "--a-later-flag=1", "--scheduler-name=later"];
+        assert_eq!(read(&deployment(&other_version, None)).name, "later");
     }
 }

@@ -40,6 +40,8 @@ pub enum ReconcileError {
     Certificate(#[from] CertificateError),
     #[error(transparent)]
     Drain(#[from] DrainError),
+    #[error(transparent)]
+    Flags(#[from] multiarch_flags::FlagsError),
     #[error("cannot {what}: {source}")]
     Api {
         what: &'static str,

@@ -146,7 +146,7 @@ pub async fn run(
 
     let apis = observe::optional_apis(&ctx.client).await?;
     // The daemon first: no new reports while the handler drains the old ones.
-    for key in every_key(&ctx.settings, apis)
+    for key in every_key(&ctx.settings, apis)?
         .into_iter()
         .filter(|k| k.kind == "DaemonSet")
     {
@@ -174,7 +174,7 @@ pub async fn run(
         .await;
     }
 
-    for key in every_key(&ctx.settings, apis) {
+    for key in every_key(&ctx.settings, apis)? {
         delete(ctx, &key).await?;
     }
     finalizers::set(ctx, cppc, &[(FINALIZER, false)]).await?;

@@ -9,7 +9,7 @@ use multiarch_operator::install as manifests;
 
 #[test]
 fn checked_in_manifests_match_the_code() {
-    let folders = manifests::folders();
+    let folders = manifests::folders().unwrap();
     assert!(folders.len() >= 5);
     for (name, files) in &folders {
         in_sync(name, files);
@@ -61,6 +61,7 @@ fn the_webhook_fails_open_and_never_sees_system_namespaces() {
 
 fn folder(name: &str) -> manifests::Files {
     manifests::folders()
+        .unwrap()
         .into_iter()
         .find(|(n, _)| *n == name)
         .unwrap()

@@ -18,7 +18,7 @@ fn the_readme_rbac_table_matches_the_roles() {
         .find(END)
         .expect("the RBAC table has no end marker")
         + start;
-    let expected = rbac_table();
+    let expected = rbac_table().unwrap();
     assert!(
         readme[start..end].trim() == expected.trim(),
         "the README's RBAC table differs from the roles; put this between its markers:\n{expected}"

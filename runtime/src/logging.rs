@@ -6,14 +6,15 @@ use tracing_subscriber::{EnvFilter, Registry, fmt, prelude::*, reload};
 /// `logVerbosity`), unless `RUST_LOG` pins it.
 pub type FilterHandle = reload::Handle<EnvFilter, Registry>;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
     Json,
 }
 
 /// Logging flags shared by the long-running roles.
-#[derive(Debug, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args, serde::Serialize)]
 pub struct LogArgs {
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "MULTIARCH_LOG_FORMAT")]
     pub log_format: LogFormat,

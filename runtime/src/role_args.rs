@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// How a role reaches the API server.
-#[derive(Clone, Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, PartialEq, clap::Args, serde::Serialize)]
 pub struct ClientArgs {
     /// kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster config.
     #[arg(long, env = "KUBECONFIG")]
@@ -26,7 +26,7 @@ impl ClientArgs {
 }
 
 /// Where the operations endpoint (`/metrics`, `/healthz`, `/readyz`) listens.
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args, serde::Serialize)]
 pub struct OpsArgs {
     /// Metrics and health listen address (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:8080", env = "MULTIARCH_METRICS_ADDR")]
@@ -34,7 +34,7 @@ pub struct OpsArgs {
 }
 
 /// Leader election: one replica works, the others stand by (client-go's timing).
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args, serde::Serialize)]
 pub struct LeaseArgs {
     /// Run leader election (needed with more than one replica).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "MULTIARCH_LEADER_ELECT")]
@@ -42,14 +42,17 @@ pub struct LeaseArgs {
 
     /// How long a standby waits after the leader's last renewal before it takes over.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[serde(serialize_with = "duration_flag")]
     pub lease_duration: Duration,
 
     /// How long the leader goes on failing to renew before it stops working.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[serde(serialize_with = "duration_flag")]
     pub renew_deadline: Duration,
 
     /// How often the leader renews and a standby tries.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[serde(serialize_with = "duration_flag")]
     pub retry_period: Duration,
 }
 
@@ -87,6 +90,15 @@ impl LeaseArgs {
         election.validate()?;
         Ok(Some(election))
     }
+}
+
+/// Serialises a duration as its flag reads it (`90s`, `1m 30s`: humantime's form), for
+/// the operator writing a role's flags (`multiarch_flags::to_argv`).
+pub fn duration_flag<S: serde::Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&humantime::format_duration(*duration))
 }
 
 /// This replica's name in Leases and events: its pod's name, else `role`.

@@ -13,9 +13,10 @@ use std::{
 use regex::Regex;
 
 /// The crates whose sources are checked (the test-support crates under tests/ are not).
-const CRATES: [&str; 12] = [
+const CRATES: [&str; 13] = [
     "crd",
     "policy",
+    "flags",
     "plugins",
     "inspector",
     "runtime",
@@ -362,5 +363,27 @@ fn the_policy_users_depend_on_no_scheduler_model() {
                 "{package} depends on {model}"
             );
         }
+    }
+}
+
+/// The operator writes each role's flags from their one definition (`multiarch-flags`),
+/// which compiles none of the roles' code.
+#[test]
+fn the_role_flags_are_shared_without_the_roles() {
+    assert!(runtime_dependencies("multiarch-operator").contains("multiarch-flags"));
+    assert!(runtime_dependencies("multiarch").contains("multiarch-flags"));
+    let dependencies = runtime_dependencies("multiarch-flags");
+    for role in [
+        "multiarch-scheduler",
+        "multiarch-plugins",
+        "multiarch-admission",
+        "multiarch-inspector",
+        "multiarch-enoexec",
+        "multiarch-operator",
+    ] {
+        assert!(
+            !dependencies.contains(role),
+            "multiarch-flags depends on {role}"
+        );
     }
 }

@@ -172,7 +172,8 @@ fn every_workload_the_operator_writes_parses_with_this_binary() {
             service_monitors: true,
         },
         previous_scheduler_names: &["multiarch-scheduler".into()],
-    });
+    })
+    .unwrap();
     let found: Vec<_> = objects
         .iter()
         .flat_map(|o| workload_args(o, "operator"))

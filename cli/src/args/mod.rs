@@ -1,5 +1,6 @@
-//! Command-line interface: the command tree here, each role's flags in `roles`, the
-//! local commands' (simulate, bench, inspect, audit, generators) in `local`.
+//! Command-line interface: the command tree here, the local commands' flags (simulate,
+//! bench, inspect, audit, generators) in `local`, each cluster role's in
+//! `multiarch_flags`, where the operator writes them from.
 
 #[cfg(all(
     test,
@@ -13,13 +14,13 @@
 ))]
 mod generated_workloads;
 mod local;
-mod roles;
 
 use clap::{Parser, Subcommand};
 
 pub use self::local::*;
+// A build with only some roles reads only their flags.
 #[cfg(feature = "cluster-role")]
-pub use self::roles::*;
+pub use multiarch_flags::*;
 
 /// Architecture-aware scheduling for Kubernetes clusters with mixed CPU architectures.
 #[derive(Debug, Parser)]

@@ -8,7 +8,7 @@ use multiarch_operator::{desired::static_install_secrets, install};
 use crate::args::{CertificatesArgs, ManifestsArgs};
 
 pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
-    for (name, files) in std::iter::once(("", install::root())).chain(install::folders()) {
+    for (name, files) in std::iter::once(("", install::root())).chain(install::folders()?) {
         let dir = args.dir.join(name);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;

@@ -1,15 +1,16 @@
 //! The exec-format-error monitor: the daemon on every node and its handler.
 
+use multiarch_flags::{
+    EnoexecDaemonArgs, EnoexecHandlerArgs, FlagsError, RoleFlags, defaults, parse_argv,
+};
 use serde_json::{Value, json};
 
 use super::{
     ENOEXEC_DAEMON, ENOEXEC_HANDLER, Settings,
-    inspector::inspector_client_controller,
+    inspector::{inspector_client_controller, inspector_service},
     labels, lease_rules, rbac_pair, service_account,
-    workload::{network_policy, open_port, service},
+    workload::{OPS_PORT, all_interfaces, network_policy, open_port, role_args, service},
 };
-
-const METRICS_PORT: u16 = 8080;
 
 /// The host's `/run` inside the daemon: containerd's and CRI-O's sockets are under it, and
 /// mounting the directory (not one socket) lets one DaemonSet serve both runtimes.
@@ -67,25 +68,25 @@ pub fn enoexec_daemon_access(settings: &Settings) -> Vec<Value> {
 }
 
 /// The DaemonSet, a headless Service for its metrics and its network policy.
-pub fn enoexec_daemon_workload(settings: &Settings) -> Vec<Value> {
-    let component = "enoexec-daemon";
+pub fn enoexec_daemon_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
+    let component = EnoexecDaemonArgs::SUBCOMMAND;
     let mut metrics = service(
         settings,
         ENOEXEC_DAEMON,
         component,
-        json!([{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+        json!([{"name": "metrics", "port": OPS_PORT, "targetPort": "metrics"}]),
     );
     metrics["spec"]["clusterIP"] = json!("None");
-    vec![
-        enoexec_daemon_set(settings),
+    Ok(vec![
+        enoexec_daemon_set(settings)?,
         metrics,
         network_policy(
             settings,
             ENOEXEC_DAEMON,
             component,
-            json!([open_port(METRICS_PORT)]),
+            json!([open_port(OPS_PORT)]),
         ),
-    ]
+    ])
 }
 
 pub fn enoexec_handler_access(settings: &Settings) -> Vec<Value> {
@@ -108,8 +109,21 @@ pub fn enoexec_handler_access(settings: &Settings) -> Vec<Value> {
     objects
 }
 
-pub fn enoexec_handler_workload(settings: &Settings) -> Vec<Value> {
-    inspector_client_controller(settings, ENOEXEC_HANDLER, "enoexec-handler")
+pub fn enoexec_handler_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
+    let args = role_args(
+        defaults::<EnoexecHandlerArgs>()?,
+        &["metrics_addr"],
+        |flags| {
+            flags.inspector = inspector_service(settings);
+            flags.ops.metrics_addr = all_interfaces(OPS_PORT);
+        },
+    )?;
+    Ok(inspector_client_controller(
+        settings,
+        ENOEXEC_HANDLER,
+        EnoexecHandlerArgs::SUBCOMMAND,
+        args,
+    ))
 }
 
 /// BPF and PERFMON always; SYS_RESOURCE (RLIMIT_MEMLOCK, kernels before 5.11) when asked:
@@ -123,20 +137,28 @@ fn daemon_capabilities(settings: &Settings) -> Vec<&'static str> {
     capabilities
 }
 
-/// The daemon's runtime socket argument, volume and mount, when the settings name one.
+/// The daemon's runtime endpoint, volume and mount, when the settings name a socket.
 fn runtime_socket(settings: &Settings) -> Option<(String, Value, Value)> {
     let socket = settings.enoexec_daemon_runtime_socket.as_ref()?;
     let directory = socket.parent()?.to_str()?;
     let file = socket.file_name()?.to_str()?;
     Some((
-        format!("--runtime-endpoint=unix://{HOST_RUNTIME}/{file}"),
+        format!("unix://{HOST_RUNTIME}/{file}"),
         json!({"name": "host-runtime", "hostPath": {"path": directory, "type": "Directory"}}),
         json!({"name": "host-runtime", "mountPath": HOST_RUNTIME, "readOnly": true}),
     ))
 }
 
-fn enoexec_daemon_set(settings: &Settings) -> Value {
-    let component = "enoexec-daemon";
+fn enoexec_daemon_set(settings: &Settings) -> Result<Value, FlagsError> {
+    let component = EnoexecDaemonArgs::SUBCOMMAND;
+    let socket = runtime_socket(settings);
+    // The node's name has no default: the kubelet puts the downward API's into the argv.
+    let node = parse_argv(&[component, "--node-name=$(NODE_NAME)"])?;
+    let args = role_args::<EnoexecDaemonArgs>(node, &["metrics_addr"], |flags| {
+        flags.cgroup_root = Some(HOST_CGROUP.into());
+        flags.ops.metrics_addr = all_interfaces(OPS_PORT);
+        flags.runtime_endpoint = socket.as_ref().map(|(endpoint, ..)| endpoint.clone());
+    })?;
     let mut daemon_set = json!({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": ENOEXEC_DAEMON, "namespace": settings.namespace, "labels": labels(component)},
@@ -157,17 +179,12 @@ fn enoexec_daemon_set(settings: &Settings) -> Value {
                     "containers": [{
                         "name": component,
                         "image": settings.image,
-                        "args": [
-                            "enoexec-daemon",
-                            format!("--cgroup-root={HOST_CGROUP}"),
-                            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
-                            "--log-format=json",
-                        ],
+                        "args": args,
                         "env": [
                             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                         ],
-                        "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+                        "ports": [{"name": "metrics", "containerPort": OPS_PORT}],
                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "initialDelaySeconds": 5, "periodSeconds": 10},
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
@@ -199,11 +216,8 @@ fn enoexec_daemon_set(settings: &Settings) -> Value {
             },
         },
     });
-    if let Some((argument, volume, mount)) = runtime_socket(settings) {
+    if let Some((_, volume, mount)) = socket {
         let pod = &mut daemon_set["spec"]["template"]["spec"];
-        if let Some(args) = pod["containers"][0]["args"].as_array_mut() {
-            args.push(json!(argument));
-        }
         if let Some(mounts) = pod["containers"][0]["volumeMounts"].as_array_mut() {
             mounts.push(mount);
         }
@@ -218,7 +232,7 @@ fn enoexec_daemon_set(settings: &Settings) -> Value {
             .map(|name| json!({"name": name}))
             .collect();
     }
-    daemon_set
+    Ok(daemon_set)
 }
 
 #[cfg(test)]
@@ -228,7 +242,7 @@ mod tests {
     use super::*;
 
     fn capabilities(settings: &Settings) -> Value {
-        enoexec_daemon_set(settings)["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+        enoexec_daemon_set(settings).unwrap()["spec"]["template"]["spec"]["containers"][0]["securityContext"]
             ["capabilities"]
             .clone()
     }
@@ -236,7 +250,7 @@ mod tests {
     #[test]
     fn a_runtime_socket_elsewhere_is_mounted_by_its_directory() {
         let mut settings = Settings::default();
-        let pod = |s: &Settings| enoexec_daemon_set(s)["spec"]["template"]["spec"].clone();
+        let pod = |s: &Settings| enoexec_daemon_set(s).unwrap()["spec"]["template"]["spec"].clone();
         let default = pod(&settings);
         assert!(
             !default["containers"][0]["args"]

@@ -1,12 +1,15 @@
 //! The image inspector: the only operand that reads Secrets (the pods' pull secrets).
 
+use std::path::Path;
+
+use multiarch_flags::{FlagsError, InspectorArgs, InspectorServiceArgs, defaults};
 use serde_json::{Value, json};
 
 use super::{
     INSPECTOR, Settings, rbac_pair, service_account,
     workload::{
-        Workload, deployment, disruption_budget, downward_env, network_policy, open_port, push,
-        service,
+        OPS_PORT, Workload, all_interfaces, deployment, disruption_budget, downward_env,
+        network_policy, open_port, push, role_args, service,
     },
 };
 
@@ -29,7 +32,6 @@ pub const REGISTRIES_CONFIG_MAP: &str = "multiarch-registries";
 pub const REGISTRIES_KEY: &str = "registries.yaml";
 /// Where the inspector's pods see it (a CA file it names lives there too).
 pub const REGISTRIES_DIR: &str = "/etc/multiarch/registries";
-const METRICS_PORT: u16 = 8080;
 
 /// What the inspector calls: the pull secrets a pod names, read one by one (`get` only:
 /// a `list` or `watch` grant would read every Secret's data in the cluster); service
@@ -57,21 +59,25 @@ pub fn inspector_access(settings: &Settings) -> Vec<Value> {
 
 /// Its Deployment, Service, disruption budget and network policy: only multiarch's own
 /// pods reach the gRPC port.
-pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
+pub fn inspector_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
     let component = "inspector";
+    let args = role_args(
+        defaults::<InspectorArgs>()?,
+        &["listen", "metrics_addr"],
+        |flags| {
+            flags.listen = all_interfaces(INSPECTOR_PORT);
+            flags.ops.metrics_addr = all_interfaces(OPS_PORT);
+            flags.registries_config = Some(Path::new(REGISTRIES_DIR).join(REGISTRIES_KEY));
+            // The ConfigMap is optional: the inspector starts without it and follows it.
+            flags.registries_config_optional = true;
+            flags.tls_dir = Some(SERVING_DIR.into());
+        },
+    )?;
     let workload = Workload {
         name: INSPECTOR,
         component,
-        args: json!([
-            "inspector",
-            format!("--listen=0.0.0.0:{INSPECTOR_PORT}"),
-            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
-            format!("--registries-config={REGISTRIES_DIR}/{REGISTRIES_KEY}"),
-            "--registries-config-optional",
-            format!("--tls-dir={SERVING_DIR}"),
-            "--log-format=json"
-        ]),
-        ports: json!([{"name": "grpc", "containerPort": INSPECTOR_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}]),
+        args,
+        ports: json!([{"name": "grpc", "containerPort": INSPECTOR_PORT}, {"name": "metrics", "containerPort": OPS_PORT}]),
         probe_port: "metrics",
         env: json!([]),
     };
@@ -87,22 +93,22 @@ pub fn inspector_workload(settings: &Settings) -> Vec<Value> {
         {"name": "registries", "mountPath": REGISTRIES_DIR, "readOnly": true},
         {"name": "tls", "mountPath": SERVING_DIR, "readOnly": true},
     ]);
-    vec![
+    Ok(vec![
         inspector,
         service(
             settings,
             INSPECTOR,
             component,
-            json!([{"name": "grpc", "port": INSPECTOR_PORT, "targetPort": "grpc", "appProtocol": "grpc"}, {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+            json!([{"name": "grpc", "port": INSPECTOR_PORT, "targetPort": "grpc", "appProtocol": "grpc"}, {"name": "metrics", "port": OPS_PORT, "targetPort": "metrics"}]),
         ),
         disruption_budget(settings, INSPECTOR, component),
         network_policy(
             settings,
             INSPECTOR,
             component,
-            json!([own_pods, open_port(METRICS_PORT)]),
+            json!([own_pods, open_port(OPS_PORT)]),
         ),
-    ]
+    ])
 }
 
 /// Where the inspector's clients reach it: its Service, over mutual TLS.
@@ -118,22 +124,32 @@ pub fn inspector_dns_names(settings: &Settings) -> Vec<String> {
     super::operator::dns_names(INSPECTOR, &settings.namespace)
 }
 
+/// How a role that always calls the inspector reaches it: its Service, with the client
+/// certificate [`mount_inspector_client`] mounts.
+pub fn inspector_service(settings: &Settings) -> InspectorServiceArgs {
+    let mut service = InspectorServiceArgs {
+        endpoint: inspector_endpoint(settings),
+        tls: Default::default(),
+    };
+    service.tls.inspector_tls_dir = Some(CLIENT_DIR.into());
+    service
+}
+
 /// A leader-elected controller that calls the inspector (the gate controller, the
-/// ENoExec handler; `component` is also its subcommand): its Deployment with the
-/// inspector's client certificate mounted, its metrics Service, disruption budget and
-/// network policy.
-pub fn inspector_client_controller(settings: &Settings, name: &str, component: &str) -> Vec<Value> {
+/// ENoExec handler; `component` is also its subcommand) with `args`, which serve the
+/// operations endpoint on [`OPS_PORT`]: its Deployment with the inspector's client
+/// certificate mounted, its metrics Service, disruption budget and network policy.
+pub fn inspector_client_controller(
+    settings: &Settings,
+    name: &str,
+    component: &str,
+    args: Value,
+) -> Vec<Value> {
     let workload = Workload {
         name,
         component,
-        args: json!([
-            component,
-            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
-            format!("--inspector-tls-dir={CLIENT_DIR}"),
-            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
-            "--log-format=json"
-        ]),
-        ports: json!([{"name": "metrics", "containerPort": METRICS_PORT}]),
+        args,
+        ports: json!([{"name": "metrics", "containerPort": OPS_PORT}]),
         probe_port: "metrics",
         env: downward_env(),
     };
@@ -145,10 +161,10 @@ pub fn inspector_client_controller(settings: &Settings, name: &str, component: &
             settings,
             name,
             component,
-            json!([{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+            json!([{"name": "metrics", "port": OPS_PORT, "targetPort": "metrics"}]),
         ),
         disruption_budget(settings, name, component),
-        network_policy(settings, name, component, json!([open_port(METRICS_PORT)])),
+        network_policy(settings, name, component, json!([open_port(OPS_PORT)])),
     ]
 }
 
@@ -173,7 +189,7 @@ mod tests {
 
     #[test]
     fn the_registry_settings_come_from_an_optional_config_map() {
-        let objects = inspector_workload(&Settings::default());
+        let objects = inspector_workload(&Settings::default()).unwrap();
         let pod = &objects[0]["spec"]["template"]["spec"];
         assert_eq!(
             pod["volumes"][0]["configMap"],
@@ -196,7 +212,7 @@ mod tests {
 
     #[test]
     fn only_multiarch_pods_reach_the_grpc_port() {
-        let objects = inspector_workload(&Settings::default());
+        let objects = inspector_workload(&Settings::default()).unwrap();
         let policy = objects
             .iter()
             .find(|o| o["kind"] == "NetworkPolicy")

@@ -53,6 +53,7 @@ pub use self::{
 };
 
 use multiarch_crd::names::DEFAULT_SCHEDULER_NAME;
+use multiarch_flags::FlagsError;
 use serde_json::{Value, json};
 
 pub const NAMESPACE: &str = multiarch_crd::names::DEFAULT_NAMESPACE;
@@ -142,7 +143,7 @@ fn role_folder(access: Vec<Value>, workload_file: &'static str, workload: Vec<Va
     vec![("rbac.yaml", access), (workload_file, workload)]
 }
 
-fn scheduler_folder(settings: &Settings) -> Files {
+fn scheduler_folder(settings: &Settings) -> Result<Files, FlagsError> {
     let namespace = json!({
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": settings.namespace, "labels": {"multiarch.openshift.io/exclude-pod-placement": "true"}},
@@ -153,9 +154,9 @@ fn scheduler_folder(settings: &Settings) -> Files {
     files.extend(role_folder(
         access,
         "scheduler.yaml",
-        scheduler_workload(settings, DEFAULT_SCHEDULER_NAME, &[]),
+        scheduler_workload(settings, DEFAULT_SCHEDULER_NAME, &[])?,
     ));
-    files.push(("inspector.yaml", inspector_workload(settings)));
+    files.push(("inspector.yaml", inspector_workload(settings)?));
     files.push((
         "kustomization.yaml",
         vec![kustomization(&[
@@ -166,10 +167,10 @@ fn scheduler_folder(settings: &Settings) -> Files {
             "scheduler.yaml",
         ])],
     ));
-    files
+    Ok(files)
 }
 
-fn webhook_folder(settings: &Settings) -> Files {
+fn webhook_folder(settings: &Settings) -> Result<Files, FlagsError> {
     // Without the operator the webhook follows the ClusterPodPlacementConfig's mode and
     // sees the namespaces its default selector selects; the installer fills the CA bundle.
     let routing = WebhookRoute {
@@ -182,7 +183,7 @@ fn webhook_folder(settings: &Settings) -> Files {
     let mut files = role_folder(
         webhook_access(settings),
         "webhook.yaml",
-        webhook_workload(settings),
+        webhook_workload(settings)?,
     );
     files.push((
         "mutatingwebhookconfiguration.yaml",
@@ -199,23 +200,23 @@ fn webhook_folder(settings: &Settings) -> Files {
             "mutatingwebhookconfiguration.yaml",
         ])],
     ));
-    files
+    Ok(files)
 }
 
-fn gate_controller_folder(settings: &Settings) -> Files {
+fn gate_controller_folder(settings: &Settings) -> Result<Files, FlagsError> {
     let mut files = role_folder(
         gate_controller_access(settings),
         "gate-controller.yaml",
-        gate_controller_workload(settings),
+        gate_controller_workload(settings)?,
     );
     files.push((
         "kustomization.yaml",
         vec![kustomization(&["rbac.yaml", "gate-controller.yaml"])],
     ));
-    files
+    Ok(files)
 }
 
-fn enoexec_folder(settings: &Settings) -> Files {
+fn enoexec_folder(settings: &Settings) -> Result<Files, FlagsError> {
     let access = [
         enoexec_daemon_access(settings),
         enoexec_handler_access(settings),
@@ -223,29 +224,29 @@ fn enoexec_folder(settings: &Settings) -> Files {
     .concat();
     let mut files = vec![
         ("rbac.yaml", access),
-        ("daemon.yaml", enoexec_daemon_workload(settings)),
-        ("handler.yaml", enoexec_handler_workload(settings)),
+        ("daemon.yaml", enoexec_daemon_workload(settings)?),
+        ("handler.yaml", enoexec_handler_workload(settings)?),
     ];
     files.push((
         "kustomization.yaml",
         vec![kustomization(&["rbac.yaml", "daemon.yaml", "handler.yaml"])],
     ));
-    files
+    Ok(files)
 }
 
 /// `(folder under manifests/, its files)` of every role, in the order `multiarch manifests`
 /// writes them. `manifests/kustomization.yaml` ([`root`]) installs the operator and the
 /// CRDs; the other folders are for installs without the operator.
-pub fn folders() -> Vec<(&'static str, Files)> {
+pub fn folders() -> Result<Vec<(&'static str, Files)>, FlagsError> {
     let settings = Settings::default();
-    vec![
-        ("operator", operator::operator(&settings)),
-        ("scheduler", scheduler_folder(&settings)),
-        ("webhook", webhook_folder(&settings)),
-        ("gate-controller", gate_controller_folder(&settings)),
-        ("enoexec", enoexec_folder(&settings)),
+    Ok(vec![
+        ("operator", operator::operator(&settings)?),
+        ("scheduler", scheduler_folder(&settings)?),
+        ("webhook", webhook_folder(&settings)?),
+        ("gate-controller", gate_controller_folder(&settings)?),
+        ("enoexec", enoexec_folder(&settings)?),
         ("audit", audit()),
-    ]
+    ])
 }
 
 /// `manifests/kustomization.yaml`: `kubectl apply -k manifests/` installs the CRDs and

@@ -5,14 +5,15 @@
 //! ClusterPodPlacementConfig.
 
 use multiarch_crd::names::{OPERATOR_SERVICE, SINGLETON_NAME};
+use multiarch_flags::{FlagsError, OperatorArgs, RoleFlags, defaults};
 use serde_json::{Value, json};
 
 use super::{
     ENOEXEC_DAEMON, ENOEXEC_HANDLER, GATE_CONTROLLER, INSPECTOR, SCHEDULER, Settings, WEBHOOK,
     labels, lease_rules, rbac_pair, service_account,
     workload::{
-        Workload, api_server_port, disruption_budget, downward_env, network_policy, open_port,
-        pod_spec, service,
+        OPS_PORT, Workload, all_interfaces, api_server_port, disruption_budget, downward_env,
+        network_policy, open_port, pod_spec, role_args, service,
     },
 };
 
@@ -30,7 +31,6 @@ pub const VALIDATE_PPC_PATH: &str = "/validate/podplacementconfigs";
 pub const PPC_NEEDS_CPPC_POLICY: &str = "podplacementconfig-requires-clusterpodplacementconfig";
 pub const PPC_NEEDS_CPPC_BINDING: &str = "create-the-clusterpodplacementconfig-cluster-first";
 const PORT: u16 = 9443;
-const METRICS_PORT: u16 = 8080;
 
 /// The roles whose rules the operator grants: it may create and bind them without
 /// holding every permission in them itself (`escalate`, `bind`), and nothing else.
@@ -134,18 +134,21 @@ fn rbac(settings: &Settings) -> Vec<Value> {
 }
 
 /// Two replicas (one leads; both serve the webhooks), preferring the control plane.
-fn deployment(settings: &Settings) -> Value {
-    let component = "operator";
+fn deployment(settings: &Settings) -> Result<Value, FlagsError> {
+    let component = OperatorArgs::SUBCOMMAND;
+    let args = role_args(
+        defaults::<OperatorArgs>()?,
+        &["listen", "metrics_addr"],
+        |flags| {
+            flags.listen = all_interfaces(PORT);
+            flags.ops.metrics_addr = all_interfaces(OPS_PORT);
+        },
+    )?;
     let workload = Workload {
         name: OPERATOR,
         component,
-        args: json!([
-            "operator",
-            format!("--listen=0.0.0.0:{PORT}"),
-            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
-            "--log-format=json",
-        ]),
-        ports: json!([{"name": "https", "containerPort": PORT}, {"name": "metrics", "containerPort": METRICS_PORT}]),
+        args,
+        ports: json!([{"name": "https", "containerPort": PORT}, {"name": "metrics", "containerPort": OPS_PORT}]),
         probe_port: "metrics",
         env: downward_env(),
     };
@@ -157,7 +160,7 @@ fn deployment(settings: &Settings) -> Value {
         {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
     ]);
-    json!({
+    Ok(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": OPERATOR, "namespace": settings.namespace, "labels": labels(component)},
         "spec": {
@@ -165,27 +168,27 @@ fn deployment(settings: &Settings) -> Value {
             "selector": {"matchLabels": labels(component)},
             "template": {"metadata": {"labels": labels(component)}, "spec": pod},
         },
-    })
+    }))
 }
 
-fn workload(settings: &Settings) -> Vec<Value> {
-    let component = "operator";
-    vec![
-        deployment(settings),
+fn workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
+    let component = OperatorArgs::SUBCOMMAND;
+    Ok(vec![
+        deployment(settings)?,
         service(
             settings,
             OPERATOR,
             component,
-            json!([{"name": "https", "port": 443, "targetPort": "https"}, {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]),
+            json!([{"name": "https", "port": 443, "targetPort": "https"}, {"name": "metrics", "port": OPS_PORT, "targetPort": "metrics"}]),
         ),
         disruption_budget(settings, OPERATOR, component),
         network_policy(
             settings,
             OPERATOR,
             component,
-            json!([api_server_port(settings, PORT), open_port(METRICS_PORT)]),
+            json!([api_server_port(settings, PORT), open_port(OPS_PORT)]),
         ),
-    ]
+    ])
 }
 
 /// The validating webhooks the operator serves, without the CA bundle (the operator
@@ -251,11 +254,11 @@ fn admission_policy() -> Vec<Value> {
 }
 
 /// `(file name, documents)` of `manifests/operator/`.
-pub fn operator(settings: &Settings) -> super::Files {
-    vec![
+pub fn operator(settings: &Settings) -> Result<super::Files, FlagsError> {
+    Ok(vec![
         ("namespace.yaml", vec![namespace(settings)]),
         ("rbac.yaml", rbac(settings)),
-        ("operator.yaml", workload(settings)),
+        ("operator.yaml", workload(settings)?),
         (
             "admission.yaml",
             [
@@ -274,7 +277,7 @@ pub fn operator(settings: &Settings) -> super::Files {
                 "admission.yaml",
             ])],
         ),
-    ]
+    ])
 }
 
 /// The operator's serving certificate's names: its Service, as the API server calls it.

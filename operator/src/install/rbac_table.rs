@@ -45,9 +45,9 @@ fn resources(rule: &Value) -> String {
 
 /// Every Role and ClusterRole of the manifests, as markdown rows: who holds it (the
 /// ServiceAccounts its bindings name), where, what and how.
-pub fn rbac_table() -> String {
+pub fn rbac_table() -> Result<String, multiarch_flags::FlagsError> {
     let documents: Vec<Value> = std::iter::once(root())
-        .chain(folders().into_iter().map(|(_, files)| files))
+        .chain(folders()?.into_iter().map(|(_, files)| files))
         .flatten()
         .flat_map(|(_, documents)| documents)
         .collect();
@@ -101,7 +101,7 @@ pub fn rbac_table() -> String {
         table.push_str(row);
         table.push('\n');
     }
-    table
+    Ok(table)
 }
 
 #[cfg(test)]
@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn the_inspector_gets_secrets_by_name_and_lists_none() {
-        let table = rbac_table();
+        let table = rbac_table().unwrap();
         assert!(
             table.contains("| multiarch-inspector | cluster | `secrets` | get |"),
             "{table}"

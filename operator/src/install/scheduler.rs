@@ -1,5 +1,6 @@
 //! The multiarch scheduler.
 
+use multiarch_flags::{FlagsError, SchedulerArgs, defaults};
 use serde_json::{Value, json};
 
 use super::{
@@ -7,7 +8,8 @@ use super::{
     inspector::{CLIENT_DIR, inspector_endpoint, mount_inspector_client},
     lease_role, rbac_pair, service_account,
     workload::{
-        Workload, deployment, disruption_budget, downward_env, network_policy, open_port, service,
+        Workload, all_interfaces, deployment, disruption_budget, downward_env, network_policy,
+        open_port, role_args, service,
     },
 };
 pub use multiarch_crd::names::PREVIOUS_SCHEDULER_NAMES;
@@ -55,19 +57,22 @@ pub fn scheduler_workload(
     settings: &Settings,
     scheduler_name: &str,
     previous_names: &[String],
-) -> Vec<Value> {
+) -> Result<Vec<Value>, FlagsError> {
     let component = "scheduler";
+    let args = role_args(
+        defaults::<SchedulerArgs>()?,
+        &["scheduler_name", "metrics_addr"],
+        |flags| {
+            flags.scheduler_name = scheduler_name.to_owned();
+            flags.inspector_endpoint = Some(inspector_endpoint(settings));
+            flags.inspector_tls.inspector_tls_dir = Some(CLIENT_DIR.into());
+            flags.metrics_addr = all_interfaces(METRICS_PORT);
+        },
+    )?;
     let workload = Workload {
         name: SCHEDULER,
         component,
-        args: json!([
-            "scheduler",
-            format!("--scheduler-name={scheduler_name}"),
-            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
-            format!("--inspector-tls-dir={CLIENT_DIR}"),
-            format!("--metrics-addr=0.0.0.0:{METRICS_PORT}"),
-            "--log-format=json",
-        ]),
+        args,
         ports: json!([{"name": "metrics", "containerPort": METRICS_PORT}]),
         probe_port: "metrics",
         env: downward_env(),
@@ -78,7 +83,7 @@ pub fn scheduler_workload(
         deployment["metadata"]["annotations"][PREVIOUS_SCHEDULER_NAMES] =
             json!(previous_names.join(","));
     }
-    vec![
+    Ok(vec![
         deployment,
         service(
             settings,
@@ -93,5 +98,5 @@ pub fn scheduler_workload(
             component,
             json!([open_port(METRICS_PORT)]),
         ),
-    ]
+    ])
 }

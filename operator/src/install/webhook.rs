@@ -1,9 +1,12 @@
 //! The admission webhook and the MutatingWebhookConfiguration that sends it new pods.
 
+use std::path::Path;
+
 use multiarch_crd::{
     PlacementMode,
     names::{OPT_OUT_LABEL, OPT_OUT_VALUE},
 };
+use multiarch_flags::{FlagsError, RoleFlags, WebhookArgs, defaults};
 use serde_json::{Value, json};
 
 use super::{
@@ -11,8 +14,8 @@ use super::{
     inspector::{CLIENT_DIR, inspector_endpoint, mount_inspector_client},
     labels, rbac_pair, service_account,
     workload::{
-        Workload, api_server_port, deployment, disruption_budget, downward_env, network_policy,
-        push, service,
+        Workload, all_interfaces, api_server_port, deployment, disruption_budget, downward_env,
+        network_policy, push, role_args, service,
     },
 };
 
@@ -22,6 +25,8 @@ pub const WEBHOOK_TLS_SECRET: &str = "multiarch-webhook-tls";
 /// The one webhook of the configuration.
 pub const WEBHOOK_NAME: &str = "pods.multiarch.openshift.io";
 const PORT: u16 = 9443;
+/// Where the webhook's pods see [`WEBHOOK_TLS_SECRET`].
+const TLS_DIR: &str = "/etc/multiarch/tls";
 /// Where the webhook's pods see the API server's client CA, when the operator is given one.
 const API_SERVER_CA_DIR: &str = "/etc/multiarch/api-server-ca";
 
@@ -56,42 +61,40 @@ pub fn webhook_access(settings: &Settings) -> Vec<Value> {
 
 /// The Deployment (the certificate mounted from [`WEBHOOK_TLS_SECRET`] and reloaded when
 /// it changes), its Service, disruption budget and network policy.
-pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
-    let component = "webhook";
+pub fn webhook_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
+    let component = WebhookArgs::SUBCOMMAND;
+    let args = role_args(
+        defaults::<WebhookArgs>()?,
+        &["listen", "cert", "key"],
+        |flags| {
+            flags.listen = all_interfaces(PORT);
+            flags.cert = Path::new(TLS_DIR).join("tls.crt");
+            flags.key = Path::new(TLS_DIR).join("tls.key");
+            flags.inspector_endpoint = Some(inspector_endpoint(settings));
+            flags.inspector_tls.inspector_tls_dir = Some(CLIENT_DIR.into());
+            // The NetworkPolicy below admits only the API server's addresses.
+            flags.callers_limited_to_api_server = !settings.api_server_cidrs.is_empty();
+            // Only the API server's client certificate gets past the handshake.
+            if settings.api_server_client_ca_config_map.is_some() {
+                flags.client_ca = Some(Path::new(API_SERVER_CA_DIR).join("ca.crt"));
+            }
+        },
+    )?;
     let workload = Workload {
         name: WEBHOOK,
         component,
-        args: json!([
-            "webhook",
-            format!("--listen=0.0.0.0:{PORT}"),
-            "--cert=/etc/multiarch/tls/tls.crt",
-            "--key=/etc/multiarch/tls/tls.key",
-            format!("--inspector-endpoint={}", inspector_endpoint(settings)),
-            format!("--inspector-tls-dir={CLIENT_DIR}"),
-            "--log-format=json"
-        ]),
+        args,
         ports: json!([{"name": "https", "containerPort": PORT}]),
         probe_port: "https",
         env: downward_env(),
     };
     let mut deployment = deployment(settings, &workload);
     let pod = &mut deployment["spec"]["template"]["spec"];
-    if !settings.api_server_cidrs.is_empty()
-        && let Some(args) = pod["containers"][0]["args"].as_array_mut()
-    {
-        // The NetworkPolicy below admits only the API server's addresses.
-        args.push(json!("--callers-limited-to-api-server"));
-    }
     pod["volumes"] = json!([{"name": "tls", "secret": {"secretName": WEBHOOK_TLS_SECRET}}]);
     pod["containers"][0]["volumeMounts"] =
-        json!([{"name": "tls", "mountPath": "/etc/multiarch/tls", "readOnly": true}]);
+        json!([{"name": "tls", "mountPath": TLS_DIR, "readOnly": true}]);
     if let Some(config_map) = &settings.api_server_client_ca_config_map {
-        // Only the API server's client certificate gets past the handshake.
         let container = &mut pod["containers"][0];
-        push(
-            &mut container["args"],
-            json!(format!("--client-ca={API_SERVER_CA_DIR}/ca.crt")),
-        );
         push(
             &mut container["volumeMounts"],
             json!({"name": "api-server-ca", "mountPath": API_SERVER_CA_DIR, "readOnly": true}),
@@ -106,7 +109,7 @@ pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
         pod["containers"][0][probe]["httpGet"]["scheme"] = json!("HTTPS");
     }
     mount_inspector_client(&mut deployment);
-    vec![
+    Ok(vec![
         deployment,
         service(
             settings,
@@ -121,7 +124,7 @@ pub fn webhook_workload(settings: &Settings) -> Vec<Value> {
             component,
             json!([api_server_port(settings, PORT)]),
         ),
-    ]
+    ])
 }
 
 /// Which pods the API server sends, and where.
@@ -193,7 +196,7 @@ mod tests {
     #[test]
     fn credentialed_lookups_follow_the_api_server_only_network_policy() {
         let args = |settings: &Settings| -> (Vec<String>, Value) {
-            let objects = webhook_workload(settings);
+            let objects = webhook_workload(settings).unwrap();
             let args = objects[0]["spec"]["template"]["spec"]["containers"][0]["args"]
                 .as_array()
                 .unwrap()
@@ -229,7 +232,7 @@ mod tests {
         };
         let (verifying, _) = args(&verified);
         assert!(verifying.contains(&"--client-ca=/etc/multiarch/api-server-ca/ca.crt".to_owned()));
-        let objects = webhook_workload(&verified);
+        let objects = webhook_workload(&verified).unwrap();
         let pod = &objects[0]["spec"]["template"]["spec"];
         assert!(
             pod["volumes"].as_array().unwrap().contains(

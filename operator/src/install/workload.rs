@@ -2,9 +2,36 @@
 //! PodDisruptionBudget that keeps one replica up through node drains, and the
 //! NetworkPolicy that admits only its own ports.
 
+use std::net::SocketAddr;
+
+use multiarch_flags::{FlagsError, RoleFlags};
+use multiarch_runtime::logging::LogFormat;
 use serde_json::{Value, json};
 
 use super::{Settings, labels};
+
+/// The operations port (`/metrics`, `/healthz`, `/readyz`) of every operand but the
+/// scheduler, which keeps kube-scheduler's.
+pub(crate) const OPS_PORT: u16 = 8080;
+
+/// `0.0.0.0:port`: a pod's listeners take every interface.
+pub(crate) fn all_interfaces(port: u16) -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], port))
+}
+
+/// A role's container args: `flags` (its defaults, or what a role without a default for
+/// some flag starts from) as `fill` leaves them, logging JSON like every operand, written
+/// as the role parses them; `pinned` (field names) are written even at their defaults:
+/// the values the operator's other objects name (ports, the scheduler's name).
+pub(crate) fn role_args<T: RoleFlags>(
+    mut flags: T,
+    pinned: &[&str],
+    fill: impl FnOnce(&mut T),
+) -> Result<Value, FlagsError> {
+    fill(&mut flags);
+    flags.log_mut().log_format = LogFormat::Json;
+    Ok(json!(multiarch_flags::to_argv(&flags, pinned)?))
+}
 
 /// The container's user: not root, not a system account.
 pub(crate) fn security_context() -> Value {

@@ -37,6 +37,7 @@ pub async fn cluster() -> FakeApiServer {
         );
     }
     for (_, documents) in install::folders()
+        .unwrap()
         .into_iter()
         .find(|(name, _)| *name == "operator")
         .unwrap()

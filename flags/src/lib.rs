@@ -1,0 +1,29 @@
+//! The command line of every role multiarch runs in a cluster, as one typed definition:
+//! the role parses it (`multiarch <role>`), and the operator fills it and writes it into
+//! the role's workload with [`to_argv`]. A flag renamed, added or removed therefore
+//! changes both sides at once; the flags every role shares (client, Lease, operations
+//! endpoint, logging) are `multiarch_runtime`'s groups, flattened in.
+
+mod argv;
+mod enoexec_daemon;
+mod enoexec_handler;
+mod gate_controller;
+mod inspector;
+mod inspector_client;
+mod operator;
+#[cfg(test)]
+mod round_trip_tests;
+mod scheduler;
+mod webhook;
+
+pub use self::{
+    argv::{FlagsError, RoleFlags, defaults, parse_argv, parse_known_argv, to_argv},
+    enoexec_daemon::EnoexecDaemonArgs,
+    enoexec_handler::EnoexecHandlerArgs,
+    gate_controller::GateControllerArgs,
+    inspector::InspectorArgs,
+    inspector_client::{InspectorServiceArgs, InspectorTlsArgs},
+    operator::OperatorArgs,
+    scheduler::SchedulerArgs,
+    webhook::WebhookArgs,
+};
