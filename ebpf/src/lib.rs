@@ -7,12 +7,14 @@
 //!   `/proc/PID/cgroup` (cgroup v1 and v2, systemd and cgroupfs drivers, containerd and
 //!   CRI-O) or from the kernel's cgroup id when the process is already gone.
 //! - [`cri`]: the container's pod, from the CRI `runtime.v1` API on the runtime's socket.
+//!   [`cri_socket`]: where that socket is.
 //! - [`locate`]: the three put together: an event to a container of a pod, or "not in a
 //!   Kubernetes container".
 
 pub mod cgroup;
 pub mod cgroup_id;
 pub mod cri;
+pub mod cri_socket;
 pub mod event;
 pub mod locate;
 pub mod probe;

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod mode_switch;
 pub mod observe;
 pub mod operand_certificates;
+pub mod operand_image;
 pub mod operands;
 pub mod plan;
 pub mod reconcile;

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use multiarch_crd::AdmissionAffinity;
+use multiarch_crd::{AdmissionAffinity, PlacementMode, names::DEFAULT_SCHEDULER_NAME};
 use multiarch_policy::architecture_rules::ArchitectureRules;
 use multiarch_runtime::{placement_config::PlacementConfigs, supervisor::Tasks};
 use tokio::sync::watch;
@@ -20,6 +20,24 @@ use super::decision::WebhookConfig;
 pub struct Pinned {
     pub mode: bool,
     pub scheduler_name: bool,
+}
+
+/// The webhook's configuration before the ClusterPodPlacementConfig is read: the pinned
+/// mode and scheduler name, else the defaults; when it will be `followed` and the mode is
+/// not pinned, marked unknown (the webhook is not ready until the first read).
+pub fn initial(
+    mode: Option<PlacementMode>,
+    scheduler_name: Option<&str>,
+    own_namespace: &str,
+    followed: bool,
+) -> Arc<RwLock<WebhookConfig>> {
+    let mut config = WebhookConfig::new(
+        mode.unwrap_or(PlacementMode::Scheduler),
+        scheduler_name.unwrap_or(DEFAULT_SCHEDULER_NAME),
+        own_namespace,
+    );
+    config.known = !followed || mode.is_some();
+    Arc::new(RwLock::new(config))
 }
 
 /// Applies a snapshot of the placement configuration to the webhook's.
@@ -85,7 +103,7 @@ pub fn follow(
 
 #[cfg(test)]
 mod tests {
-    use multiarch_crd::{ClusterPodPlacementConfigSpec, PlacementMode, PlacementSpec};
+    use multiarch_crd::{ClusterPodPlacementConfigSpec, PlacementSpec};
 
     use super::*;
 
@@ -136,6 +154,36 @@ mod tests {
         apply(&mut config, &gate_mode(), Pinned::default());
         assert!(config.known);
         assert_eq!(config.mode, PlacementMode::SchedulingGate);
+    }
+
+    #[test]
+    fn before_the_first_read_the_pins_or_the_defaults_hold_and_an_unpinned_mode_is_unknown() {
+        let read = |config: Arc<RwLock<WebhookConfig>>| {
+            let config = config.read().unwrap();
+            (config.mode, config.scheduler_name.clone(), config.known)
+        };
+        assert_eq!(
+            read(initial(None, None, "multiarch", true)),
+            (
+                PlacementMode::Scheduler,
+                "multiarch-scheduler".into(),
+                false
+            )
+        );
+        assert_eq!(
+            read(initial(
+                Some(PlacementMode::SchedulingGate),
+                Some("s"),
+                "m",
+                true
+            )),
+            (PlacementMode::SchedulingGate, "s".into(), true)
+        );
+        assert_eq!(
+            read(initial(None, None, "multiarch", false)),
+            (PlacementMode::Scheduler, "multiarch-scheduler".into(), true),
+            "not followed: the defaults are the configuration"
+        );
     }
 
     #[test]

@@ -69,10 +69,7 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
             reloads,
             role.tasks.shutdown().clone(),
         );
-        role.tasks.spawn("registry settings follower", async move {
-            follower.await;
-            Ok::<(), std::convert::Infallible>(())
-        });
+        role.spawn_server("registry settings follower", follower);
     }
     let inspector: Arc<dyn ImageInspector> = inspector;
 
@@ -91,9 +88,9 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     info!(listen = %args.listen, metrics = %args.ops.metrics_addr, mutual_tls = tls.is_some(), "serving image inspection");
     let shutdown = role.tasks.shutdown().clone();
-    role.tasks.spawn("gRPC server", async move {
-        grpc::serve(listener, tls, inspector, ServiceLimits::default(), shutdown).await;
-        Ok::<(), std::convert::Infallible>(())
-    });
+    role.spawn_server(
+        "gRPC server",
+        grpc::serve(listener, tls, inspector, ServiceLimits::default(), shutdown),
+    );
     role.serve_and_wait(args.ops.metrics_addr).await
 }

@@ -28,6 +28,8 @@ mod role;
 #[cfg(feature = "scheduler")]
 mod scheduler;
 #[cfg(feature = "scheduler")]
+mod scheduler_images;
+#[cfg(feature = "scheduler")]
 mod simulate;
 #[cfg(feature = "admission")]
 mod webhook;

@@ -58,6 +58,57 @@ impl Role {
         Ok(())
     }
 
+    /// Runs `server`, which ends at shutdown, under the supervisor as `name`.
+    #[cfg(any(feature = "admission", feature = "inspector"))]
+    pub fn spawn_server(
+        &self,
+        name: &'static str,
+        server: impl Future<Output = ()> + Send + 'static,
+    ) {
+        self.tasks.spawn(name, async move {
+            server.await;
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+
+    /// `/readyz` follows `ready`, the role's own readiness, until shutdown.
+    #[cfg(feature = "scheduler")]
+    pub fn ready_from(&self, mut ready: tokio::sync::watch::Receiver<bool>) {
+        let readiness = self.ready.clone();
+        let shutdown = self.tasks.shutdown().clone();
+        self.tasks.spawn("readiness", async move {
+            loop {
+                readiness.store(
+                    *ready.borrow_and_update(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
+                    changed = ready.changed() => if changed.is_err() {
+                        shutdown.cancelled().await;
+                        return Ok(());
+                    },
+                }
+            }
+        });
+    }
+
+    /// `/readyz` follows `is_ready`, asked every second, until shutdown.
+    #[cfg(feature = "operator")]
+    pub fn ready_when(&self, is_ready: impl Fn() -> bool + Send + 'static) {
+        let readiness = self.ready.clone();
+        let shutdown = self.tasks.shutdown().clone();
+        self.tasks.spawn("readiness", async move {
+            loop {
+                readiness.store(is_ready(), std::sync::atomic::Ordering::Relaxed);
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+    }
+
     /// Runs until the role ends, for a role that serves its own `/metrics` and `/readyz`
     /// (the webhook, on its HTTPS port).
     #[cfg(feature = "admission")]

@@ -1,18 +1,11 @@
 //! `multiarch scheduler`: the secondary scheduler in a cluster.
 
-use std::{sync::Arc, sync::atomic::Ordering, time::Duration};
+use std::time::Duration;
 
-use anyhow::Context;
-use multiarch_inspector::{
-    ImageInspector, Inspector, cache::CacheOptions, metrics::InspectorMetrics,
-    registry::RegistryOptions, secrets::KubeSecrets, settings::RegistrySettings,
-};
-use multiarch_scheduler::in_cluster::{
-    self, SchedulerOptions, file_images::FileImages, metrics::SchedulerMetrics,
-};
+use multiarch_scheduler::in_cluster::{self, SchedulerOptions, metrics::SchedulerMetrics};
 use tracing::info;
 
-use super::{inspector_client::remote_inspector_at, role::Role};
+use super::{role::Role, scheduler_images::image_source};
 use crate::args::SchedulerArgs;
 
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
@@ -21,30 +14,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
 
     let metrics = SchedulerMetrics::default();
     metrics.register(&mut role.registry);
-    let inspector: Arc<dyn ImageInspector> = match (&args.inspector_endpoint, &args.image_platforms)
-    {
-        (Some(endpoint), _) => Arc::new(remote_inspector_at(endpoint, &args.inspector_tls)?),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            Arc::new(FileImages::from_yaml(&text).with_context(|| path.display().to_string())?)
-        }
-        (None, None) => {
-            let settings = match &args.registries_config {
-                Some(path) => RegistrySettings::load(path)?,
-                None => RegistrySettings::default(),
-            };
-            let inspector_metrics = InspectorMetrics::default();
-            inspector_metrics.register(&mut role.registry);
-            Arc::new(Inspector::new(
-                settings,
-                RegistryOptions::default(),
-                CacheOptions::default(),
-                Arc::new(KubeSecrets::start(client.clone(), &role.tasks)),
-                inspector_metrics,
-            ))
-        }
-    };
+    let inspector = image_source(args, &client, &mut role)?;
 
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let lease_name = args.lease_name.as_ref().unwrap_or(&args.scheduler_name);
@@ -65,21 +35,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
 
     super::role::follow_log_verbosity(&role, log_filter, running.log_verbosity.clone());
-    let mut ready = running.ready.clone();
-    let readiness = role.ready.clone();
-    let shutdown = role.tasks.shutdown().clone();
-    role.tasks.spawn("readiness", async move {
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
-                changed = ready.changed() => if changed.is_err() {
-                    shutdown.cancelled().await;
-                    return Ok(());
-                },
-            }
-            readiness.store(*ready.borrow_and_update(), Ordering::Relaxed);
-        }
-    });
+    role.ready_from(running.ready.clone());
     role.tasks.spawn("scheduling loop", async move {
         match running.task.await {
             Ok(result) => result.map_err(|e| e.to_string()),

@@ -1,25 +1,17 @@
 //! `multiarch webhook`: the mutating admission webhook.
 
-use std::{
-    sync::{Arc, RwLock},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use multiarch_admission::webhook::{
     configuration,
-    decision::WebhookConfig,
     image_lookup::{AdmissionLookup, Credentials},
     metrics::WebhookMetrics,
     server::{ServerLimits, WebhookState, bind, serve_with},
-    tls::server_config,
+    tls::webhook_tls,
 };
-use multiarch_crd::PlacementMode;
 use multiarch_inspector::ImageInspector;
-use multiarch_runtime::{
-    mutual_tls::{self, TlsDir},
-    placement_config,
-};
+use multiarch_runtime::placement_config;
 use tracing::info;
 
 use super::{inspector_client::remote_inspector_at, role::Role};
@@ -28,21 +20,13 @@ use crate::args::WebhookArgs;
 pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     let (role, _) = Role::begin(&args.log, true);
     let tasks = &role.tasks;
-    let config = Arc::new(RwLock::new(WebhookConfig::new(
-        args.mode.unwrap_or(PlacementMode::Scheduler),
-        args.scheduler_name
-            .as_deref()
-            .unwrap_or(multiarch_crd::names::DEFAULT_SCHEDULER_NAME),
+    let config = configuration::initial(
+        args.mode,
+        args.scheduler_name.as_deref(),
         &args.namespace,
-    )));
+        !args.no_kubernetes,
+    );
     if !args.no_kubernetes {
-        // Until the ClusterPodPlacementConfig is read, the mode is a guess: not ready.
-        if args.mode.is_none() {
-            config
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .known = false;
-        }
         // The mode and preferences follow the ClusterPodPlacementConfig, unless pinned.
         let client = args.client.connect().await.context(
             "cannot reach the Kubernetes API (use --no-kubernetes with --mode outside a cluster)",
@@ -54,17 +38,7 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         };
         configuration::follow(configs, config.clone(), pinned, tasks);
     }
-    let tls = match &args.client_ca {
-        Some(ca) => mutual_tls::server_config(
-            &TlsDir {
-                cert: args.cert.clone(),
-                key: args.key.clone(),
-                ca: ca.clone(),
-            },
-            Duration::from_secs(10),
-        )?,
-        None => server_config(args.cert.clone(), args.key.clone(), Duration::from_secs(10))?,
-    };
+    let tls = webhook_tls(args.cert.clone(), args.key.clone(), args.client_ca.clone())?;
     let credentials = if args.client_ca.is_some() || args.callers_limited_to_api_server {
         Credentials::PodSecrets
     } else {
@@ -97,18 +71,17 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     info!(listen = %args.listen, "serving admission reviews on /mutate-pods");
+    let limits = ServerLimits {
+        shutdown_delay: args.shutdown_delay,
+        // The API server gives a review at most 30 s (`timeoutSeconds`, 5 s here).
+        request_timeout: Duration::from_secs(10),
+        ..ServerLimits::default()
+    };
     let shutdown = tasks.shutdown().clone();
-    let shutdown_delay = args.shutdown_delay;
-    tasks.spawn("admission server", async move {
-        let limits = ServerLimits {
-            shutdown_delay,
-            // The API server gives a review at most 30 s (`timeoutSeconds`, 5 s here).
-            request_timeout: Duration::from_secs(10),
-            ..ServerLimits::default()
-        };
-        serve_with(listener, tls, state, shutdown, limits).await;
-        Ok::<(), std::convert::Infallible>(())
-    });
+    role.spawn_server(
+        "admission server",
+        serve_with(listener, tls, state, shutdown, limits),
+    );
     // Its /metrics and /readyz are on the HTTPS port, with the reviews.
     role.wait().await
 }

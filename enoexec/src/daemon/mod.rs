@@ -5,6 +5,7 @@
 //! event of a burst, and a full queue drops (and counts) instead of waiting.
 
 pub mod burst;
+pub mod kernel_reader;
 pub mod metrics;
 pub mod writer;
 

@@ -45,7 +45,7 @@ pub use self::{
         MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, scheduler_access, scheduler_rules,
         scheduler_workload,
     },
-    settings::{IMAGE_ARCHITECTURES, Settings},
+    settings::{IMAGE_ARCHITECTURES, OperatorFlagsError, Settings},
     webhook::{
         WEBHOOK_NAME, WEBHOOK_TLS_SECRET, WebhookRoute, mutating_webhook_configuration,
         review_path, webhook_access, webhook_rules, webhook_workload,

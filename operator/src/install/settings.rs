@@ -4,6 +4,7 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
+use multiarch_flags::OperatorArgs;
 use serde_json::{Value, json};
 
 use super::{IMAGE, NAMESPACE};
@@ -69,7 +70,47 @@ impl Default for Settings {
     }
 }
 
+/// An operator flag that does not read as a setting.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorFlagsError {
+    #[error("--operand-node-selector {0:?}: expected key=value")]
+    NodeSelector(String),
+    #[error("--operand-tolerations: expected a JSON list of tolerations: {0}")]
+    Tolerations(serde_json::Error),
+}
+
 impl Settings {
+    /// The settings the operator's flags give, its operands running `image`.
+    pub fn from_flags(flags: &OperatorArgs, image: String) -> Result<Settings, OperatorFlagsError> {
+        let mut node_selector = BTreeMap::new();
+        for pair in &flags.operand_node_selector {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| OperatorFlagsError::NodeSelector(pair.clone()))?;
+            node_selector.insert(key.trim().to_owned(), value.trim().to_owned());
+        }
+        let tolerations: Vec<Value> = match &flags.operand_tolerations {
+            Some(text) => serde_json::from_str(text).map_err(OperatorFlagsError::Tolerations)?,
+            None => Vec::new(),
+        };
+        Ok(Settings {
+            namespace: flags.namespace.clone(),
+            image,
+            image_pull_policy: flags.operand_image_pull_policy.clone(),
+            image_pull_secrets: flags.operand_image_pull_secrets.clone(),
+            replicas: flags.operand_replicas,
+            cpu_request: flags.operand_cpu_request.clone(),
+            memory_request: flags.operand_memory_request.clone(),
+            memory_limit: flags.operand_memory_limit.clone(),
+            node_selector,
+            tolerations,
+            api_server_cidrs: flags.api_server_cidrs.clone(),
+            api_server_client_ca_config_map: flags.api_server_client_ca_config_map.clone(),
+            enoexec_daemon_sys_resource: flags.enoexec_daemon_sys_resource,
+            enoexec_daemon_runtime_socket: flags.enoexec_daemon_runtime_socket.clone(),
+        })
+    }
+
     /// `http://<service>.<namespace>.svc:<port>`.
     pub fn service_url(&self, service: &str, port: u16) -> String {
         format!("http://{service}.{}.svc:{port}", self.namespace)
@@ -93,5 +134,51 @@ impl Settings {
             "requests": {"cpu": self.cpu_request, "memory": self.memory_request},
             "limits": {"memory": self.memory_limit},
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use multiarch_flags::parse_argv;
+
+    use super::*;
+
+    fn flags(argv: &[&str]) -> OperatorArgs {
+        parse_argv(&[&["operator"], argv].concat()).unwrap()
+    }
+
+    #[test]
+    fn the_operators_defaults_are_the_manifests_settings() {
+        let settings = Settings::from_flags(&flags(&[]), IMAGE.into()).unwrap();
+        assert_eq!(settings, Settings::default());
+    }
+
+    #[test]
+    fn the_flags_become_settings_and_bad_ones_are_named() {
+        let settings = Settings::from_flags(
+            &flags(&[
+                "--namespace=ops",
+                "--operand-node-selector=zone = a,disk=ssd",
+                r#"--operand-tolerations=[{"operator":"Exists"}]"#,
+                "--operand-replicas=3",
+            ]),
+            "img".into(),
+        )
+        .unwrap();
+        assert_eq!(settings.namespace, "ops");
+        assert_eq!(settings.image, "img");
+        assert_eq!(settings.replicas, 3);
+        assert_eq!(
+            settings.node_selector,
+            BTreeMap::from([("zone".into(), "a".into()), ("disk".into(), "ssd".into())])
+        );
+        assert_eq!(settings.tolerations, [json!({"operator": "Exists"})]);
+        let selector = Settings::from_flags(&flags(&["--operand-node-selector=zone"]), "i".into());
+        assert!(matches!(selector, Err(OperatorFlagsError::NodeSelector(p)) if p == "zone"));
+        let tolerations = Settings::from_flags(&flags(&["--operand-tolerations={"]), "i".into());
+        assert!(matches!(
+            tolerations,
+            Err(OperatorFlagsError::Tolerations(_))
+        ));
     }
 }
