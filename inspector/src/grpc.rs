@@ -1,12 +1,13 @@
 //! The gRPC service (`multiarch inspector --listen`) and its client, which implements the
 //! same [`ImageInspector`] trait as the in-process inspector.
 
-use std::{sync::Arc, time::Duration};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use multiarch_runtime::{
     bounded_server::{self, ServerLimits},
-    mutual_tls::{MutualTlsConnector, TlsDir},
+    mutual_tls::{self, MutualTlsConnector, TlsDir},
+    serving_cert::TlsError,
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -98,6 +99,24 @@ pub async fn serve(
         .prepare()
         .into_axum_router();
     bounded_server::serve(listener, tls, router, shutdown, limits.connections).await;
+}
+
+/// The service port's TLS from a directory (`tls.crt`, `tls.key`, and the `ca.crt` every
+/// client's certificate must chain to), its files reloaded when they change; without one,
+/// plain HTTP/2, with a warning: the port then answers whoever reaches it, with the pull
+/// secrets they name.
+pub fn server_tls(dir: Option<&Path>) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
+    match dir {
+        Some(dir) => {
+            mutual_tls::server_config(&TlsDir::new(dir), Duration::from_secs(10)).map(Some)
+        }
+        None => {
+            tracing::warn!(
+                "serving gRPC without TLS (no --tls-dir): any client that reaches the port is answered, with the pull secrets it names"
+            );
+            Ok(None)
+        }
+    }
 }
 
 fn to_status(error: &InspectError) -> Status {

@@ -1,7 +1,7 @@
 //! `multiarch inspector --listen ADDR`: the image-inspection gRPC service; in a cluster it
 //! reads the pods' pull secrets itself.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use anyhow::Context;
 use multiarch_inspector::{
@@ -14,8 +14,7 @@ use multiarch_inspector::{
     settings::RegistrySettings,
     settings_file::{ReloadMetrics, SettingsFile},
 };
-use multiarch_runtime::mutual_tls::{self, TlsDir};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::role::Role;
 use crate::args::InspectorArgs;
@@ -73,16 +72,10 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     }
     let inspector: Arc<dyn ImageInspector> = inspector;
 
-    let tls = match &args.tls_dir {
-        Some(dir) => Some(
-            mutual_tls::server_config(&TlsDir::new(dir), Duration::from_secs(10))
-                .with_context(|| format!("cannot use the TLS files in {}", dir.display()))?,
-        ),
-        None => {
-            warn!(listen = %args.listen, "serving gRPC without TLS (no --tls-dir): any client that reaches the port is answered, with the pull secrets it names");
-            None
-        }
-    };
+    let tls = grpc::server_tls(args.tls_dir.as_deref()).with_context(|| {
+        let dir = args.tls_dir.as_deref().unwrap_or(std::path::Path::new(""));
+        format!("cannot use the TLS files in {}", dir.display())
+    })?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
