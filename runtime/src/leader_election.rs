@@ -151,9 +151,12 @@ impl Leadership {
     }
 
     /// Runs `work` while this replica leads: waits for the lease (or the shutdown), then
-    /// runs `work` with a token cancelled on shutdown. Losing the lease stops `work` and
-    /// ends with [`LostLease`]: a fresh replica starts over with fresh caches, as
-    /// kube-controller-manager does. A graceful end releases the lease.
+    /// runs `work` with a token cancelled on shutdown. Losing the lease cancels the token,
+    /// lets `work` see it once, and drops it at its next wait: a replica that may no
+    /// longer lead writes nothing more (a pass in progress stops at its next request; the
+    /// roles' steps are safe to redo). It then ends with [`LostLease`]: a fresh replica
+    /// starts over with fresh caches, as kube-controller-manager does. A graceful end
+    /// (shutdown) lets `work` finish and releases the lease.
     pub async fn run_while_leading<F, Fut>(
         mut self,
         shutdown: &CancellationToken,
@@ -177,7 +180,9 @@ impl Leadership {
             }
             () = self.lost() => {
                 stop.cancel();
-                work.await;
+                // One poll (a zero timeout polls its future first): the work sees the
+                // cancellation, and whatever it would wait for next is dropped unsent.
+                let _ = tokio::time::timeout(Duration::ZERO, work).await;
                 Err(LostLease)
             }
         }

@@ -140,6 +140,45 @@ async fn losing_the_lease_stops_the_work_with_an_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_would_go_on_after_losing_the_lease_is_dropped_before_it_writes() {
+    let server = FakeApiServer::start().await;
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let leadership = Leadership::start(
+        &client(&server),
+        Some(election("replica-a")),
+        &supervisor.tasks(),
+    );
+    let wrote = Arc::new(AtomicBool::new(false));
+    let flag = wrote.clone();
+    let shutdown = CancellationToken::new();
+    let role = tokio::spawn(async move {
+        leadership
+            .run_while_leading(&shutdown, |stop| async move {
+                stop.cancelled().await;
+                // A pass that finishes its writes after being told to stop: its next
+                // wait is where it is dropped.
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                flag.store(true, Ordering::SeqCst);
+            })
+            .await
+    });
+    eventually("replica-a leads", || holder(&server) == "replica-a").await;
+    let result = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            held_by(&server, "replica-z");
+            if role.is_finished() {
+                return role.await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the role waited for its work after losing the lease");
+    assert!(matches!(result, Err(LostLease)), "{result:?}");
+    assert!(!wrote.load(Ordering::SeqCst));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_configuration_is_read_and_followed() {
     let server = FakeApiServer::start().await;
     let client = client(&server);
