@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/table_inspector.rs"]
-mod table_inspector;
+use multiarch_test_support::table_inspector;
 
 use std::{sync::Arc, time::Duration};
 

@@ -8,8 +8,7 @@
 
 #![allow(clippy::unwrap_used)] // a benchmark driver: a failure is a failed run
 
-#[path = "../../tests/support/registry.rs"]
-mod registry;
+use multiarch_test_support::registry;
 
 use std::{
     process::Command,

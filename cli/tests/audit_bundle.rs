@@ -6,10 +6,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/kubeconfig.rs"]
-mod kubeconfig;
-#[path = "../../tests/support/registry.rs"]
-mod registry;
+use multiarch_test_support::kubeconfig;
+use multiarch_test_support::registry;
 
 use std::process::Command;
 

@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/kubeconfig.rs"]
-mod kubeconfig;
+use multiarch_test_support::kubeconfig;
 
 use std::process::Command;
 

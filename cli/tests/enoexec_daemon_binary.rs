@@ -5,11 +5,9 @@
 //! "SKIPPED: ..." on stderr.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/support/kubeconfig.rs"]
-mod kubeconfig;
+use multiarch_test_support::kubeconfig;
 
-#[path = "../../tests/support/fake_cri.rs"]
-mod fake_cri;
+use multiarch_test_support::fake_cri;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},

@@ -2,8 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/registry.rs"]
-mod registry;
+use multiarch_test_support::registry;
 
 use std::{
     io::{Read, Write},

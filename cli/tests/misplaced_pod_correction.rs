@@ -7,10 +7,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/scheduler.rs"]
-mod scheduler;
-#[path = "../../tests/support/table_inspector.rs"]
-mod table_inspector;
+use multiarch_test_support::scheduler;
+use multiarch_test_support::table_inspector;
 
 use std::time::{Duration, Instant};
 

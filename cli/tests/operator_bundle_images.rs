@@ -7,10 +7,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/registry.rs"]
-mod registry;
-#[path = "../../tests/support/scheduler.rs"]
-mod scheduler;
+use multiarch_test_support::registry;
+use multiarch_test_support::scheduler;
 
 use std::{
     sync::{Arc, RwLock},

@@ -4,8 +4,7 @@
 //! ends it cleanly.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/support/kubeconfig.rs"]
-mod kubeconfig;
+use multiarch_test_support::kubeconfig;
 
 use std::{
     process::{Command, Stdio},

@@ -4,8 +4,7 @@
 //! on "ready" without a watch. And a SIGTERM ends it cleanly.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/support/kubeconfig.rs"]
-mod kubeconfig;
+use multiarch_test_support::kubeconfig;
 
 use std::{
     path::Path,

@@ -2,8 +2,7 @@
 //! v2 id fallback, and a fake CRI runtime on a unix socket.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/support/fake_cri.rs"]
-mod fake_cri;
+use multiarch_test_support::fake_cri;
 
 use std::{os::unix::fs::MetadataExt, path::Path, time::Duration};
 

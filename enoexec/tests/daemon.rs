@@ -3,10 +3,8 @@
 //! de-duplication, rate limiting, a bounded queue and the outcomes counted.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/support/fake_cri.rs"]
-mod fake_cri;
-#[path = "../../tests/support/rbac.rs"]
-mod rbac;
+use multiarch_test_support::fake_cri;
+use multiarch_test_support::rbac;
 
 use std::{path::Path, time::Duration};
 

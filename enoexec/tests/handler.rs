@@ -3,12 +3,8 @@
 //! the whole path from a kernel record on a node to the event on the pod.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../tests/support/fake_cri.rs"]
-mod fake_cri;
-#[path = "../../tests/support/rbac.rs"]
-mod rbac;
-#[path = "../../tests/support/table_inspector.rs"]
-mod table_inspector;
+use multiarch_test_support::fake_cri;
+use multiarch_test_support::table_inspector;
 
 use std::{sync::Arc, time::Duration};
 

@@ -4,9 +4,6 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/registry.rs"]
-mod registry;
-
 use std::{
     net::SocketAddr,
     sync::{

@@ -5,8 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
-#[path = "../../tests/support/rbac.rs"]
-mod rbac;
+use multiarch_test_support::rbac;
 
 use std::{sync::Arc, time::Duration};
 

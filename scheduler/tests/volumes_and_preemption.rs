@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-#[path = "../../tests/support/rbac.rs"]
-mod rbac;
+use multiarch_test_support::rbac;
 
 mod common;
 

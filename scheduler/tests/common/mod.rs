@@ -2,8 +2,7 @@
 //! the objects and waits they use.
 #![allow(dead_code, clippy::unwrap_used)] // each test file uses part of it
 
-#[path = "../../../tests/support/table_inspector.rs"]
-pub mod table_inspector;
+pub use multiarch_test_support::table_inspector;
 
 use std::{sync::Arc, time::Duration};
 

@@ -1,6 +1,5 @@
 //! Does a set of RBAC rules grant every request a component made to the fake API server?
 //! Ties the generated manifests to what the code really calls.
-#![allow(dead_code)]
 
 use serde_json::Value;
 

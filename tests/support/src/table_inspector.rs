@@ -1,7 +1,6 @@
 //! Image platforms from a table, for tests of the runtime and the gate controller (the
 //! inspector itself is tested against a real registry). Unknown images fail as a registry
 //! that rejects the credentials would.
-#![allow(dead_code)]
 
 use std::{collections::HashMap, sync::Arc};
 

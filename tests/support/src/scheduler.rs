@@ -1,6 +1,5 @@
 //! The multiarch scheduler in a test, without leader election, for the binary's tests
 //! that place pods through it (bundle images, misplaced-pod replacements).
-#![allow(dead_code)]
 
 use std::{sync::Arc, time::Duration};
 

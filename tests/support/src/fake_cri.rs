@@ -1,7 +1,6 @@
 //! A container runtime that answers the CRI `runtime.v1` calls the exec-format-error daemon
 //! makes, on a unix socket, from a table of containers (as containerd and CRI-O would after
 //! the kubelet created them). Counts `ContainerStatus` calls.
-#![allow(dead_code)]
 
 use std::{
     collections::HashMap,

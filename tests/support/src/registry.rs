@@ -3,8 +3,7 @@
 //! in the test; stopped when dropped. Plus helpers that push multi-arch fixtures with
 //! oci-client, and two misbehaving servers (silent, HTTP 500 / garbage) for error paths.
 //!
-//! Included with `#[path]` by the inspector's tests and the binary's tests.
-#![allow(dead_code, clippy::unwrap_used)]
+//! Used by the inspector's, the audit's, the admission's and the binary's tests and the benches.
 
 use std::{
     net::{SocketAddr, TcpListener as StdListener},

@@ -1,0 +1,18 @@
+//! What several crates' tests share, one module per helper behind a feature of the same
+//! name: a crate's tests depend on this crate (a dev-dependency) with the helpers they use.
+
+// Test code: a failed unwrap is a failed test; each user takes part of a helper.
+#![allow(clippy::unwrap_used, dead_code)]
+
+#[cfg(feature = "fake-cri")]
+pub mod fake_cri;
+#[cfg(feature = "kubeconfig")]
+pub mod kubeconfig;
+#[cfg(feature = "rbac")]
+pub mod rbac;
+#[cfg(feature = "registry")]
+pub mod registry;
+#[cfg(feature = "scheduler")]
+pub mod scheduler;
+#[cfg(feature = "table-inspector")]
+pub mod table_inspector;
