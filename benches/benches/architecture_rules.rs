@@ -17,7 +17,7 @@ use multiarch_plugins::{
     model::{platform::Platform, selectors::Labels},
     profile::Profile,
 };
-use multiarch_scheduler::core::{
+use multiarch_scheduler::engine::{
     image_source::CatalogImages,
     scheduler::{Outcome, PlacementInputs, SchedulerCore},
 };

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use multiarch_benches::{basic, cluster, spread_and_anti_affinity, with_other_pods};
 use multiarch_plugins::profile::Profile;
-use multiarch_scheduler::core::cycle::{Rotation, run};
+use multiarch_scheduler::engine::cycle::{Rotation, run};
 use rand::{SeedableRng, rngs::SmallRng};
 
 fn cycles(c: &mut Criterion) {

@@ -1,7 +1,7 @@
-//! The multiarch scheduler: the I/O-free core (queue, cycle, diagnosis), the scheduler
+//! The multiarch scheduler: the I/O-free engine (queue, cycle, diagnosis), the scheduler
 //! running in a cluster (watches, binder, events, leader election), and `simulate`, the
-//! same core on an in-memory cluster.
+//! same engine on an in-memory cluster.
 
-pub mod core;
+pub mod engine;
 pub mod in_cluster;
 pub mod simulate;

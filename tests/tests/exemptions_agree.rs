@@ -18,7 +18,7 @@ use multiarch_plugins::{
     model::{platform::Platform, pod::PodInfo},
     profile::Profile,
 };
-use multiarch_scheduler::core::scheduler::{PlacementInputs, SchedulerCore};
+use multiarch_scheduler::engine::scheduler::{PlacementInputs, SchedulerCore};
 use serde_json::{Value, json};
 
 const OWN: &str = "multiarch";

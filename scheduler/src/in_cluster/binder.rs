@@ -31,7 +31,7 @@ use super::{
     metrics::SchedulerMetrics,
     volume_writer,
 };
-use crate::core::binder::{Binder, Binding};
+use crate::engine::binder::{Binder, Binding};
 
 /// Sends `Failed` for a binding whose task ends without an outcome (it panicked), so the
 /// pod is never left assumed and forgotten.

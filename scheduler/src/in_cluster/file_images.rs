@@ -11,7 +11,7 @@ use multiarch_inspector::{
 };
 
 use crate::{
-    core::image_source::CatalogImages,
+    engine::image_source::CatalogImages,
     simulate::scenario::{Scenario, ScenarioError},
 };
 

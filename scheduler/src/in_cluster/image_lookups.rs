@@ -12,7 +12,7 @@ use multiarch_inspector::{ImageInspector, InspectRequest};
 use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
 
 use super::inbox::LoopMessage;
-use crate::core::image_source::{ImageLookup, ImageSource};
+use crate::engine::image_source::{ImageLookup, ImageSource};
 
 /// An answer is re-asked after this long (the inspector's own cache makes that cheap and
 /// honours tag TTLs); failures after `failure_ttl`.

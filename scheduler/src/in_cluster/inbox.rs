@@ -8,7 +8,7 @@ use multiarch_plugins::model::{
 };
 use multiarch_runtime::placement_config::PlacementConfigs;
 
-use crate::core::storage_objects::{StorageKey, StorageObject};
+use crate::engine::storage_objects::{StorageKey, StorageObject};
 
 /// What the loop must have listed before it is ready (kube-scheduler waits for every
 /// informer it reads).

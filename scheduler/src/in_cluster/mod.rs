@@ -35,7 +35,7 @@ use self::{
     binder::KubeBinder, evictions::Evictions, image_lookups::InspectedImages, inbox::LoopMessage,
     metrics::SchedulerMetrics, pod_reports::PodReports, scheduling_loop::Loop,
 };
-use crate::core::scheduler::{PlacementInputs, SchedulerCore};
+use crate::engine::scheduler::{PlacementInputs, SchedulerCore};
 
 #[derive(Clone, Debug)]
 pub struct SchedulerOptions {

@@ -38,7 +38,7 @@ use super::{
 };
 mod fencing;
 
-use crate::core::{
+use crate::engine::{
     binder::{Binder, Binding},
     scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, RuleOverride, SchedulerCore},
 };

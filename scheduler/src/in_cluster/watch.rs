@@ -31,7 +31,7 @@ use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use super::inbox::{Kind, LoopMessage};
-use crate::core::storage_objects::{StorageKey, StorageObject};
+use crate::engine::storage_objects::{StorageKey, StorageObject};
 
 /// Spawns one watch; `upsert` turns an object into a message (None: unreadable, skipped),
 /// `delete` and `key` name it.

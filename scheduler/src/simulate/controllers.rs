@@ -9,7 +9,7 @@ use multiarch_plugins::model::{
     storage::{ClaimInfo, ClaimRef, PersistentVolumeInfo, VolumeBindingPlan},
 };
 
-use crate::core::scheduler::{Preemption, SchedulerCore, StorageObject};
+use crate::engine::scheduler::{Preemption, SchedulerCore, StorageObject};
 
 /// Next resource version for objects the simulated controllers write.
 fn bump(version: &str) -> String {

@@ -24,7 +24,7 @@ use super::{
     controllers,
     scenario::{Scenario, ScenarioError},
 };
-use crate::core::{
+use crate::engine::{
     binder::{Binder, Binding, InMemoryBinder},
     image_source::CatalogImages,
     scheduler::{Outcome, PlacementInputs, SchedulerCore},

@@ -14,7 +14,7 @@ use multiarch_plugins::model::{
 };
 use serde::Deserialize;
 
-use crate::core::{image_source::CatalogImages, storage_objects::StorageObject};
+use crate::engine::{image_source::CatalogImages, storage_objects::StorageObject};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {

@@ -28,7 +28,7 @@ use kube::{
 };
 use multiarch_crd::ClusterPodPlacementConfig;
 use multiarch_runtime::{client, rate_limit::TokenBucket};
-use multiarch_scheduler::{core::image_source::CatalogImages, simulate::scenario::Scenario};
+use multiarch_scheduler::{engine::image_source::CatalogImages, simulate::scenario::Scenario};
 use serde_json::Value;
 
 use self::{

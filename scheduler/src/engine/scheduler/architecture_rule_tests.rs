@@ -13,7 +13,7 @@ use multiarch_plugins::model::{node::NodeBuilder, platform::Platform, pod::PodBu
 use super::*;
 use multiarch_plugins::model::pod::ContainerImage;
 
-use crate::core::image_source::{CatalogImages, ImageLookup, ImageSource};
+use crate::engine::image_source::{CatalogImages, ImageLookup, ImageSource};
 
 const SCHED: &str = "multiarch-scheduler";
 

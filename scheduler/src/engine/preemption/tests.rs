@@ -15,7 +15,7 @@ use multiarch_plugins::{
     profile::Profile,
 };
 
-use crate::core::{
+use crate::engine::{
     image_source::CatalogImages,
     scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, SchedulerCore},
 };

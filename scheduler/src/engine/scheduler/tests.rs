@@ -7,7 +7,7 @@ use multiarch_plugins::model::{
 };
 
 use super::*;
-use crate::core::image_source::CatalogImages;
+use crate::engine::image_source::CatalogImages;
 
 const SCHED: &str = "multiarch-scheduler";
 
@@ -253,7 +253,7 @@ mod volumes {
     };
 
     use super::*;
-    use crate::core::scheduler::StorageObject;
+    use crate::engine::scheduler::StorageObject;
 
     fn fixture(file: &str) -> serde_json::Value {
         let path = format!(
