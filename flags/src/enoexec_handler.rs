@@ -8,7 +8,10 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::{RoleFlags, inspector_client::InspectorServiceArgs};
+use crate::{
+    RoleFlags,
+    inspector_client::{InspectorCallerFlags, InspectorServiceArgs},
+};
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct EnoexecHandlerArgs {
@@ -52,5 +55,11 @@ impl RoleFlags for EnoexecHandlerArgs {
 
     fn log_mut(&mut self) -> &mut LogArgs {
         &mut self.log
+    }
+}
+
+impl InspectorCallerFlags for EnoexecHandlerArgs {
+    fn inspector_and_ops(&mut self) -> (&mut InspectorServiceArgs, &mut OpsArgs) {
+        (&mut self.inspector, &mut self.ops)
     }
 }

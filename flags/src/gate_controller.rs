@@ -6,7 +6,10 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::{RoleFlags, inspector_client::InspectorServiceArgs};
+use crate::{
+    RoleFlags,
+    inspector_client::{InspectorCallerFlags, InspectorServiceArgs},
+};
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct GateControllerArgs {
@@ -44,5 +47,11 @@ impl RoleFlags for GateControllerArgs {
 
     fn log_mut(&mut self) -> &mut LogArgs {
         &mut self.log
+    }
+}
+
+impl InspectorCallerFlags for GateControllerArgs {
+    fn inspector_and_ops(&mut self) -> (&mut InspectorServiceArgs, &mut OpsArgs) {
+        (&mut self.inspector, &mut self.ops)
     }
 }

@@ -22,7 +22,7 @@ pub use self::{
     enoexec_handler::EnoexecHandlerArgs,
     gate_controller::GateControllerArgs,
     inspector::InspectorArgs,
-    inspector_client::{InspectorServiceArgs, InspectorTlsArgs},
+    inspector_client::{InspectorCallerFlags, InspectorServiceArgs, InspectorTlsArgs},
     operator::OperatorArgs,
     scheduler::SchedulerArgs,
     webhook::WebhookArgs,

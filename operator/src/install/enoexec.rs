@@ -1,13 +1,11 @@
 //! The exec-format-error monitor: the daemon on every node and its handler.
 
-use multiarch_flags::{
-    EnoexecDaemonArgs, EnoexecHandlerArgs, FlagsError, RoleFlags, defaults, parse_argv,
-};
+use multiarch_flags::{EnoexecDaemonArgs, EnoexecHandlerArgs, FlagsError, RoleFlags, parse_argv};
 use serde_json::{Value, json};
 
 use super::{
     ENOEXEC_DAEMON, ENOEXEC_HANDLER, Settings,
-    inspector::{inspector_client_controller, inspector_service},
+    inspector::inspector_client_controller,
     labels, lease_rules, rbac_pair, service_account,
     workload::{OPS_PORT, all_interfaces, network_policy, open_port, role_args, service},
 };
@@ -110,20 +108,7 @@ pub fn enoexec_handler_access(settings: &Settings) -> Vec<Value> {
 }
 
 pub fn enoexec_handler_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
-    let args = role_args(
-        defaults::<EnoexecHandlerArgs>()?,
-        &["metrics_addr"],
-        |flags| {
-            flags.inspector = inspector_service(settings);
-            flags.ops.metrics_addr = all_interfaces(OPS_PORT);
-        },
-    )?;
-    Ok(inspector_client_controller(
-        settings,
-        ENOEXEC_HANDLER,
-        EnoexecHandlerArgs::SUBCOMMAND,
-        args,
-    ))
+    inspector_client_controller::<EnoexecHandlerArgs>(settings, ENOEXEC_HANDLER)
 }
 
 /// BPF and PERFMON always; SYS_RESOURCE (RLIMIT_MEMLOCK, kernels before 5.11) when asked:

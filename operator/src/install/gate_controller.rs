@@ -1,14 +1,12 @@
 //! The gate controller: the path of gated pods (gate mode, and in scheduler mode the
 //! pods the scheduler does not place).
 
-use multiarch_flags::{FlagsError, GateControllerArgs, RoleFlags, defaults};
+use multiarch_flags::{FlagsError, GateControllerArgs};
 use serde_json::{Value, json};
 
 use super::{
-    GATE_CONTROLLER, Settings,
-    inspector::{inspector_client_controller, inspector_service},
-    lease_role, rbac_pair, service_account,
-    workload::{OPS_PORT, all_interfaces, role_args},
+    GATE_CONTROLLER, Settings, inspector::inspector_client_controller, lease_role, rbac_pair,
+    service_account,
 };
 
 /// What the gate controller calls cluster-wide.
@@ -34,18 +32,5 @@ pub fn gate_controller_access(settings: &Settings) -> Vec<Value> {
 }
 
 pub fn gate_controller_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
-    let args = role_args(
-        defaults::<GateControllerArgs>()?,
-        &["metrics_addr"],
-        |flags| {
-            flags.inspector = inspector_service(settings);
-            flags.ops.metrics_addr = all_interfaces(OPS_PORT);
-        },
-    )?;
-    Ok(inspector_client_controller(
-        settings,
-        GATE_CONTROLLER,
-        GateControllerArgs::SUBCOMMAND,
-        args,
-    ))
+    inspector_client_controller::<GateControllerArgs>(settings, GATE_CONTROLLER)
 }

@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use multiarch_flags::{FlagsError, InspectorArgs, InspectorServiceArgs, defaults};
+use multiarch_flags::{
+    FlagsError, InspectorArgs, InspectorCallerFlags, InspectorServiceArgs, defaults,
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -126,7 +128,7 @@ pub fn inspector_dns_names(settings: &Settings) -> Vec<String> {
 
 /// How a role that always calls the inspector reaches it: its Service, with the client
 /// certificate [`mount_inspector_client`] mounts.
-pub fn inspector_service(settings: &Settings) -> InspectorServiceArgs {
+fn inspector_service(settings: &Settings) -> InspectorServiceArgs {
     let mut service = InspectorServiceArgs {
         endpoint: inspector_endpoint(settings),
         tls: Default::default(),
@@ -136,15 +138,19 @@ pub fn inspector_service(settings: &Settings) -> InspectorServiceArgs {
 }
 
 /// A leader-elected controller that calls the inspector (the gate controller, the
-/// ENoExec handler; `component` is also its subcommand) with `args`, which serve the
-/// operations endpoint on [`OPS_PORT`]: its Deployment with the inspector's client
-/// certificate mounted, its metrics Service, disruption budget and network policy.
-pub fn inspector_client_controller(
+/// ENoExec handler; the container named after its subcommand), named `name`: its
+/// Deployment with the inspector's client certificate mounted, its metrics Service,
+/// disruption budget and network policy.
+pub fn inspector_client_controller<T: InspectorCallerFlags>(
     settings: &Settings,
     name: &str,
-    component: &str,
-    args: Value,
-) -> Vec<Value> {
+) -> Result<Vec<Value>, FlagsError> {
+    let component = T::SUBCOMMAND;
+    let args = role_args(defaults::<T>()?, &["metrics_addr"], |flags| {
+        let (inspector, ops) = flags.inspector_and_ops();
+        *inspector = inspector_service(settings);
+        ops.metrics_addr = all_interfaces(OPS_PORT);
+    })?;
     let workload = Workload {
         name,
         component,
@@ -155,7 +161,7 @@ pub fn inspector_client_controller(
     };
     let mut deployment = deployment(settings, &workload);
     mount_inspector_client(&mut deployment);
-    vec![
+    Ok(vec![
         deployment,
         service(
             settings,
@@ -165,7 +171,7 @@ pub fn inspector_client_controller(
         ),
         disruption_budget(settings, name, component),
         network_policy(settings, name, component, json!([open_port(OPS_PORT)])),
-    ]
+    ])
 }
 
 /// Gives a client's Deployment the certificate it presents to the inspector, mounted
