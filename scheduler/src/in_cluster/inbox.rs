@@ -45,52 +45,6 @@ impl Kind {
         Kind::StorageCapacities,
         Kind::VolumeAttachments,
     ];
-
-    /// The object a key (as the watch reports it) of this kind names, when deleted.
-    pub fn storage_key(self, key: &str) -> Option<StorageKey> {
-        let key = key.to_owned();
-        Some(match self {
-            Kind::PersistentVolumes => StorageKey::Volume(key),
-            Kind::PersistentVolumeClaims => {
-                let (namespace, name) = key.split_once('/')?;
-                StorageKey::Claim(namespace.to_owned(), name.to_owned())
-            }
-            Kind::StorageClasses => StorageKey::Class(key),
-            Kind::CsiNodes => StorageKey::CsiNode(key),
-            Kind::CsiDrivers => StorageKey::CsiDriver(key),
-            Kind::StorageCapacities => StorageKey::Capacity(key),
-            Kind::VolumeAttachments => StorageKey::Attachment(key),
-            _ => return None,
-        })
-    }
-}
-
-/// The watch and the key a storage object is known by.
-pub fn storage_watch_key(object: &StorageObject) -> (Kind, String) {
-    match object {
-        StorageObject::Volume(v) => (Kind::PersistentVolumes, v.name.clone()),
-        StorageObject::Claim(c) => (Kind::PersistentVolumeClaims, c.key()),
-        StorageObject::Class(c) => (Kind::StorageClasses, c.name.clone()),
-        StorageObject::CsiNode(n) => (Kind::CsiNodes, n.name.clone()),
-        StorageObject::CsiDriver(d) => (Kind::CsiDrivers, d.name.clone()),
-        StorageObject::Capacity(c) => (Kind::StorageCapacities, c.key.clone()),
-        StorageObject::Attachment(a) => (Kind::VolumeAttachments, a.name.clone()),
-    }
-}
-
-/// The same for a deleted one.
-pub fn deleted_watch_key(key: &StorageKey) -> (Kind, String) {
-    match key {
-        StorageKey::Volume(name) => (Kind::PersistentVolumes, name.clone()),
-        StorageKey::Claim(namespace, name) => {
-            (Kind::PersistentVolumeClaims, format!("{namespace}/{name}"))
-        }
-        StorageKey::Class(name) => (Kind::StorageClasses, name.clone()),
-        StorageKey::CsiNode(name) => (Kind::CsiNodes, name.clone()),
-        StorageKey::CsiDriver(name) => (Kind::CsiDrivers, name.clone()),
-        StorageKey::Capacity(key) => (Kind::StorageCapacities, key.clone()),
-        StorageKey::Attachment(name) => (Kind::VolumeAttachments, name.clone()),
-    }
 }
 
 #[derive(Debug)]
@@ -105,10 +59,9 @@ pub enum BindOutcome {
 /// One message to the scheduling loop (its inbox is one bounded channel).
 #[derive(Debug)]
 pub enum LoopMessage {
-    /// A relist started (initial list or after `410 Gone`).
-    RelistStarted(Kind),
-    /// A relist finished; objects of `kind` not in `keep` were deleted meanwhile.
-    RelistDone(Kind, Vec<String>),
+    /// A list of `kind` finished (initial, or a relist after `410 Gone`); what it no
+    /// longer showed came before it as deletes.
+    Listed(Kind),
     NodeUpsert(Box<NodeInfo>),
     NodeDelete(String),
     PodUpsert(Box<PodInfo>),

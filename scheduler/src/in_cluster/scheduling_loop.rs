@@ -30,7 +30,7 @@ use super::{
     evictions::Evictions,
     image_lookups::InspectedImages,
     in_flight::{InFlight, InFlightBindings},
-    inbox::{BindOutcome, Kind, LoopMessage, deleted_watch_key, storage_watch_key},
+    inbox::{BindOutcome, Kind, LoopMessage},
     metrics::{
         AttemptResultLabel, DecidedByLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel,
     },
@@ -59,9 +59,6 @@ pub(super) struct Loop {
     /// The elector's watch closed: its last value stands.
     elector_stopped: bool,
     synced: HashSet<Kind>,
-    /// What each watch has shown, by the key it reports (pod UID, node name,
-    /// `namespace/name`...): a relist drops what it no longer shows.
-    known: HashMap<Kind, HashSet<String>>,
     /// Queueing hint counts already exported to the metrics.
     exported_hints: HashMap<(&'static str, &'static str), u64>,
     configs: Arc<PlacementConfigs>,
@@ -104,7 +101,6 @@ impl Loop {
             leadership: Some(leadership),
             elector_stopped: false,
             synced: HashSet::new(),
-            known: HashMap::new(),
             exported_hints: HashMap::new(),
             configs: Arc::default(),
             in_flight: InFlightBindings::default(),
@@ -247,62 +243,21 @@ impl Loop {
         }
     }
 
-    /// Forgets an object its watch no longer shows.
-    fn forget(&mut self, kind: Kind, key: &str, now: Instant) {
-        match kind {
-            Kind::Pods => self.core.delete_pod(key, now),
-            Kind::Nodes => self.core.delete_node(key, now),
-            Kind::Namespaces => self.core.delete_namespace(key),
-            Kind::DisruptionBudgets => self.core.delete_disruption_budget(key),
-            // Configuration arrives whole, as `PlacementConfigs`.
-            Kind::Configs => {}
-            storage => {
-                if let Some(key) = storage.storage_key(key) {
-                    self.core.delete_storage(key, now);
-                }
-            }
-        }
-    }
-
-    fn seen(&mut self, kind: Kind, key: String) {
-        self.known.entry(kind).or_default().insert(key);
-    }
-
-    fn unseen(&mut self, kind: Kind, key: &str) {
-        if let Some(keys) = self.known.get_mut(&kind) {
-            keys.remove(key);
-        }
-    }
-
     fn handle(&mut self, message: LoopMessage) {
         let now = Instant::now();
         match message {
-            LoopMessage::RelistStarted(_) => {}
-            LoopMessage::RelistDone(kind, keep) => {
-                let keep: HashSet<String> = keep.into_iter().collect();
-                let gone: Vec<String> = self
-                    .known
-                    .get(&kind)
-                    .map(|known| known.difference(&keep).cloned().collect())
-                    .unwrap_or_default();
-                for key in gone {
-                    self.forget(kind, &key, now);
-                }
-                self.known.insert(kind, keep);
+            LoopMessage::Listed(kind) => {
                 if self.synced.insert(kind) {
                     info!(?kind, "initial list received");
                 }
             }
             LoopMessage::NodeUpsert(node) => {
-                self.seen(Kind::Nodes, node.name.clone());
                 self.core.apply_node(*node, now);
             }
             LoopMessage::NodeDelete(name) => {
-                self.unseen(Kind::Nodes, &name);
                 self.core.delete_node(&name, now);
             }
             LoopMessage::PodUpsert(pod) => {
-                self.seen(Kind::Pods, pod.uid.clone());
                 if pod.node_name.is_some() {
                     self.last_failure.remove(&pod.uid);
                 }
@@ -311,7 +266,6 @@ impl Loop {
             LoopMessage::PodUnreadable(pod, error) => {
                 // A pending pod of ours is told why it is not scheduled, once per message;
                 // a bound pod fills its node (its usage is unknown, never nothing).
-                self.seen(Kind::Pods, pod.uid.clone());
                 warn!(pod = %pod.key(), %error, "pod has an unreadable resource request");
                 if pod.node_name.is_some() && !pod.deleting {
                     self.unreadable_bound_pod(*pod, &error, now);
@@ -336,36 +290,27 @@ impl Loop {
                 }
             }
             LoopMessage::PodDelete(uid) => {
-                self.unseen(Kind::Pods, &uid);
                 self.last_failure.remove(&uid);
                 self.in_flight.pod_deleted(&uid);
                 self.binder.cancel(&uid);
                 self.core.delete_pod(&uid, now);
             }
             LoopMessage::Namespace(name, labels) => {
-                self.seen(Kind::Namespaces, name.clone());
                 self.core.apply_namespace(&name, labels, now);
             }
             LoopMessage::NamespaceDelete(name) => {
-                self.unseen(Kind::Namespaces, &name);
                 self.core.delete_namespace(&name);
             }
             LoopMessage::DisruptionBudget(budget) => {
-                self.seen(Kind::DisruptionBudgets, budget.key());
                 self.core.apply_disruption_budget(budget);
             }
             LoopMessage::DisruptionBudgetDelete(key) => {
-                self.unseen(Kind::DisruptionBudgets, &key);
                 self.core.delete_disruption_budget(&key);
             }
             LoopMessage::Storage(object) => {
-                let (kind, key) = storage_watch_key(&object);
-                self.seen(kind, key);
                 self.core.apply_storage(*object, now);
             }
             LoopMessage::StorageDelete(key) => {
-                let (kind, watch_key) = deleted_watch_key(&key);
-                self.unseen(kind, &watch_key);
                 self.core.delete_storage(key, now);
             }
             LoopMessage::Preempted { uid, ok } => self.core.preemption_done(&uid, ok, now),

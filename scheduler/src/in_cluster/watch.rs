@@ -1,11 +1,12 @@
 //! Reflector-style watches feeding the loop: nodes, all non-terminal pods (every
 //! scheduler's), namespaces, PodDisruptionBudgets and the storage objects the volume
-//! plugins read. Each relist (initial or after `410 Gone`) is framed so the loop can drop
-//! what disappeared meanwhile. The configuration comes from the shared
+//! plugins read. Each relist (initial or after `410 Gone`) reports as deleted what
+//! disappeared meanwhile, then that the kind is listed. The configuration comes from the shared
 //! `placement_config` watch.
 
+use std::{collections::HashSet, fmt::Debug, hash::Hash};
+
 use super::inbox_sender::InboxSender;
-use std::fmt::Debug;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::{
@@ -34,9 +35,11 @@ use super::inbox::{Kind, LoopMessage};
 use crate::engine::storage_objects::{StorageKey, StorageObject};
 
 /// Spawns one watch; `upsert` turns an object into a message (None: unreadable, skipped),
-/// `delete` and `key` name it.
+/// `key` names it and `deleted` tells the loop it is gone. The watch remembers the keys it
+/// has shown, so that a relist (initial, or after `410 Gone`) reports as deleted what it
+/// no longer lists; the loop then hears it has listed `kind`.
 #[allow(clippy::too_many_arguments)]
-fn spawn<K>(
+fn spawn<K, Q>(
     tasks: &Tasks,
     name: &'static str,
     api: Api<K>,
@@ -44,15 +47,17 @@ fn spawn<K>(
     kind: Kind,
     inbox: InboxSender,
     upsert: fn(K) -> Option<LoopMessage>,
-    delete: fn(&K) -> LoopMessage,
-    key: fn(&K) -> String,
+    key: fn(&K) -> Q,
+    deleted: fn(Q) -> LoopMessage,
 ) where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    Q: Hash + Eq + Clone + Send + 'static,
 {
     let shutdown = tasks.shutdown().clone();
     tasks.spawn(name, async move {
         let mut stream = watcher(api, config).default_backoff().boxed();
-        let mut seen: Vec<String> = Vec::new();
+        let mut known: HashSet<Q> = HashSet::new();
+        let mut relisted: HashSet<Q> = HashSet::new();
         loop {
             let event = tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
@@ -61,31 +66,41 @@ fn spawn<K>(
                     None => return Err("the watch stream ended"),
                 },
             };
-            let message = match event {
+            let messages: Vec<LoopMessage> = match event {
                 Ok(watcher::Event::Init) => {
-                    seen.clear();
-                    Some(LoopMessage::RelistStarted(kind))
+                    relisted.clear();
+                    Vec::new()
                 }
                 Ok(watcher::Event::InitApply(object)) => {
-                    seen.push(key(&object));
-                    upsert(object)
+                    relisted.insert(key(&object));
+                    upsert(object).into_iter().collect()
                 }
                 Ok(watcher::Event::InitDone) => {
-                    Some(LoopMessage::RelistDone(kind, std::mem::take(&mut seen)))
+                    let gone = known.difference(&relisted).cloned().map(deleted);
+                    let messages = gone.chain([LoopMessage::Listed(kind)]).collect();
+                    known = std::mem::take(&mut relisted);
+                    messages
                 }
-                Ok(watcher::Event::Apply(object)) => upsert(object),
-                Ok(watcher::Event::Delete(object)) => Some(delete(&object)),
+                Ok(watcher::Event::Apply(object)) => {
+                    known.insert(key(&object));
+                    upsert(object).into_iter().collect()
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    let key = key(&object);
+                    known.remove(&key);
+                    vec![deleted(key)]
+                }
                 Err(e) => {
                     warn!(?kind, error = %e, "watch failed; retrying with backoff");
-                    None
+                    Vec::new()
                 }
             };
-            if let Some(message) = message
-                && inbox.send(message).await.is_err()
-            {
-                // The loop ended: its own outcome is what matters.
-                shutdown.cancelled().await;
-                return Ok(());
+            for message in messages {
+                if inbox.send(message).await.is_err() {
+                    // The loop ended: its own outcome is what matters.
+                    shutdown.cancelled().await;
+                    return Ok(());
+                }
             }
         }
     });
@@ -106,8 +121,8 @@ pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 None
             }
         },
-        |node| LoopMessage::NodeDelete(node.name_any()),
         ResourceExt::name_any,
+        LoopMessage::NodeDelete,
     );
     spawn(
         tasks,
@@ -137,8 +152,8 @@ pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 ))
             }
         },
-        |pod| LoopMessage::PodDelete(pod.uid().unwrap_or_default()),
         |pod| pod.uid().unwrap_or_default(),
+        LoopMessage::PodDelete,
     );
 }
 
@@ -170,8 +185,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 ns.metadata.labels.unwrap_or_default(),
             ))
         },
-        |ns| LoopMessage::NamespaceDelete(ns.name_any()),
         ResourceExt::name_any,
+        LoopMessage::NamespaceDelete,
     );
     spawn(
         tasks,
@@ -185,8 +200,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 &pdb,
             )))
         },
-        |pdb| LoopMessage::DisruptionBudgetDelete(namespaced_key(pdb)),
         namespaced_key,
+        LoopMessage::DisruptionBudgetDelete,
     );
     spawn(
         tasks,
@@ -202,8 +217,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 None
             }
         },
-        |pv| LoopMessage::StorageDelete(StorageKey::Volume(pv.name_any())),
         ResourceExt::name_any,
+        |name| LoopMessage::StorageDelete(StorageKey::Volume(name)),
     );
     spawn(
         tasks,
@@ -219,13 +234,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 None
             }
         },
-        |pvc| {
-            LoopMessage::StorageDelete(StorageKey::Claim(
-                pvc.namespace().unwrap_or_default(),
-                pvc.name_any(),
-            ))
-        },
-        namespaced_key,
+        |pvc| (pvc.namespace().unwrap_or_default(), pvc.name_any()),
+        |(namespace, name)| LoopMessage::StorageDelete(StorageKey::Claim(namespace, name)),
     );
     spawn(
         tasks,
@@ -235,8 +245,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::StorageClasses,
         inbox.clone(),
         |class| storage(StorageObject::Class(StorageClassInfo::from_api(&class))),
-        |class| LoopMessage::StorageDelete(StorageKey::Class(class.name_any())),
         ResourceExt::name_any,
+        |name| LoopMessage::StorageDelete(StorageKey::Class(name)),
     );
     spawn(
         tasks,
@@ -246,8 +256,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::CsiNodes,
         inbox.clone(),
         |node| storage(StorageObject::CsiNode(CsiNodeInfo::from_api(&node))),
-        |node| LoopMessage::StorageDelete(StorageKey::CsiNode(node.name_any())),
         ResourceExt::name_any,
+        |name| LoopMessage::StorageDelete(StorageKey::CsiNode(name)),
     );
     spawn(
         tasks,
@@ -257,8 +267,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         Kind::CsiDrivers,
         inbox.clone(),
         |driver| storage(StorageObject::CsiDriver(CsiDriverInfo::from_api(&driver))),
-        |driver| LoopMessage::StorageDelete(StorageKey::CsiDriver(driver.name_any())),
         ResourceExt::name_any,
+        |name| LoopMessage::StorageDelete(StorageKey::CsiDriver(name)),
     );
     spawn(
         tasks,
@@ -274,8 +284,8 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 None
             }
         },
-        |capacity| LoopMessage::StorageDelete(StorageKey::Capacity(namespaced_key(capacity))),
         namespaced_key,
+        |key| LoopMessage::StorageDelete(StorageKey::Capacity(key)),
     );
     spawn(
         tasks,
@@ -289,7 +299,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
                 &attachment,
             )))
         },
-        |attachment| LoopMessage::StorageDelete(StorageKey::Attachment(attachment.name_any())),
         ResourceExt::name_any,
+        |name| LoopMessage::StorageDelete(StorageKey::Attachment(name)),
     );
 }
