@@ -45,6 +45,17 @@ pub enum Credentials {
     Anonymous,
 }
 
+impl Credentials {
+    /// The pod's secrets when every caller is known to be the API server, none otherwise.
+    pub fn for_callers(only_the_api_server: bool) -> Self {
+        if only_the_api_server {
+            Credentials::PodSecrets
+        } else {
+            Credentials::Anonymous
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct AdmissionLookup {
     inspector: Arc<dyn ImageInspector>,
@@ -138,5 +149,16 @@ impl AdmissionLookup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_secrets_only_when_every_caller_is_the_api_server() {
+        assert_eq!(Credentials::for_callers(true), Credentials::PodSecrets);
+        assert_eq!(Credentials::for_callers(false), Credentials::Anonymous);
     }
 }

@@ -192,6 +192,17 @@ pub async fn serve(
     serve_with(listener, tls, state, shutdown, ServerLimits::default()).await;
 }
 
+/// The webhook port's limits: the shared server's, a review answered (or cut) within 10 s
+/// (the API server waits for one at most its `timeoutSeconds`: 5 s in the configuration
+/// the operator writes, 30 s at most), and `shutdown_delay` of answering after SIGTERM.
+pub fn webhook_limits(shutdown_delay: std::time::Duration) -> ServerLimits {
+    ServerLimits {
+        shutdown_delay,
+        request_timeout: std::time::Duration::from_secs(10),
+        ..ServerLimits::default()
+    }
+}
+
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     tls: Arc<ServerConfig>,

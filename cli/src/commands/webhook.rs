@@ -1,13 +1,13 @@
 //! `multiarch webhook`: the mutating admission webhook.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use anyhow::Context;
 use multiarch_admission::webhook::{
     configuration,
     image_lookup::{AdmissionLookup, Credentials},
     metrics::WebhookMetrics,
-    server::{ServerLimits, WebhookState, bind, serve_with},
+    server::{WebhookState, bind, serve_with, webhook_limits},
     tls::webhook_tls,
 };
 use multiarch_inspector::ImageInspector;
@@ -39,11 +39,8 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         configuration::follow(configs, config.clone(), pinned, tasks);
     }
     let tls = webhook_tls(args.cert.clone(), args.key.clone(), args.client_ca.clone())?;
-    let credentials = if args.client_ca.is_some() || args.callers_limited_to_api_server {
-        Credentials::PodSecrets
-    } else {
-        Credentials::Anonymous
-    };
+    let credentials =
+        Credentials::for_callers(args.client_ca.is_some() || args.callers_limited_to_api_server);
     let metrics = WebhookMetrics::default();
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
@@ -71,12 +68,7 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     info!(listen = %args.listen, "serving admission reviews on /mutate-pods");
-    let limits = ServerLimits {
-        shutdown_delay: args.shutdown_delay,
-        // The API server gives a review at most 30 s (`timeoutSeconds`, 5 s here).
-        request_timeout: Duration::from_secs(10),
-        ..ServerLimits::default()
-    };
+    let limits = webhook_limits(args.shutdown_delay);
     let shutdown = tasks.shutdown().clone();
     role.spawn_server(
         "admission server",
