@@ -8,8 +8,6 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::RoleFlags;
-
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct EnoexecDaemonArgs {
     #[command(flatten)]
@@ -64,10 +62,4 @@ pub struct EnoexecDaemonArgs {
     pub log: LogArgs,
 }
 
-impl RoleFlags for EnoexecDaemonArgs {
-    const SUBCOMMAND: &'static str = "enoexec-daemon";
-
-    fn log_mut(&mut self) -> &mut LogArgs {
-        &mut self.log
-    }
-}
+role_flags!(EnoexecDaemonArgs, "enoexec-daemon");

@@ -8,10 +8,7 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::{
-    RoleFlags,
-    inspector_client::{InspectorCallerFlags, InspectorServiceArgs},
-};
+use crate::inspector_client::{InspectorCallerFlags, InspectorServiceArgs};
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct EnoexecHandlerArgs {
@@ -50,13 +47,7 @@ pub struct EnoexecHandlerArgs {
     pub log: LogArgs,
 }
 
-impl RoleFlags for EnoexecHandlerArgs {
-    const SUBCOMMAND: &'static str = "enoexec-handler";
-
-    fn log_mut(&mut self) -> &mut LogArgs {
-        &mut self.log
-    }
-}
+role_flags!(EnoexecHandlerArgs, "enoexec-handler");
 
 impl InspectorCallerFlags for EnoexecHandlerArgs {
     fn inspector_and_ops(&mut self) -> (&mut InspectorServiceArgs, &mut OpsArgs) {

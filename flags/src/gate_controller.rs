@@ -6,10 +6,7 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::{
-    RoleFlags,
-    inspector_client::{InspectorCallerFlags, InspectorServiceArgs},
-};
+use crate::inspector_client::{InspectorCallerFlags, InspectorServiceArgs};
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct GateControllerArgs {
@@ -42,13 +39,7 @@ pub struct GateControllerArgs {
     pub log: LogArgs,
 }
 
-impl RoleFlags for GateControllerArgs {
-    const SUBCOMMAND: &'static str = "gate-controller";
-
-    fn log_mut(&mut self) -> &mut LogArgs {
-        &mut self.log
-    }
-}
+role_flags!(GateControllerArgs, "gate-controller");
 
 impl InspectorCallerFlags for GateControllerArgs {
     fn inspector_and_ops(&mut self) -> (&mut InspectorServiceArgs, &mut OpsArgs) {

@@ -8,8 +8,6 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::RoleFlags;
-
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct InspectorArgs {
     #[command(flatten)]
@@ -87,10 +85,4 @@ pub struct InspectorArgs {
     pub log: LogArgs,
 }
 
-impl RoleFlags for InspectorArgs {
-    const SUBCOMMAND: &'static str = "inspector";
-
-    fn log_mut(&mut self) -> &mut LogArgs {
-        &mut self.log
-    }
-}
+role_flags!(InspectorArgs, "inspector");

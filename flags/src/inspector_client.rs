@@ -5,11 +5,9 @@ use std::path::PathBuf;
 use multiarch_runtime::role_args::OpsArgs;
 use serde::Serialize;
 
-use crate::RoleFlags;
-
 /// A leader-elected controller that always calls the inspector (the gate controller, the
 /// ENoExec handler): the operator installs them the same way.
-pub trait InspectorCallerFlags: RoleFlags {
+pub trait InspectorCallerFlags: crate::RoleFlags {
     /// Where it reaches the inspector, and where it serves its operations endpoint.
     fn inspector_and_ops(&mut self) -> (&mut InspectorServiceArgs, &mut OpsArgs);
 }

@@ -4,6 +4,20 @@
 //! changes both sides at once; the flags every role shares (client, Lease, operations
 //! endpoint, logging) are `multiarch_runtime`'s groups, flattened in.
 
+/// `impl RoleFlags` for a role's flags (a struct with a `log: LogArgs` field) run by
+/// `multiarch <subcommand>`.
+macro_rules! role_flags {
+    ($flags:ty, $subcommand:literal) => {
+        impl $crate::RoleFlags for $flags {
+            const SUBCOMMAND: &'static str = $subcommand;
+
+            fn log_mut(&mut self) -> &mut multiarch_runtime::logging::LogArgs {
+                &mut self.log
+            }
+        }
+    };
+}
+
 mod argv;
 mod enoexec_daemon;
 mod enoexec_handler;

@@ -8,8 +8,6 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::RoleFlags;
-
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct OperatorArgs {
     #[command(flatten)]
@@ -132,10 +130,4 @@ pub struct OperatorArgs {
     pub log: LogArgs,
 }
 
-impl RoleFlags for OperatorArgs {
-    const SUBCOMMAND: &'static str = "operator";
-
-    fn log_mut(&mut self) -> &mut LogArgs {
-        &mut self.log
-    }
-}
+role_flags!(OperatorArgs, "operator");

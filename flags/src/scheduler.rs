@@ -8,7 +8,7 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::{RoleFlags, inspector_client::InspectorTlsArgs};
+use crate::inspector_client::InspectorTlsArgs;
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct SchedulerArgs {
@@ -85,10 +85,4 @@ pub struct SchedulerArgs {
     pub log: LogArgs,
 }
 
-impl RoleFlags for SchedulerArgs {
-    const SUBCOMMAND: &'static str = "scheduler";
-
-    fn log_mut(&mut self) -> &mut LogArgs {
-        &mut self.log
-    }
-}
+role_flags!(SchedulerArgs, "scheduler");

@@ -9,7 +9,7 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::{RoleFlags, inspector_client::InspectorTlsArgs};
+use crate::inspector_client::InspectorTlsArgs;
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct WebhookArgs {
@@ -95,13 +95,7 @@ pub struct WebhookArgs {
     pub log: LogArgs,
 }
 
-impl RoleFlags for WebhookArgs {
-    const SUBCOMMAND: &'static str = "webhook";
-
-    fn log_mut(&mut self) -> &mut LogArgs {
-        &mut self.log
-    }
-}
+role_flags!(WebhookArgs, "webhook");
 
 fn parse_mode(text: &str) -> Result<PlacementMode, String> {
     match text {

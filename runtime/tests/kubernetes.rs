@@ -102,6 +102,24 @@ async fn a_standby_works_once_the_holder_stops_renewing_and_releases_on_shutdown
     eventually("the lease is released", || holder(&server).is_null()).await;
 }
 
+/// Someone else takes the lease over and keeps renewing it, until `role` ends (its
+/// result) or 10 s pass (`Err`).
+async fn taken_over(
+    server: &FakeApiServer,
+    role: tokio::task::JoinHandle<Result<(), LostLease>>,
+) -> Result<Result<(), LostLease>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            held_by(server, "replica-z");
+            if role.is_finished() {
+                return role.await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_stops_the_work_with_an_error() {
     let server = FakeApiServer::start().await;
@@ -123,18 +141,9 @@ async fn losing_the_lease_stops_the_work_with_an_error() {
             .await
     });
     eventually("replica-a leads", || holder(&server) == "replica-a").await;
-    // Someone else takes the lease over and keeps renewing it.
-    let result = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            held_by(&server, "replica-z");
-            if role.is_finished() {
-                return role.await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("the loss was never noticed");
+    let result = taken_over(&server, role)
+        .await
+        .expect("the loss was never noticed");
     assert!(matches!(result, Err(LostLease)), "{result:?}");
     assert!(stopped.load(Ordering::SeqCst), "the work was told to stop");
 }
@@ -163,17 +172,9 @@ async fn work_that_would_go_on_after_losing_the_lease_is_dropped_before_it_write
             .await
     });
     eventually("replica-a leads", || holder(&server) == "replica-a").await;
-    let result = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            held_by(&server, "replica-z");
-            if role.is_finished() {
-                return role.await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("the role waited for its work after losing the lease");
+    let result = taken_over(&server, role)
+        .await
+        .expect("the role waited for its work after losing the lease");
     assert!(matches!(result, Err(LostLease)), "{result:?}");
     assert!(!wrote.load(Ordering::SeqCst));
 }
