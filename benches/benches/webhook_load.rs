@@ -16,9 +16,9 @@ use std::{
 };
 
 use multiarch_inspector::{
-    ImageInfo, ImageInspector, InspectError, InspectRequest, ManifestKind, PlatformEntry,
-    grpc::InspectorService,
+    ImageInfo, ImageInspector, InspectError, InspectRequest, grpc::InspectorService,
 };
+use multiarch_test_support::table_inspector::linux_index;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     sync::mpsc,
@@ -36,21 +36,7 @@ impl ImageInspector for FixedInspector {
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
-        Ok(Arc::new(ImageInfo {
-            image: request.image.clone(),
-            digest: "sha256:0".into(),
-            kind: ManifestKind::Index,
-            operator_bundle: false,
-            platforms: ["amd64", "arm64"]
-                .iter()
-                .map(|a| PlatformEntry {
-                    os: "linux".into(),
-                    architecture: (*a).into(),
-                    variant: None,
-                    digest: "sha256:1".into(),
-                })
-                .collect(),
-        }))
+        Ok(Arc::new(linux_index(&request.image, &["amd64", "arm64"])))
     }
 }
 

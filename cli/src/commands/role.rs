@@ -75,20 +75,31 @@ impl Role {
     #[cfg(feature = "scheduler")]
     pub fn ready_from(&self, mut ready: tokio::sync::watch::Receiver<bool>) {
         let readiness = self.ready.clone();
+        let store = move |now: bool| readiness.store(now, std::sync::atomic::Ordering::Relaxed);
+        store(*ready.borrow_and_update());
+        self.on_change("readiness", ready, store);
+    }
+
+    /// Calls `apply` with each new value of `values` until shutdown (a closed sender
+    /// leaves the last value standing).
+    #[cfg(any(feature = "scheduler", feature = "operator"))]
+    fn on_change<T: Copy + Send + Sync + 'static>(
+        &self,
+        name: &'static str,
+        mut values: tokio::sync::watch::Receiver<T>,
+        mut apply: impl FnMut(T) + Send + 'static,
+    ) {
         let shutdown = self.tasks.shutdown().clone();
-        self.tasks.spawn("readiness", async move {
+        self.tasks.spawn(name, async move {
             loop {
-                readiness.store(
-                    *ready.borrow_and_update(),
-                    std::sync::atomic::Ordering::Relaxed,
-                );
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
-                    changed = ready.changed() => if changed.is_err() {
+                    changed = values.changed() => if changed.is_err() {
                         shutdown.cancelled().await;
                         return Ok(());
                     },
                 }
+                apply(*values.borrow_and_update());
             }
         });
     }
@@ -124,29 +135,18 @@ impl Role {
 pub fn follow_log_verbosity(
     role: &Role,
     handle: Option<FilterHandle>,
-    mut verbosity: tokio::sync::watch::Receiver<multiarch_crd::LogVerbosity>,
+    verbosity: tokio::sync::watch::Receiver<multiarch_crd::LogVerbosity>,
 ) {
     let Some(handle) = handle else { return };
-    let shutdown = role.tasks.shutdown().clone();
-    role.tasks.spawn("log verbosity", async move {
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
-                changed = verbosity.changed() => if changed.is_err() {
-                    shutdown.cancelled().await;
-                    return Ok(());
-                },
-            }
-            let level = *verbosity.borrow_and_update();
-            if handle
-                .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
-                .is_ok()
-            {
-                tracing::info!(
-                    ?level,
-                    "log verbosity changed by the ClusterPodPlacementConfig"
-                );
-            }
+    role.on_change("log verbosity", verbosity, move |level| {
+        if handle
+            .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
+            .is_ok()
+        {
+            tracing::info!(
+                ?level,
+                "log verbosity changed by the ClusterPodPlacementConfig"
+            );
         }
     });
 }

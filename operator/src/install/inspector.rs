@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use multiarch_flags::{
-    FlagsError, InspectorArgs, InspectorCallerFlags, InspectorServiceArgs, defaults,
+    FlagsError, InspectorArgs, InspectorCallerFlags, InspectorServiceArgs, InspectorTlsArgs,
+    defaults,
 };
 use serde_json::{Value, json};
 
@@ -129,12 +130,12 @@ pub fn inspector_dns_names(settings: &Settings) -> Vec<String> {
 /// How a role that always calls the inspector reaches it: its Service, with the client
 /// certificate [`mount_inspector_client`] mounts.
 fn inspector_service(settings: &Settings) -> InspectorServiceArgs {
-    let mut service = InspectorServiceArgs {
+    InspectorServiceArgs {
         endpoint: inspector_endpoint(settings),
-        tls: Default::default(),
-    };
-    service.tls.inspector_tls_dir = Some(CLIENT_DIR.into());
-    service
+        tls: InspectorTlsArgs {
+            inspector_tls_dir: Some(CLIENT_DIR.into()),
+        },
+    }
 }
 
 /// A leader-elected controller that calls the inspector (the gate controller, the

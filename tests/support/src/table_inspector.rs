@@ -20,21 +20,26 @@ impl ImageInspector for TableInspector {
                 .ok_or_else(|| InspectError::CredentialsRejected {
                     registry: "quay.io".into(),
                 })?;
-        Ok(Arc::new(ImageInfo {
-            image: request.image.clone(),
-            digest: "sha256:0".into(),
-            kind: ManifestKind::Index,
-            operator_bundle: false,
-            platforms: archs
-                .iter()
-                .map(|a| PlatformEntry {
-                    os: "linux".into(),
-                    architecture: (*a).into(),
-                    variant: None,
-                    digest: "sha256:1".into(),
-                })
-                .collect(),
-        }))
+        Ok(Arc::new(linux_index(&request.image, archs)))
+    }
+}
+
+/// `image` as an index of Linux builds for `archs`.
+pub fn linux_index(image: &str, archs: &[&str]) -> ImageInfo {
+    ImageInfo {
+        image: image.to_owned(),
+        digest: "sha256:0".into(),
+        kind: ManifestKind::Index,
+        operator_bundle: false,
+        platforms: archs
+            .iter()
+            .map(|a| PlatformEntry {
+                os: "linux".into(),
+                architecture: (*a).into(),
+                variant: None,
+                digest: "sha256:1".into(),
+            })
+            .collect(),
     }
 }
 
