@@ -9,6 +9,7 @@ pub mod client;
 pub mod controller;
 pub mod draining_queue;
 pub mod event_recorder;
+pub mod follow;
 pub mod https_server;
 pub mod leader_election;
 pub mod logging;

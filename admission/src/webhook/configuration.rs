@@ -9,7 +9,9 @@ use std::sync::{Arc, RwLock};
 
 use multiarch_crd::{AdmissionAffinity, PlacementMode, names::DEFAULT_SCHEDULER_NAME};
 use multiarch_policy::architecture_rules::ArchitectureRules;
-use multiarch_runtime::{placement_config::PlacementConfigs, supervisor::Tasks};
+use multiarch_runtime::{
+    follow::SenderGone, placement_config::PlacementConfigs, supervisor::Tasks,
+};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -69,35 +71,25 @@ pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, pinned: Pin
 
 /// Keeps `config` in step with `configs` until shutdown.
 pub fn follow(
-    mut configs: watch::Receiver<Arc<PlacementConfigs>>,
+    configs: watch::Receiver<Arc<PlacementConfigs>>,
     config: Arc<RwLock<WebhookConfig>>,
     pinned: Pinned,
     tasks: &Tasks,
 ) {
-    let shutdown = tasks.shutdown().clone();
-    tasks.spawn("webhook configuration", async move {
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                changed = configs.changed() => {
-                    if changed.is_err() {
-                        return Err("the configuration watch ended");
-                    }
-                }
-            }
-            let snapshot = configs.borrow_and_update().clone();
-            let mut current = config
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (mode, scheduler_name) = (current.mode, current.scheduler_name.clone());
-            apply(&mut current, &snapshot, pinned);
-            if current.mode != mode {
-                info!(mode = ?current.mode, "webhook mode changed by the ClusterPodPlacementConfig");
-            }
-            if current.scheduler_name != scheduler_name {
-                info!(from = %scheduler_name, to = %current.scheduler_name, "pods are routed to the scheduler the ClusterPodPlacementConfig names");
-            }
+    let needed = SenderGone::Fail("the configuration watch ended");
+    tasks.follow("webhook configuration", configs, needed, move |snapshot| {
+        let mut current = config
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (mode, scheduler_name) = (current.mode, current.scheduler_name.clone());
+        apply(&mut current, &snapshot, pinned);
+        if current.mode != mode {
+            info!(mode = ?current.mode, "webhook mode changed by the ClusterPodPlacementConfig");
         }
+        if current.scheduler_name != scheduler_name {
+            info!(from = %scheduler_name, to = %current.scheduler_name, "pods are routed to the scheduler the ClusterPodPlacementConfig names");
+        }
+        std::future::ready(())
     });
 }
 

@@ -8,6 +8,8 @@ use std::{
     time::Duration,
 };
 
+#[cfg(any(feature = "scheduler", feature = "operator"))]
+use multiarch_runtime::follow::SenderGone;
 use multiarch_runtime::{
     logging::{self, FilterHandle, LogArgs},
     ops_server::{self, OpsState},
@@ -77,31 +79,12 @@ impl Role {
         let readiness = self.ready.clone();
         let store = move |now: bool| readiness.store(now, std::sync::atomic::Ordering::Relaxed);
         store(*ready.borrow_and_update());
-        self.on_change("readiness", ready, store);
-    }
-
-    /// Calls `apply` with each new value of `values` until shutdown (a closed sender
-    /// leaves the last value standing).
-    #[cfg(any(feature = "scheduler", feature = "operator"))]
-    fn on_change<T: Copy + Send + Sync + 'static>(
-        &self,
-        name: &'static str,
-        mut values: tokio::sync::watch::Receiver<T>,
-        mut apply: impl FnMut(T) + Send + 'static,
-    ) {
-        let shutdown = self.tasks.shutdown().clone();
-        self.tasks.spawn(name, async move {
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => return Ok::<(), std::convert::Infallible>(()),
-                    changed = values.changed() => if changed.is_err() {
-                        shutdown.cancelled().await;
-                        return Ok(());
-                    },
-                }
-                apply(*values.borrow_and_update());
-            }
-        });
+        let keep_last = SenderGone::KeepLast;
+        self.tasks
+            .follow("readiness", ready, keep_last, move |now| {
+                store(now);
+                std::future::ready(())
+            });
     }
 
     /// `/readyz` follows `is_ready`, asked every second, until shutdown.
@@ -138,15 +121,18 @@ pub fn follow_log_verbosity(
     verbosity: tokio::sync::watch::Receiver<multiarch_crd::LogVerbosity>,
 ) {
     let Some(handle) = handle else { return };
-    role.on_change("log verbosity", verbosity, move |level| {
-        if handle
-            .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
-            .is_ok()
-        {
-            tracing::info!(
-                ?level,
-                "log verbosity changed by the ClusterPodPlacementConfig"
-            );
-        }
-    });
+    let keep_last = SenderGone::KeepLast;
+    role.tasks
+        .follow("log verbosity", verbosity, keep_last, move |level| {
+            if handle
+                .reload(tracing_subscriber::EnvFilter::new(level.filter_directive()))
+                .is_ok()
+            {
+                tracing::info!(
+                    ?level,
+                    "log verbosity changed by the ClusterPodPlacementConfig"
+                );
+            }
+            std::future::ready(())
+        });
 }

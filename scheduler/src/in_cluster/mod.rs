@@ -23,6 +23,7 @@ use multiarch_crd::PlacementSpec;
 use multiarch_inspector::ImageInspector;
 use multiarch_plugins::profile::Profile;
 use multiarch_runtime::{
+    follow::SenderGone,
     leader_election::{ElectionConfig, Leadership, LostLease},
     placement_config,
     rate_limit::TokenBucket,
@@ -166,33 +167,17 @@ pub fn start(
 
 /// The loop learns of configuration changes through its inbox, like every other change.
 fn forward_configs(
-    mut configs: signal::Receiver<Arc<placement_config::PlacementConfigs>>,
+    configs: signal::Receiver<Arc<placement_config::PlacementConfigs>>,
     inbox: InboxSender,
     tasks: &Tasks,
 ) {
-    let shutdown = tasks.shutdown().clone();
-    tasks.spawn("configuration to the scheduling loop", async move {
-        loop {
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => return Ok(()),
-                changed = configs.changed() => if changed.is_err() {
-                    // At shutdown the watch may end before this task sees the token.
-                    return if shutdown.is_cancelled() {
-                        Ok(())
-                    } else {
-                        Err("the configuration watch ended")
-                    };
-                }
-            }
-            let snapshot = configs.borrow_and_update().clone();
-            if inbox
-                .send(LoopMessage::PlacementConfigs(snapshot))
-                .await
-                .is_err()
-            {
-                return Ok(());
-            }
+    let needed = SenderGone::Fail("the configuration watch ended");
+    let name = "configuration to the scheduling loop";
+    tasks.follow(name, configs, needed, move |snapshot| {
+        let inbox = inbox.clone();
+        // A closed inbox means the loop ended, which its own task reports.
+        async move {
+            let _ = inbox.send(LoopMessage::PlacementConfigs(snapshot)).await;
         }
     });
 }
