@@ -106,7 +106,7 @@ fn content_addressed(
     wanted: Option<&str>,
     what: &str,
 ) -> Result<String, OciDistributionError> {
-    let computed = format!("sha256:{:x}", Sha256::digest(body));
+    let computed = format!("sha256:{}", hex::encode(Sha256::digest(body)));
     if let Some(wanted) = wanted
         && wanted.starts_with("sha256:")
         && wanted != computed

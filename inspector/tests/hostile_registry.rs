@@ -307,7 +307,10 @@ async fn fixed_registry(
 
 fn sha256(body: &str) -> String {
     use sha2::Digest;
-    format!("sha256:{:x}", sha2::Sha256::digest(body.as_bytes()))
+    format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(body.as_bytes()))
+    )
 }
 
 fn oci_index(entries: &[String]) -> String {

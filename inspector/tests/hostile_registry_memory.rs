@@ -126,7 +126,10 @@ async fn fifty_huge_indexes_at_once_stay_under_the_bound_while_a_healthy_image_i
     let mut fan_out = Vec::new();
     for i in 0..100 {
         let doc = index(&[entry(&format!("arch{i}"))]);
-        let digest = format!("sha256:{:x}", <sha2::Sha256 as sha2::Digest>::digest(&doc));
+        let digest = format!(
+            "sha256:{}",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&doc))
+        );
         fan_out.push(format!(
             r#"{{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"{digest}","size":{}}}"#,
             doc.len()

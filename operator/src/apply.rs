@@ -128,7 +128,7 @@ pub fn with_hash(mut desired: Value) -> Value {
         annotations.remove(HASH_ANNOTATION);
     }
     let digest = Sha256::digest(desired.to_string().as_bytes());
-    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hash = hex::encode(&digest[..8]);
     desired["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash);
     desired
 }

@@ -245,7 +245,7 @@ fn tls_material() -> (String, String, String) {
 }
 
 pub fn sha256(data: &[u8]) -> String {
-    format!("sha256:{:x}", Sha256::digest(data))
+    format!("sha256:{}", hex::encode(Sha256::digest(data)))
 }
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
