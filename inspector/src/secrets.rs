@@ -202,12 +202,11 @@ fn spawn_follow<K>(
     let api = Api::<PartialObjectMeta<K>>::all(client.clone());
     let state = state.clone();
     let shutdown = tasks.shutdown().clone();
-    tasks.spawn(name, async move {
+    tasks.spawn_infallible(name, async move {
         tokio::select! {
             () = follow(api, <K as k8s_openapi::Resource>::KIND, state, live) => {}
             () = shutdown.cancelled() => {}
         }
-        Ok::<(), std::convert::Infallible>(())
     });
 }
 

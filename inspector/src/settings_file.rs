@@ -13,6 +13,7 @@ use std::{
     time::Duration,
 };
 
+use multiarch_runtime::supervisor::Tasks;
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family},
@@ -67,6 +68,34 @@ impl ReloadMetrics {
 }
 
 impl SettingsFile {
+    /// The file `--registries-config` names, if it names one.
+    pub fn named(path: Option<&Path>, optional: bool) -> Option<Self> {
+        path.map(|path| SettingsFile {
+            path: path.to_owned(),
+            optional,
+        })
+    }
+
+    /// The settings to start with: what `file` says, or the defaults without one.
+    pub fn initial(file: Option<&Self>) -> Result<RegistrySettings, SettingsError> {
+        file.map_or_else(|| Ok(RegistrySettings::default()), Self::load)
+    }
+
+    /// [`follow`](Self::follow) as the role's supervised task, its reload counter in
+    /// `registry`.
+    pub fn spawn_follower(
+        self,
+        inspector: Arc<Inspector>,
+        interval: Duration,
+        registry: &mut Registry,
+        tasks: &Tasks,
+    ) {
+        let metrics = ReloadMetrics::default();
+        metrics.register(registry);
+        let follower = self.follow(inspector, interval, metrics, tasks.shutdown().clone());
+        tasks.spawn_infallible("registry settings follower", follower);
+    }
+
     /// What the file says now.
     pub fn load(&self) -> Result<RegistrySettings, SettingsError> {
         if self.optional && !exists(&self.path) {

@@ -9,7 +9,7 @@ use kube::{core::PartialObjectMeta, runtime::reflector};
 use multiarch_runtime::{
     event_recorder::EventRecorder,
     https_server::{self, ServerLimits},
-    leader_election::{ElectionConfig, Leadership},
+    leader_election::ElectionConfig,
     serving_cert::{ReloadingCert, with_resolver},
     supervisor::Tasks,
 };
@@ -64,17 +64,10 @@ pub fn start(
     };
     let shutdown = tasks.shutdown().clone();
     let tls = with_resolver(serving.clone());
-    tasks.spawn("operator webhooks", async move {
-        https_server::serve(
-            listener,
-            tls,
-            crd_webhooks::router(state),
-            shutdown,
-            ServerLimits::default(),
-        )
-        .await;
-        Ok::<(), std::convert::Infallible>(())
-    });
+    let router = crd_webhooks::router(state);
+    let limits = ServerLimits::default();
+    let server = https_server::serve(listener, tls, router, shutdown, limits);
+    tasks.spawn_infallible("operator webhooks", server);
 
     let (nodes, node_writer) = reflector::store();
     let context = Arc::new(OperatorContext::new(
@@ -93,22 +86,15 @@ pub fn start(
         options.certificate_check.min(Duration::from_secs(30)),
         tasks.shutdown().clone(),
     );
-    tasks.spawn("operator certificate follower", async move {
-        follow.await;
-        Ok::<(), std::convert::Infallible>(())
-    });
+    tasks.spawn_infallible("operator certificate follower", follow);
 
     let running = Running {
         log_verbosity: context.log_verbosity.subscribe(),
         serving,
     };
-    let leadership = Leadership::start(&client, options.election.clone(), tasks);
-    let shutdown = tasks.shutdown().clone();
-    tasks.spawn("operator controller", async move {
-        leadership
-            .run_while_leading(&shutdown, |stop| lead(context, node_writer, options, stop))
-            .await
-    });
+    let election = options.election.clone();
+    let work = |stop| lead(context, node_writer, options, stop);
+    tasks.spawn_while_leading("operator controller", &client, election, work);
     running
 }
 

@@ -109,10 +109,7 @@ impl Leadership {
         };
         let (alive_tx, alive_rx) = watch::channel(false);
         let elector = Elector::new(client.clone(), election);
-        tasks.spawn("leader election", async move {
-            elector.run(leading_tx, alive_rx).await;
-            Ok::<(), std::convert::Infallible>(())
-        });
+        tasks.spawn_infallible("leader election", elector.run(leading_tx, alive_rx));
         Leadership {
             leading,
             alive: Some(alive_tx),
@@ -186,6 +183,28 @@ impl Leadership {
                 Err(LostLease)
             }
         }
+    }
+}
+
+impl Tasks {
+    /// A controller's start, written once: runs `work` as the supervised task `name` while
+    /// this replica holds the Lease `election` names (always, without one), by
+    /// [`Leadership::run_while_leading`]; losing the Lease ends the role.
+    pub fn spawn_while_leading<F, Fut>(
+        &self,
+        name: &'static str,
+        client: &kube::Client,
+        election: Option<ElectionConfig>,
+        work: F,
+    ) where
+        F: FnOnce(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let leadership = Leadership::start(client, election, self);
+        let shutdown = self.shutdown().clone();
+        self.spawn(name, async move {
+            leadership.run_while_leading(&shutdown, work).await
+        });
     }
 }
 

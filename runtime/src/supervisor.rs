@@ -99,6 +99,19 @@ impl Tasks {
             let _ = exits.send(Exit { name, outcome });
         });
     }
+
+    /// [`spawn`](Self::spawn) for a task that cannot fail: a server or a follower that
+    /// ends only at shutdown (ending before it still ends the role).
+    pub fn spawn_infallible(
+        &self,
+        name: &'static str,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) {
+        self.spawn(name, async move {
+            task.await;
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
 }
 
 /// Debug builds only: the task of this name panics shortly after it starts, so that a
@@ -254,6 +267,12 @@ mod tests {
             .spawn("loop", async { Ok::<(), String>(()) });
         let error = supervisor.wait(Duration::from_secs(5)).await.unwrap_err();
         assert_eq!(error.to_string(), "loop stopped on its own");
+
+        // A task that cannot fail (a server) still may not end before the shutdown.
+        let supervisor = Supervisor::new(CancellationToken::new());
+        supervisor.tasks().spawn_infallible("server", async {});
+        let error = supervisor.wait(Duration::from_secs(5)).await.unwrap_err();
+        assert_eq!(error.to_string(), "server stopped on its own");
 
         let supervisor = Supervisor::new(CancellationToken::new());
         #[allow(clippy::unreachable)]

@@ -20,7 +20,6 @@ use multiarch_runtime::{
     backoff::Backoff,
     controller::{self, ControllerSettings},
     event_recorder::EventRecorder,
-    leader_election::Leadership,
     supervisor::Tasks,
 };
 use tokio_util::sync::CancellationToken;
@@ -38,14 +37,14 @@ pub fn start(
     metrics: GateMetrics,
     tasks: &Tasks,
 ) {
-    let leadership = Leadership::start(&client, options.election.clone(), tasks);
+    let election = options.election.clone();
     let context = Arc::new(GateContext {
         events: EventRecorder::new(
             client.clone(),
             "multiarch-gate-controller",
             &options.identity,
         ),
-        client,
+        client: client.clone(),
         inspector,
         options,
         metrics,
@@ -53,12 +52,8 @@ pub fn start(
         unreadable_configuration: Mutex::default(),
         architecture_rules: Mutex::default(),
     });
-    let shutdown = tasks.shutdown().clone();
-    tasks.spawn("gate controller", async move {
-        leadership
-            .run_while_leading(&shutdown, |stop| run(context, stop))
-            .await
-    });
+    let work = |stop| run(context, stop);
+    tasks.spawn_while_leading("gate controller", &client, election, work);
 }
 
 async fn run(context: Arc<GateContext>, stop: CancellationToken) {

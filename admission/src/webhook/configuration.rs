@@ -10,7 +10,9 @@ use std::sync::{Arc, RwLock};
 use multiarch_crd::{AdmissionAffinity, PlacementMode, names::DEFAULT_SCHEDULER_NAME};
 use multiarch_policy::architecture_rules::ArchitectureRules;
 use multiarch_runtime::{
-    follow::SenderGone, placement_config::PlacementConfigs, supervisor::Tasks,
+    follow::SenderGone,
+    placement_config::{self, PlacementConfigs},
+    supervisor::Tasks,
 };
 use tokio::sync::watch;
 use tracing::info;
@@ -40,6 +42,31 @@ pub fn initial(
     );
     config.known = !followed || mode.is_some();
     Arc::new(RwLock::new(config))
+}
+
+/// The webhook's configuration from its command line, then, with a `client`, following the
+/// ClusterPodPlacementConfig in everything the command line does not pin.
+pub fn start(
+    mode: Option<PlacementMode>,
+    scheduler_name: Option<&str>,
+    own_namespace: &str,
+    client: Option<&kube::Client>,
+    tasks: &Tasks,
+) -> Arc<RwLock<WebhookConfig>> {
+    let config = initial(mode, scheduler_name, own_namespace, client.is_some());
+    if let Some(client) = client {
+        let pinned = Pinned {
+            mode: mode.is_some(),
+            scheduler_name: scheduler_name.is_some(),
+        };
+        follow(
+            placement_config::follow(client, tasks),
+            config.clone(),
+            pinned,
+            tasks,
+        );
+    }
+    config
 }
 
 /// Applies a snapshot of the placement configuration to the webhook's.

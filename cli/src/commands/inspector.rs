@@ -5,14 +5,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use multiarch_inspector::{
-    ImageInspector, Inspector,
+    Inspector,
     cache::CacheOptions,
     grpc::{self, ServiceLimits},
     metrics::InspectorMetrics,
     registry::RegistryOptions,
     secrets::{KubeSecrets, SecretSource, StaticKeyring},
-    settings::RegistrySettings,
-    settings_file::{ReloadMetrics, SettingsFile},
+    settings_file::SettingsFile,
 };
 use tracing::info;
 
@@ -21,22 +20,15 @@ use crate::args::InspectorArgs;
 
 pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);
-    let settings_file = args.registries_config.as_ref().map(|path| SettingsFile {
-        path: path.clone(),
-        optional: args.registries_config_optional,
-    });
-    let settings = match &settings_file {
-        Some(file) => file.load()?,
-        None => RegistrySettings::default(),
-    };
+    let optional = args.registries_config_optional;
+    let settings_file = SettingsFile::named(args.registries_config.as_deref(), optional);
+    let settings = SettingsFile::initial(settings_file.as_ref())?;
     let secrets: Arc<dyn SecretSource> = if args.no_kubernetes {
         Arc::new(StaticKeyring::default())
     } else {
-        let client = args
-            .client
-            .connect()
-            .await
-            .context("cannot reach the Kubernetes API to read pull secrets (use --no-kubernetes outside a cluster)")?;
+        let client = args.client.connect().await.context(
+            "cannot reach the Kubernetes API to read pull secrets (use --no-kubernetes outside a cluster)",
+        )?;
         Arc::new(KubeSecrets::start(client, &role.tasks))
     };
     let metrics = InspectorMetrics::default();
@@ -52,38 +44,20 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
         total_timeout: args.timeout,
         ..RegistryOptions::default()
     };
-    let inspector = Arc::new(Inspector::new(
-        settings,
-        registry_options,
-        cache,
-        secrets,
-        metrics,
-    ));
+    let inspector = Inspector::new(settings, registry_options, cache, secrets, metrics);
+    let inspector = Arc::new(inspector);
     if let Some(file) = settings_file {
-        let reloads = ReloadMetrics::default();
-        reloads.register(&mut role.registry);
-        let follower = file.follow(
-            inspector.clone(),
-            args.registries_config_check,
-            reloads,
-            role.tasks.shutdown().clone(),
-        );
-        role.spawn_server("registry settings follower", follower);
+        let check = args.registries_config_check;
+        file.spawn_follower(inspector.clone(), check, &mut role.registry, &role.tasks);
     }
-    let inspector: Arc<dyn ImageInspector> = inspector;
 
-    let tls = grpc::server_tls(args.tls_dir.as_deref()).with_context(|| {
-        let dir = args.tls_dir.as_deref().unwrap_or(std::path::Path::new(""));
-        format!("cannot use the TLS files in {}", dir.display())
-    })?;
+    let tls = grpc::server_tls(args.tls_dir.as_deref()).context("cannot use --tls-dir")?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     info!(listen = %args.listen, metrics = %args.ops.metrics_addr, mutual_tls = tls.is_some(), "serving image inspection");
     let shutdown = role.tasks.shutdown().clone();
-    role.spawn_server(
-        "gRPC server",
-        grpc::serve(listener, tls, inspector, ServiceLimits::default(), shutdown),
-    );
+    let server = grpc::serve(listener, tls, inspector, ServiceLimits::default(), shutdown);
+    role.tasks.spawn_infallible("gRPC server", server);
     role.serve_and_wait(args.ops.metrics_addr).await
 }

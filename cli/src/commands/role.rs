@@ -60,19 +60,6 @@ impl Role {
         Ok(())
     }
 
-    /// Runs `server`, which ends at shutdown, under the supervisor as `name`.
-    #[cfg(any(feature = "admission", feature = "inspector"))]
-    pub fn spawn_server(
-        &self,
-        name: &'static str,
-        server: impl Future<Output = ()> + Send + 'static,
-    ) {
-        self.tasks.spawn(name, async move {
-            server.await;
-            Ok::<(), std::convert::Infallible>(())
-        });
-    }
-
     /// `/readyz` follows `ready`, the role's own readiness, until shutdown.
     #[cfg(feature = "scheduler")]
     pub fn ready_from(&self, mut ready: tokio::sync::watch::Receiver<bool>) {

@@ -10,58 +10,49 @@ use multiarch_admission::webhook::{
     server::{WebhookState, bind, serve_with, webhook_limits},
     tls::webhook_tls,
 };
-use multiarch_inspector::ImageInspector;
-use multiarch_runtime::placement_config;
 use tracing::info;
 
 use super::{inspector_client::remote_inspector_at, role::Role};
 use crate::args::WebhookArgs;
 
 pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
-    let (role, _) = Role::begin(&args.log, true);
-    let tasks = &role.tasks;
-    let config = configuration::initial(
-        args.mode,
-        args.scheduler_name.as_deref(),
-        &args.namespace,
-        !args.no_kubernetes,
-    );
-    if !args.no_kubernetes {
-        // The mode and preferences follow the ClusterPodPlacementConfig, unless pinned.
-        let client = args.client.connect().await.context(
+    let (mut role, _) = Role::begin(&args.log, true);
+    let client = if args.no_kubernetes {
+        None
+    } else {
+        Some(args.client.connect().await.context(
             "cannot reach the Kubernetes API (use --no-kubernetes with --mode outside a cluster)",
-        )?;
-        let configs = placement_config::follow(&client, tasks);
-        let pinned = configuration::Pinned {
-            mode: args.mode.is_some(),
-            scheduler_name: args.scheduler_name.is_some(),
-        };
-        configuration::follow(configs, config.clone(), pinned, tasks);
-    }
+        )?)
+    };
+    let scheduler_name = args.scheduler_name.as_deref();
+    let (namespace, tasks) = (&args.namespace, &role.tasks);
+    let config = configuration::start(args.mode, scheduler_name, namespace, client.as_ref(), tasks);
     let tls = webhook_tls(args.cert.clone(), args.key.clone(), args.client_ca.clone())?;
     let credentials =
         Credentials::for_callers(args.client_ca.is_some() || args.callers_limited_to_api_server);
-    let metrics = WebhookMetrics::default();
-    let mut registry = prometheus_client::registry::Registry::default();
-    metrics.register(&mut registry);
     let lookup = match &args.inspector_endpoint {
         Some(endpoint) => {
-            let inspector: Arc<dyn ImageInspector> =
-                Arc::new(remote_inspector_at(endpoint, &args.inspector_tls)?);
-            info!(%endpoint, deadline = ?args.admission_lookup_deadline, ?credentials, "architecture constraint at admission");
+            let inspector = Arc::new(remote_inspector_at(endpoint, &args.inspector_tls)?);
+            let deadline = args.admission_lookup_deadline;
+            info!(%endpoint, ?deadline, ?credentials, "architecture constraint at admission");
+            let in_flight = args.admission_lookups_in_flight;
             Some(AdmissionLookup::new(
                 inspector,
-                args.admission_lookup_deadline,
-                args.admission_lookups_in_flight,
+                deadline,
+                in_flight,
                 credentials,
             ))
         }
         None => None,
     };
+    let metrics = WebhookMetrics::default();
+    metrics.register(&mut role.registry);
+    // Its /metrics and /readyz are on the HTTPS port, with the reviews.
+    let registry = Arc::new(std::mem::take(&mut role.registry));
     let state = WebhookState {
         config,
         metrics,
-        registry: Arc::new(registry),
+        registry,
         lookup,
     };
     let listener = bind(args.listen)
@@ -69,11 +60,8 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     info!(listen = %args.listen, "serving admission reviews on /mutate-pods");
     let limits = webhook_limits(args.shutdown_delay);
-    let shutdown = tasks.shutdown().clone();
-    role.spawn_server(
-        "admission server",
-        serve_with(listener, tls, state, shutdown, limits),
-    );
-    // Its /metrics and /readyz are on the HTTPS port, with the reviews.
+    let shutdown = role.tasks.shutdown().clone();
+    let server = serve_with(listener, tls, state, shutdown, limits);
+    role.tasks.spawn_infallible("admission server", server);
     role.wait().await
 }

@@ -25,7 +25,7 @@ use multiarch_runtime::{
     backoff::Backoff,
     controller::{self, ControllerSettings},
     event_recorder::EventRecorder,
-    leader_election::{ElectionConfig, Leadership},
+    leader_election::ElectionConfig,
     supervisor::Tasks,
 };
 use tokio_util::sync::CancellationToken;
@@ -75,7 +75,7 @@ pub fn start(
     metrics: HandlerMetrics,
     tasks: &Tasks,
 ) {
-    let leadership = Leadership::start(&client, options.election.clone(), tasks);
+    let election = options.election.clone();
     let events = EventRecorder::new(
         client.clone(),
         "multiarch-enoexec-handler",
@@ -94,18 +94,14 @@ pub fn start(
     let context = Arc::new(HandlerContext {
         events,
         correction,
-        client,
+        client: client.clone(),
         inspector,
         options,
         metrics,
         incomplete_since: Mutex::default(),
     });
-    let shutdown = tasks.shutdown().clone();
-    tasks.spawn("ENoExecEvent handler", async move {
-        leadership
-            .run_while_leading(&shutdown, |stop| run(context, stop))
-            .await
-    });
+    let work = |stop| run(context, stop);
+    tasks.spawn_while_leading("ENoExecEvent handler", &client, election, work);
 }
 
 /// The report loop and, with an inspector, the misplaced-pod scans: both only while
