@@ -8,7 +8,7 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::inspector_client::{InspectorCallerFlags, InspectorServiceArgs};
+use crate::inspector_client::InspectorServiceArgs;
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct EnoexecHandlerArgs {
@@ -47,10 +47,4 @@ pub struct EnoexecHandlerArgs {
     pub log: LogArgs,
 }
 
-role_flags!(EnoexecHandlerArgs, "enoexec-handler");
-
-impl InspectorCallerFlags for EnoexecHandlerArgs {
-    fn inspector_and_ops(&mut self) -> (&mut InspectorServiceArgs, &mut OpsArgs) {
-        (&mut self.inspector, &mut self.ops)
-    }
-}
+role_flags!(EnoexecHandlerArgs, "enoexec-handler", inspector_caller);

@@ -6,7 +6,7 @@ use multiarch_runtime::{
 };
 use serde::Serialize;
 
-use crate::inspector_client::{InspectorCallerFlags, InspectorServiceArgs};
+use crate::inspector_client::InspectorServiceArgs;
 
 #[derive(Clone, Debug, PartialEq, clap::Args, Serialize)]
 pub struct GateControllerArgs {
@@ -39,10 +39,4 @@ pub struct GateControllerArgs {
     pub log: LogArgs,
 }
 
-role_flags!(GateControllerArgs, "gate-controller");
-
-impl InspectorCallerFlags for GateControllerArgs {
-    fn inspector_and_ops(&mut self) -> (&mut InspectorServiceArgs, &mut OpsArgs) {
-        (&mut self.inspector, &mut self.ops)
-    }
-}
+role_flags!(GateControllerArgs, "gate-controller", inspector_caller);

@@ -16,6 +16,21 @@ macro_rules! role_flags {
             }
         }
     };
+    // A role that calls the inspector, from its `inspector` and `ops` fields.
+    ($flags:ty, $subcommand:literal, inspector_caller) => {
+        role_flags!($flags, $subcommand);
+
+        impl $crate::InspectorCallerFlags for $flags {
+            fn inspector_and_ops(
+                &mut self,
+            ) -> (
+                &mut $crate::InspectorServiceArgs,
+                &mut multiarch_runtime::role_args::OpsArgs,
+            ) {
+                (&mut self.inspector, &mut self.ops)
+            }
+        }
+    };
 }
 
 mod argv;
