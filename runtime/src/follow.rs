@@ -21,9 +21,23 @@ pub enum SenderGone {
 
 impl Tasks {
     /// Runs `apply` with each new value of `values` (not the one already there when it
-    /// starts) until shutdown, as the supervised task `name`. `apply` may wait (to hand
-    /// the value to a bounded queue); changes made meanwhile reach it as the latest value.
-    pub fn follow<T, F, Fut>(
+    /// starts) until shutdown, as the supervised task `name`.
+    pub fn follow<T: Clone + Send + Sync + 'static>(
+        &self,
+        name: &'static str,
+        values: watch::Receiver<T>,
+        sender_gone: SenderGone,
+        mut apply: impl FnMut(T) + Send + 'static,
+    ) {
+        self.follow_async(name, values, sender_gone, move |value| {
+            apply(value);
+            std::future::ready(())
+        });
+    }
+
+    /// [`follow`](Self::follow) with an `apply` that may wait (to hand the value to a
+    /// bounded queue); changes made meanwhile reach it as the latest value.
+    pub fn follow_async<T, F, Fut>(
         &self,
         name: &'static str,
         mut values: watch::Receiver<T>,
@@ -83,7 +97,6 @@ mod tests {
             .tasks()
             .follow("follower", values, sender_gone, move |value| {
                 let _ = seen_tx.send(value);
-                std::future::ready(())
             });
         (supervisor, shutdown, seen)
     }
@@ -99,6 +112,40 @@ mod tests {
         shutdown.cancel();
         supervisor.wait(GRACE).await.expect("a clean shutdown");
         assert_eq!(seen.try_recv().ok(), None, "1 was there before it started");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_apply_that_waits_gets_the_latest_value_after_it() {
+        let (sender, values) = watch::channel(1);
+        let shutdown = CancellationToken::new();
+        let supervisor = Supervisor::new(shutdown.clone());
+        // A queue of one, which the test reads only later: the follower waits in `apply`.
+        let (queue_tx, mut queue) = mpsc::channel(1);
+        let needed = SenderGone::Fail("gone");
+        supervisor
+            .tasks()
+            .follow_async("forwarder", values, needed, move |value| {
+                let queue_tx = queue_tx.clone();
+                async move {
+                    let _ = queue_tx.send(value).await;
+                }
+            });
+        // The paused clock runs ahead only once every task is idle: each sleep lets the
+        // follower go as far as it can.
+        let settle = || tokio::time::sleep(Duration::from_secs(1));
+        sender.send_replace(2);
+        settle().await; // 2 queued
+        sender.send_replace(3);
+        settle().await; // waiting to queue 3
+        sender.send_replace(4);
+        sender.send_replace(5);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.extend(queue.recv().await);
+        }
+        assert_eq!(seen, [2, 3, 5], "4 was replaced while the follower waited");
+        shutdown.cancel();
+        supervisor.wait(GRACE).await.expect("a clean shutdown");
     }
 
     #[tokio::test(start_paused = true)]

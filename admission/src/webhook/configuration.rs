@@ -116,7 +116,6 @@ pub fn follow(
         if current.scheduler_name != scheduler_name {
             info!(from = %scheduler_name, to = %current.scheduler_name, "pods are routed to the scheduler the ClusterPodPlacementConfig names");
         }
-        std::future::ready(())
     });
 }
 

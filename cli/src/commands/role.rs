@@ -67,11 +67,7 @@ impl Role {
         let store = move |now: bool| readiness.store(now, std::sync::atomic::Ordering::Relaxed);
         store(*ready.borrow_and_update());
         let keep_last = SenderGone::KeepLast;
-        self.tasks
-            .follow("readiness", ready, keep_last, move |now| {
-                store(now);
-                std::future::ready(())
-            });
+        self.tasks.follow("readiness", ready, keep_last, store);
     }
 
     /// `/readyz` follows `is_ready`, asked every second, until shutdown.
@@ -120,6 +116,5 @@ pub fn follow_log_verbosity(
                     "log verbosity changed by the ClusterPodPlacementConfig"
                 );
             }
-            std::future::ready(())
         });
 }

@@ -173,7 +173,7 @@ fn forward_configs(
 ) {
     let needed = SenderGone::Fail("the configuration watch ended");
     let name = "configuration to the scheduling loop";
-    tasks.follow(name, configs, needed, move |snapshot| {
+    tasks.follow_async(name, configs, needed, move |snapshot| {
         let inbox = inbox.clone();
         // A closed inbox means the loop ended, which its own task reports.
         async move {
