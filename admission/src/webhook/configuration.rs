@@ -97,7 +97,7 @@ pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, pinned: Pin
 }
 
 /// Keeps `config` in step with `configs` until shutdown.
-pub fn follow(
+fn follow(
     configs: watch::Receiver<Arc<PlacementConfigs>>,
     config: Arc<RwLock<WebhookConfig>>,
     pinned: Pinned,
