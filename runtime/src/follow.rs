@@ -67,7 +67,13 @@ impl Tasks {
                     },
                 }
                 let value = values.borrow_and_update().clone();
-                apply(value).await;
+                // A wait in `apply` (a full queue whose reader stopped) must not hold up
+                // the drain.
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = apply(value) => {}
+                }
             }
         });
     }
@@ -144,6 +150,11 @@ mod tests {
             seen.extend(queue.recv().await);
         }
         assert_eq!(seen, [2, 3, 5], "4 was replaced while the follower waited");
+        // Waiting again (6 queued, 7 waits), it still stops at shutdown.
+        sender.send_replace(6);
+        settle().await;
+        sender.send_replace(7);
+        settle().await;
         shutdown.cancel();
         supervisor.wait(GRACE).await.expect("a clean shutdown");
     }
