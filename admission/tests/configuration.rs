@@ -28,84 +28,83 @@ fn read(config: &Arc<RwLock<WebhookConfig>>) -> (bool, PlacementMode, String) {
     (config.known, config.mode, config.scheduler_name.clone())
 }
 
-/// Waits (a generous bound, for a busy machine) until `config` shows `want`.
-async fn until(config: &Arc<RwLock<WebhookConfig>>, want: (bool, PlacementMode, &str)) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (known, mode, name) = read(config);
-        if (known, mode, name.as_str()) == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the configuration stayed at {:?}, not {want:?}",
-            (known, mode, name)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// The webhook's configuration as `configuration::start` runs it, under its own supervisor.
+struct Followed {
+    supervisor: Supervisor,
+    shutdown: CancellationToken,
+    config: Arc<RwLock<WebhookConfig>>,
 }
 
-async fn started(
-    server: &FakeApiServer,
-    mode: Option<PlacementMode>,
-    scheduler_name: Option<&str>,
-) -> (Supervisor, CancellationToken, Arc<RwLock<WebhookConfig>>) {
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let shutdown = CancellationToken::new();
-    let supervisor = Supervisor::new(shutdown.clone());
-    let config = configuration::start(
-        mode,
-        scheduler_name,
-        "multiarch",
-        Some(&client),
-        &supervisor.tasks(),
-    );
-    (supervisor, shutdown, config)
+impl Followed {
+    fn start(
+        server: &FakeApiServer,
+        mode: Option<PlacementMode>,
+        scheduler_name: Option<&str>,
+    ) -> Self {
+        let url = server.url().parse().unwrap();
+        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        let shutdown = CancellationToken::new();
+        let supervisor = Supervisor::new(shutdown.clone());
+        let tasks = supervisor.tasks();
+        let config = configuration::start(mode, scheduler_name, "multiarch", Some(&client), &tasks);
+        Followed {
+            supervisor,
+            shutdown,
+            config,
+        }
+    }
+
+    /// Waits (a generous bound, for a busy machine) until the configuration shows `want`.
+    async fn until(&self, want: (bool, PlacementMode, &str)) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (known, mode, name) = read(&self.config);
+            if (known, mode, name.as_str()) == want {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the configuration stayed at {:?}, not {want:?}",
+                (known, mode, name)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Shuts down; its follower must drain cleanly.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.supervisor.wait(Duration::from_secs(5)).await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mode_and_the_scheduler_name_follow_the_cluster_config() {
     let server = FakeApiServer::start().await;
-    let (supervisor, shutdown, config) = started(&server, None, None).await;
+    let webhook = Followed::start(&server, None, None);
     // Known (the webhook ready) once the list shows no ClusterPodPlacementConfig: the
     // defaults.
-    until(
-        &config,
-        (true, PlacementMode::Scheduler, "multiarch-scheduler"),
-    )
-    .await;
+    let defaults = (true, PlacementMode::Scheduler, "multiarch-scheduler");
+    webhook.until(defaults).await;
     server.apply(CPPCS, renamed_in_gate_mode());
-    until(
-        &config,
-        (true, PlacementMode::SchedulingGate, "renamed-scheduler"),
-    )
-    .await;
-    shutdown.cancel();
-    supervisor.wait(Duration::from_secs(5)).await.unwrap();
+    let renamed = (true, PlacementMode::SchedulingGate, "renamed-scheduler");
+    webhook.until(renamed).await;
+    webhook.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_command_line_pins_stays() {
     let server = FakeApiServer::start().await;
     server.apply(CPPCS, renamed_in_gate_mode());
-    let (supervisor, shutdown, config) = started(&server, None, Some("pinned-scheduler")).await;
-    until(
-        &config,
-        (true, PlacementMode::SchedulingGate, "pinned-scheduler"),
-    )
-    .await;
-    shutdown.cancel();
-    supervisor.wait(Duration::from_secs(5)).await.unwrap();
+    let name_pinned = Followed::start(&server, None, Some("pinned-scheduler"));
+    let mode_followed = (true, PlacementMode::SchedulingGate, "pinned-scheduler");
+    name_pinned.until(mode_followed).await;
+    name_pinned.stop().await;
 
-    let (supervisor, shutdown, config) =
-        started(&server, Some(PlacementMode::Scheduler), None).await;
-    until(
-        &config,
-        (true, PlacementMode::Scheduler, "renamed-scheduler"),
-    )
-    .await;
-    shutdown.cancel();
-    supervisor.wait(Duration::from_secs(5)).await.unwrap();
+    let mode_pinned = Followed::start(&server, Some(PlacementMode::Scheduler), None);
+    let name_followed = (true, PlacementMode::Scheduler, "renamed-scheduler");
+    mode_pinned.until(name_followed).await;
+    mode_pinned.stop().await;
 }
 
 #[test]
