@@ -2,7 +2,8 @@
 //! body is bounded on its own (4 MiB for a manifest), but the inspector reads many at
 //! once: fifty pods naming fifty tags of a hostile registry's 3 MiB indexes would hold
 //! 150 MiB. So bytes are reserved as they stream in, from the registry's share (so that
-//! one registry cannot take it all) and from the whole; a body that finds no room fails
+//! one registry cannot take it all; keyed by the address that answers, so that one
+//! registry reached by many names still has one) and from the whole; a body that finds no room fails
 //! at once, as a transient error retried with backoff, rather than wait (a hostile
 //! registry's slow bodies would otherwise hold everyone's).
 
@@ -77,12 +78,12 @@ impl BodyBudget {
         self.peak_kib.load(Ordering::Relaxed) * 1024
     }
 
-    fn share(&self, registry: &str) -> Arc<Semaphore> {
+    fn share(&self, key: &str) -> Arc<Semaphore> {
         let mut shares = self
             .registries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(share) = shares.get(registry) {
+        if let Some(share) = shares.get(key) {
             return share.clone();
         }
         if shares.len() >= REGISTRIES_KEPT {
@@ -90,20 +91,22 @@ impl BodyBudget {
             shares.retain(|_, share| share.available_permits() < whole);
         }
         let share = Arc::new(Semaphore::new(self.registry_kib as usize));
-        shares.insert(registry.to_owned(), share.clone());
+        shares.insert(key.to_owned(), share.clone());
         share
     }
 
-    /// Adds `bytes` from `registry` to `reservation`, or says why there is no room.
+    /// Adds `bytes` from the share `share` (the address a registry answers from) to
+    /// `reservation`, or says why there is no room, naming `registry`.
     pub fn reserve(
         &self,
+        share: &str,
         registry: &str,
         bytes: usize,
         reservation: &mut Reservation,
     ) -> Result<(), String> {
         let amount = kib(bytes);
-        let share = self.share(registry);
-        let Ok(from_share) = share.try_acquire_many_owned(amount) else {
+        let from = self.share(share);
+        let Ok(from_share) = from.try_acquire_many_owned(amount) else {
             return Err(format!(
                 "{EXHAUSTED} for {registry} ({} MiB per registry): too many of its answers at once",
                 self.registry_kib / 1024
@@ -129,23 +132,25 @@ mod tests {
         let budget = BodyBudget::new(3 * 1024 * 1024, 2 * 1024 * 1024);
         let mut first = Reservation::default();
         budget
-            .reserve("hostile", 2 * 1024 * 1024, &mut first)
+            .reserve("hostile", "hostile", 2 * 1024 * 1024, &mut first)
             .unwrap();
         // The same registry is out of its share; another still has room.
         let mut more = Reservation::default();
-        let refused = budget.reserve("hostile", 1, &mut more).unwrap_err();
+        let refused = budget
+            .reserve("hostile", "hostile", 1, &mut more)
+            .unwrap_err();
         assert!(
             refused.contains("for hostile (2 MiB per registry)"),
             "{refused}"
         );
         let mut healthy = Reservation::default();
         budget
-            .reserve("healthy", 1024 * 1024, &mut healthy)
+            .reserve("healthy", "healthy", 1024 * 1024, &mut healthy)
             .unwrap();
         // The whole is spent: a third registry is refused until something is given back.
         let mut third = Reservation::default();
-        assert!(budget.reserve("third", 1024, &mut third).is_err());
+        assert!(budget.reserve("third", "third", 1024, &mut third).is_err());
         drop(first);
-        budget.reserve("third", 1024, &mut third).unwrap();
+        budget.reserve("third", "third", 1024, &mut third).unwrap();
     }
 }

@@ -54,9 +54,15 @@ enum Authorization<'a> {
     Basic(&'a Credential),
 }
 
-/// Where a body's bytes are counted while it streams: the inspector's budget, and the
-/// registry whose share they come from.
-type Budget<'a> = Option<(&'a BodyBudget, &'a str)>;
+/// Where a body's bytes are counted while it streams: the inspector's budget, the
+/// registry (named in a refusal; its share is the address that answers), and whether
+/// the body is parsed while held (then what parsing makes of it is counted too).
+#[derive(Clone, Copy)]
+struct Budget<'a> {
+    budget: &'a BodyBudget,
+    registry: &'a str,
+    parsed: bool,
+}
 
 /// Reads `response`'s body, or `Err(bytes)` once it passes `limit` bytes (having read
 /// no more than one chunk beyond it); each chunk is reserved from `budget` first, and
@@ -64,7 +70,7 @@ type Budget<'a> = Option<(&'a BodyBudget, &'a str)>;
 async fn bounded_body(
     response: reqwest::Response,
     limit: usize,
-    budget: Budget<'_>,
+    budget: Option<Budget<'_>>,
 ) -> Result<Result<Vec<u8>, usize>, OciDistributionError> {
     Ok(held_body(response, limit, budget)
         .await?
@@ -76,22 +82,40 @@ async fn bounded_body(
 async fn held_body(
     mut response: reqwest::Response,
     limit: usize,
-    budget: Budget<'_>,
+    budget: Option<Budget<'_>>,
 ) -> Result<Result<(Vec<u8>, Reservation), usize>, OciDistributionError> {
     if let Some(length) = response.content_length()
         && usize::try_from(length).map_or(true, |l| l > limit)
     {
         return Ok(Err(usize::try_from(length).unwrap_or(usize::MAX)));
     }
+    // The share is the address answering, not the name as written: one registry
+    // reached by many names (aliases, ports, case, wildcard DNS) has one share.
+    let share = response
+        .remote_addr()
+        .map(|address| address.ip().to_string());
     let mut reservation = Reservation::default();
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         if body.len() + chunk.len() > limit {
             return Ok(Err(body.len() + chunk.len()));
         }
-        if let Some((budget, registry)) = budget {
+        if let Some(Budget {
+            budget,
+            registry,
+            parsed,
+        }) = budget
+        {
+            // What parsing makes of a body is bounded by its bytes (every list and map
+            // is bounded while it streams, see `manifest`): counted with them.
+            let bytes = if parsed { 2 * chunk.len() } else { chunk.len() };
             budget
-                .reserve(registry, chunk.len(), &mut reservation)
+                .reserve(
+                    share.as_deref().unwrap_or(registry),
+                    registry,
+                    bytes,
+                    &mut reservation,
+                )
                 .map_err(|why| OciDistributionError::GenericError(Some(why)))?;
         }
         body.extend_from_slice(&chunk);
@@ -144,8 +168,13 @@ impl BoundedFetch {
         }
     }
 
-    fn budget(&self) -> Budget<'_> {
-        Some((&self.budget, &self.registry))
+    /// The budget for a body read whole, or for one `parsed` while it is held.
+    fn budget(&self, parsed: bool) -> Option<Budget<'_>> {
+        Some(Budget {
+            budget: &self.budget,
+            registry: &self.registry,
+            parsed,
+        })
     }
 
     fn url(&self, image: &ImageRef) -> String {
@@ -256,7 +285,7 @@ impl BoundedFetch {
         let response = self
             .authorized_get(&url, "*/*", image.repository(), credential)
             .await?;
-        let body = match bounded_body(response, limit, self.budget()).await? {
+        let body = match bounded_body(response, limit, self.budget(false)).await? {
             Ok(body) => body,
             Err(bytes) => return Ok(Err(bytes)),
         };
@@ -282,7 +311,7 @@ impl BoundedFetch {
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let (body, held) = match held_body(response, MAX_MANIFEST_BYTES, self.budget()).await? {
+        let (body, held) = match held_body(response, MAX_MANIFEST_BYTES, self.budget(true)).await? {
             Ok(body) => body,
             Err(bytes) => return Ok(Err(bytes)),
         };
@@ -353,7 +382,7 @@ impl BoundedFetch {
                     response.status()
                 )));
             }
-            let body = bounded_body(response, MAX_TOKEN_BYTES, self.budget())
+            let body = bounded_body(response, MAX_TOKEN_BYTES, self.budget(true))
                 .await?
                 .map_err(|bytes| {
                     OciDistributionError::AuthenticationFailure(format!(

@@ -2,7 +2,12 @@
 //! Docker schema-2 manifests, and image config blobs. Pure functions over bytes, so that
 //! they are fuzzed directly; nothing here panics on any input.
 
-use serde::Deserialize;
+use std::{borrow::Cow, marker::PhantomData};
+
+use serde::{
+    Deserialize,
+    de::{IgnoredAny, MapAccess, SeqAccess, Visitor},
+};
 
 use multiarch_policy::platform::Platform;
 
@@ -20,6 +25,10 @@ pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
 /// Entries an index may list. Real ones list a few, Windows images a few dozen; 4 MiB of
 /// JSON holds ~50,000, each kept (and cached) if nothing stopped them.
 pub const MAX_INDEX_ENTRIES: usize = 1000;
+
+/// Layers a single manifest may list. Docker builds at most 127; anything far beyond is
+/// not an image a node would run.
+pub const MAX_LAYERS: usize = 1000;
 
 /// The annotation buildx puts on attestation (SBOM, provenance) entries of an index.
 const REFERENCE_TYPE: &str = "vnd.docker.reference.type";
@@ -40,6 +49,8 @@ pub enum ManifestError {
         "the index lists more than {MAX_INDEX_ENTRIES} manifests, more than an image index may list here"
     )]
     TooManyEntries,
+    #[error("the manifest lists more than {MAX_LAYERS} layers, more than an image may have here")]
+    TooManyLayers,
 }
 
 /// What a manifest says.
@@ -59,52 +70,76 @@ pub struct IndexEntry {
     pub platform: Option<Platform>,
 }
 
+/// An index or a single manifest, as far as telling them apart and choosing an entry
+/// needs: a single manifest's `layers` are not read at all (skipped unkept), an index's
+/// entries are bounded while they stream.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawManifest {
     #[serde(default)]
     media_type: Option<String>,
     /// `None` inside: more than [`MAX_INDEX_ENTRIES`] (the rest is skipped unread).
-    #[serde(default, deserialize_with = "bounded_entries")]
+    #[serde(default, deserialize_with = "bounded_index_entries")]
     manifests: Option<Option<Vec<RawDescriptor>>>,
     #[serde(default)]
     config: Option<RawDescriptor>,
-    #[serde(default)]
-    layers: Option<Vec<RawDescriptor>>,
 }
 
-/// Reads at most [`MAX_INDEX_ENTRIES`] descriptors; beyond them the list is skipped
-/// without being kept, so a hostile index costs its bytes, not ~200 B per entry.
-fn bounded_entries<'de, D>(deserializer: D) -> Result<Option<Option<Vec<RawDescriptor>>>, D::Error>
+/// A single manifest's layers, bounded while they stream.
+#[derive(Deserialize)]
+struct RawLayers {
+    /// `None` inside: more than [`MAX_LAYERS`].
+    #[serde(default, deserialize_with = "bounded_layers")]
+    layers: Option<Option<Vec<RawDescriptor>>>,
+}
+
+fn bounded_index_entries<'de, D>(
+    deserializer: D,
+) -> Result<Option<Option<Vec<RawDescriptor>>>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
-    struct Bounded;
-    impl<'de> serde::de::Visitor<'de> for Bounded {
-        type Value = Option<Vec<RawDescriptor>>;
+    bounded_list(deserializer, MAX_INDEX_ENTRIES)
+}
+
+fn bounded_layers<'de, D>(deserializer: D) -> Result<Option<Option<Vec<RawDescriptor>>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    bounded_list(deserializer, MAX_LAYERS)
+}
+
+/// Reads at most `max` items of a list that may be null; beyond them the list is skipped
+/// without being kept (`Some(None)`), so a hostile document costs its bytes, not ~200 B
+/// per item (4 MiB of `{}` is ~1.4 million of them).
+fn bounded_list<'de, D, T>(deserializer: D, max: usize) -> Result<Option<Option<Vec<T>>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Bounded<T>(usize, PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Bounded<T> {
+        type Value = Option<Vec<T>>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list of descriptors")
+            f.write_str("a list")
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut entries = Vec::new();
-            while let Some(entry) = seq.next_element::<RawDescriptor>()? {
-                if entries.len() == MAX_INDEX_ENTRIES {
-                    while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element::<T>()? {
+                if items.len() == self.0 {
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
                     return Ok(None);
                 }
-                entries.push(entry);
+                items.push(item);
             }
-            Ok(Some(entries))
+            Ok(Some(items))
         }
     }
-    struct Nullable;
-    impl<'de> serde::de::Visitor<'de> for Nullable {
-        type Value = Option<Option<Vec<RawDescriptor>>>;
+    struct Nullable<T>(usize, PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Nullable<T> {
+        type Value = Option<Option<Vec<T>>>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list of descriptors or null")
+            f.write_str("a list or null")
         }
         fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
             Ok(None)
@@ -113,10 +148,63 @@ where
             Ok(None)
         }
         fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_seq(Bounded).map(Some)
+            d.deserialize_seq(Bounded(self.0, PhantomData)).map(Some)
         }
     }
-    deserializer.deserialize_option(Nullable)
+    deserializer.deserialize_option(Nullable(max, PhantomData))
+}
+
+/// Whether some entry of a string map (or null) passes `test`, read without keeping the
+/// map: each key and value is dropped once tested, so a map of a million entries costs
+/// its bytes on the wire, not a `BTreeMap` of them.
+fn any_entry<'de, D>(deserializer: D, test: fn(&str, &str) -> bool) -> Result<bool, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Entries(fn(&str, &str) -> bool);
+    impl<'de> Visitor<'de> for Entries {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of strings or null")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let mut found = false;
+            while let Some((key, value)) = map.next_entry::<Cow<'de, str>, Cow<'de, str>>()? {
+                found = found || (self.0)(&key, &value);
+            }
+            Ok(found)
+        }
+    }
+    deserializer.deserialize_option(Entries(test))
+}
+
+/// `annotations` of a descriptor: only whether buildx marked it an attestation is kept.
+fn attestation_annotation<'de, D>(deserializer: D) -> Result<bool, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    any_entry(deserializer, |key, value| {
+        key == REFERENCE_TYPE && value == "attestation-manifest"
+    })
+}
+
+/// `config.Labels` of an image config: only whether one marks an OLM bundle is kept.
+fn bundle_label<'de, D>(deserializer: D) -> Result<bool, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    any_entry(deserializer, |key, _| {
+        key.starts_with(OPERATOR_BUNDLE_LABEL_PREFIX)
+    })
 }
 
 #[derive(Deserialize)]
@@ -128,8 +216,13 @@ struct RawDescriptor {
     digest: String,
     #[serde(default)]
     platform: Option<RawPlatform>,
-    #[serde(default)]
-    annotations: Option<std::collections::BTreeMap<String, String>>,
+    /// Read from `annotations`, which are not kept.
+    #[serde(
+        default,
+        rename = "annotations",
+        deserialize_with = "attestation_annotation"
+    )]
+    attestation: bool,
 }
 
 #[derive(Deserialize)]
@@ -154,11 +247,12 @@ struct RawConfig {
     config: Option<RawRunConfig>,
 }
 
-/// The run configuration of an image config; only its labels are read.
+/// The run configuration of an image config; only whether its labels mark an OLM
+/// bundle is read.
 #[derive(Deserialize)]
 struct RawRunConfig {
-    #[serde(default, rename = "Labels")]
-    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, rename = "Labels", deserialize_with = "bundle_label")]
+    operator_bundle: bool,
 }
 
 /// The prefix of the labels `operator-sdk` and `opm` put on an OLM bundle image
@@ -195,7 +289,7 @@ pub fn parse_manifest(bytes: &[u8], content_type: Option<&str>) -> Result<Parsed
             .unwrap_or(Some(Vec::new()))
             .ok_or(ManifestError::TooManyEntries)?
             .into_iter()
-            .filter(|d| !is_attestation(d))
+            .filter(|d| !d.attestation)
             .filter_map(|d| {
                 let platform = d
                     .platform
@@ -237,29 +331,24 @@ pub struct Layer {
     pub media_type: String,
 }
 
-/// The layers of a single image manifest, in order (bottom first).
+/// The layers of a single image manifest, in order (bottom first); more than
+/// [`MAX_LAYERS`] are refused without being kept.
 pub fn parse_layers(bytes: &[u8]) -> Result<Vec<Layer>, ManifestError> {
     if bytes.len() > MAX_MANIFEST_BYTES {
         return Err(ManifestError::TooLarge(bytes.len()));
     }
-    let raw: RawManifest =
+    let raw: RawLayers =
         serde_json::from_slice(bytes).map_err(|e| ManifestError::Json(e.to_string()))?;
     Ok(raw
         .layers
-        .unwrap_or_default()
+        .unwrap_or(Some(Vec::new()))
+        .ok_or(ManifestError::TooManyLayers)?
         .into_iter()
         .map(|d| Layer {
             digest: d.digest,
             media_type: d.media_type.unwrap_or_default(),
         })
         .collect())
-}
-
-fn is_attestation(d: &RawDescriptor) -> bool {
-    d.annotations
-        .as_ref()
-        .and_then(|a| a.get(REFERENCE_TYPE))
-        .is_some_and(|t| t == "attestation-manifest")
 }
 
 /// Reads the platform from an image config blob (`os`, `architecture`, `variant`).
@@ -283,11 +372,7 @@ pub fn parse_image_config(bytes: &[u8]) -> Result<ImageConfig, ManifestError> {
         .os
         .filter(|o| !o.is_empty())
         .unwrap_or_else(|| "linux".to_owned());
-    let operator_bundle = raw.config.and_then(|c| c.labels).is_some_and(|labels| {
-        labels
-            .keys()
-            .any(|k| k.starts_with(OPERATOR_BUNDLE_LABEL_PREFIX))
-    });
+    let operator_bundle = raw.config.is_some_and(|c| c.operator_bundle);
     Ok(ImageConfig {
         platform: Platform::new(&os, &architecture, raw.variant.as_deref()),
         operator_bundle,
@@ -400,6 +485,64 @@ mod tests {
                 .contains("more than 1000 manifests"),
             "the error names the limit"
         );
+    }
+
+    #[test]
+    fn layers_are_read_up_to_their_limit_and_only_where_asked_for() {
+        let manifest = |layers: usize| {
+            format!(
+                r#"{{"mediaType":"{OCI_MANIFEST}","config":{{"digest":"sha256:c"}},"layers":[{}]}}"#,
+                vec![r#"{"mediaType":"m","digest":"sha256:l"}"#; layers].join(",")
+            )
+        };
+        assert_eq!(
+            parse_layers(manifest(MAX_LAYERS).as_bytes()).unwrap().len(),
+            MAX_LAYERS
+        );
+        assert_eq!(
+            parse_layers(manifest(MAX_LAYERS + 1).as_bytes()),
+            Err(ManifestError::TooManyLayers)
+        );
+        // Telling an image from an index never reads its layers.
+        assert_eq!(
+            parse_manifest(manifest(MAX_LAYERS + 1).as_bytes(), None),
+            Ok(Parsed::Image {
+                config_digest: "sha256:c".into()
+            })
+        );
+        assert_eq!(
+            parse_layers(br#"{"layers": null}"#),
+            Ok(Vec::new()),
+            "no layers is none"
+        );
+    }
+
+    #[test]
+    fn only_the_annotation_and_labels_that_matter_are_looked_at() {
+        let index = format!(
+            r#"{{"mediaType":"{OCI_INDEX}","manifests":[
+              {{"digest":"sha256:a","platform":{{"os":"linux","architecture":"amd64"}},
+                "annotations":{{"x":"1","vnd.docker.reference.type":"attestation-manifest","y":"2"}}}},
+              {{"digest":"sha256:b","platform":{{"os":"linux","architecture":"arm64"}},
+                "annotations":{{"vnd.docker.reference.type":"something-else"}}}},
+              {{"digest":"sha256:c","platform":{{"os":"linux","architecture":"s390x"}},"annotations":null}}]}}"#
+        );
+        let Parsed::Index(entries) = parse_manifest(index.as_bytes(), None).unwrap() else {
+            panic!("not an index")
+        };
+        let digests: Vec<&str> = entries.iter().map(|e| e.digest.as_str()).collect();
+        assert_eq!(digests, ["sha256:b", "sha256:c"]);
+        // Annotations and labels are maps of strings, as before.
+        assert!(matches!(
+            parse_manifest(
+                format!(r#"{{"mediaType":"{OCI_INDEX}","manifests":[{{"digest":"d","annotations":{{"a":1}}}}]}}"#)
+                    .as_bytes(),
+                None
+            ),
+            Err(ManifestError::Json(_))
+        ));
+        let labelled = br#"{"architecture":"amd64","config":{"Labels":{"a":"b","operators.operatorframework.io.bundle.package.v1":"x","c":"d"}}}"#;
+        assert!(parse_image_config(labelled).unwrap().operator_bundle);
     }
 
     #[test]

@@ -403,3 +403,58 @@ async fn nested_indexes_are_fetched_once_each_and_only_so_many() {
     // The repeated one's single fetch, then sixteen of the fan-out.
     assert_eq!(nested_fetches, 1 + 16);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_registry_reached_by_two_names_has_one_share_of_the_body_budget() {
+    // 3 MiB indexes (under the entry limit only in bytes: refused after they are read,
+    // so each holds its body while it streams).
+    let entry = image_entry(&format!("sha256:{}", "1".repeat(64)), "arm64");
+    let huge = oci_index(&vec![entry; 15_000]);
+    let manifests = (0..40)
+        .map(|tag| (format!("/v2/app/manifests/t{tag}"), huge.clone()))
+        .collect();
+    let (addr, _) = fixed_registry(manifests).await;
+    let port = addr.port();
+    let names = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("registries.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "registries:\n  - registry: \"{}\"\n    insecure: true\n  - registry: \"{}\"\n    insecure: true\n",
+            names[0], names[1]
+        ),
+    )
+    .unwrap();
+    let inspector = Arc::new(Inspector::new(
+        RegistrySettings::load(&file).unwrap(),
+        RegistryOptions {
+            retry_backoff: Duration::from_millis(20),
+            ..RegistryOptions::default()
+        },
+        CacheOptions::default(),
+        Arc::new(StaticKeyring(Arc::new(Keyring::default()))),
+        InspectorMetrics::default(),
+    ));
+    let mut asked = tokio::task::JoinSet::new();
+    for tag in 0..40 {
+        let inspector = inspector.clone();
+        let image = format!("{}/app:t{tag}", names[tag % 2]);
+        asked.spawn(async move { inspector.inspect(&request(&image)).await });
+    }
+    while let Some(answer) = asked.join_next().await {
+        assert!(
+            answer.unwrap().is_err(),
+            "every index is over the entry limit"
+        );
+    }
+    let share = multiarch_inspector::body_budget::REGISTRY_BYTES;
+    let held = inspector.body_bytes_peak();
+    assert!(
+        held <= share + 1024 * 1024,
+        "{} MiB of one registry's bodies held at once through two names (a share is {} MiB)",
+        held / 1024 / 1024,
+        share / 1024 / 1024
+    );
+    assert!(held > share / 2, "the bodies were not counted: {held}");
+}
