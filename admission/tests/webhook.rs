@@ -314,7 +314,7 @@ fn gate_mode_follows_the_pod_placement_configs_that_select_the_pod() {
     request["request"]["object"]["metadata"]["labels"] = json!({"app": "web"});
     let label = |configs: Vec<PodPlacementConfig>, request: &Value| {
         let mut config = config(PlacementMode::SchedulingGate);
-        config.pod_configs = std::sync::Arc::new(configs);
+        config.pod_configs = multiarch_policy::pod_configs::NamespacedConfigs::owned(configs);
         let (_, pod) = admit(request, &config);
         (
             pod["metadata"]["labels"]["multiarch.openshift.io/preferred-node-affinity"].clone(),

@@ -7,6 +7,7 @@ use multiarch_crd::PodPlacementConfig;
 use multiarch_policy::{
     architecture_rules::{ArchitectureRules, RuleSubject},
     platform::Platform,
+    pod_configs::NamespacedConfigs,
 };
 
 use crate::{
@@ -28,7 +29,8 @@ pub fn audit_workloads(
     with_credentials: bool,
     lookup: &dyn Fn(&ImageQuery) -> Resolved,
 ) -> Vec<WorkloadAudit> {
-    let rules = ArchitectureRules::compile(configs, ArchitectureRules::none());
+    let configs = NamespacedConfigs::owned(configs.iter().cloned());
+    let rules = ArchitectureRules::compile(&configs, ArchitectureRules::none());
     let mut audits: Vec<WorkloadAudit> = workloads
         .iter()
         .map(|w| {

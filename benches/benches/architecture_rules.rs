@@ -17,6 +17,7 @@ use multiarch_plugins::{
     model::{platform::Platform, selectors::Labels},
     profile::Profile,
 };
+use multiarch_policy::pod_configs::NamespacedConfigs;
 use multiarch_scheduler::engine::{
     image_source::CatalogImages,
     scheduler::{Outcome, PlacementInputs, SchedulerCore},
@@ -49,7 +50,10 @@ fn config(count: usize) -> PodPlacementConfig {
 }
 
 fn evaluation(c: &mut Criterion) {
-    let rules = ArchitectureRules::compile(&[config(1000)], ArchitectureRules::none());
+    let rules = ArchitectureRules::compile(
+        &NamespacedConfigs::owned([config(1000)]),
+        ArchitectureRules::none(),
+    );
     let annotations = Labels::from([("team".to_owned(), "payments".to_owned())]);
     let mut group = c.benchmark_group("rules_1000");
     for (case, n) in [("last_matches", "last"), ("none_match", "other")] {
@@ -97,6 +101,7 @@ fn scheduler(c: &mut Criterion) {
         ),
         ("ten_rules_read_label_differs", vec![config(10)], Some("n")),
     ] {
+        let configs = NamespacedConfigs::owned(configs);
         let inputs = PlacementInputs::new(None, configs, None, ArchitectureRules::none());
         let mut core = SchedulerCore::new(Profile::default(), inputs, 1);
         core.cluster = state.clone();

@@ -18,6 +18,65 @@ pub const MAX_RULES: u32 = 1000;
 /// The longest expression: 1,000 of them stay well inside an object's size limit.
 pub const MAX_EXPRESSION_LENGTH: u32 = 1024;
 
+/// What the rules of one namespace's PodPlacementConfigs may hold together: one config
+/// at the schema's limits fits. Compiled, a rule costs about 20 times its expression's
+/// bytes in every component that evaluates rules (the webhook, the scheduler, the gate
+/// controller), so these, not the schema's per-config limits, bound that memory.
+pub const NAMESPACE_RULE_BUDGET: RuleUsage = RuleUsage {
+    rules: 1000,
+    expression_bytes: 1024 * 1024,
+};
+/// What the rules of every PodPlacementConfig of the cluster may hold together (about
+/// 40 MB compiled at most in each component).
+pub const CLUSTER_RULE_BUDGET: RuleUsage = RuleUsage {
+    rules: 10_000,
+    expression_bytes: 2 * 1024 * 1024,
+};
+
+/// Rules and the bytes of their expressions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RuleUsage {
+    pub rules: usize,
+    pub expression_bytes: usize,
+}
+
+impl RuleUsage {
+    /// What a config's rules hold (enabled or not: they are stored either way).
+    pub fn of(placement: Option<&CelArchitecturePlacement>) -> Self {
+        placement.map_or_else(RuleUsage::default, |p| RuleUsage {
+            rules: p.rules.len(),
+            expression_bytes: p.rules.iter().map(|r| r.expression.len()).sum(),
+        })
+    }
+
+    pub fn plus(self, other: RuleUsage) -> Self {
+        RuleUsage {
+            rules: self.rules.saturating_add(other.rules),
+            expression_bytes: self.expression_bytes.saturating_add(other.expression_bytes),
+        }
+    }
+
+    pub fn minus(self, other: RuleUsage) -> Self {
+        RuleUsage {
+            rules: self.rules.saturating_sub(other.rules),
+            expression_bytes: self.expression_bytes.saturating_sub(other.expression_bytes),
+        }
+    }
+
+    /// Whether both counts are within `budget`.
+    pub fn within(self, budget: RuleUsage) -> bool {
+        self.rules <= budget.rules && self.expression_bytes <= budget.expression_bytes
+    }
+
+    /// `N rules with M bytes of expressions`, for messages.
+    pub fn describe(self) -> String {
+        format!(
+            "{} rules with {} bytes of expressions",
+            self.rules, self.expression_bytes
+        )
+    }
+}
+
 /// Ordered rules over a pod's metadata: the first rule whose expression is true decides
 /// the pod's architectures; when none is, `fallbackArchitectures` do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -170,6 +229,37 @@ mod tests {
         let stored = placement(&["self.status.phase == 'x'"]);
         assert_eq!(rule_errors(&stored, Some(&stored)), Vec::<String>::new());
         assert_eq!(rule_errors(&stored, None).len(), 1);
+    }
+
+    #[test]
+    fn patterns_are_constants_of_a_bounded_program_and_their_compilation_is_charged() {
+        let errors = rule_errors(
+            &placement(&[
+                "self.metadata.name.matches(self.metadata.labels['p'])",
+                "self.metadata.name.matches('(a{1000}){1000}')",
+                "self.metadata.name.matches('^db-[0-9]+$')",
+            ]),
+            None,
+        );
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].contains("rules[0]") && errors[0].contains("must be a string constant"),
+            "{}",
+            errors[0]
+        );
+        assert!(
+            errors[1].contains("rules[1]") && errors[1].contains("compiles to more than"),
+            "{}",
+            errors[1]
+        );
+        let plain = check_rule("self.metadata.name == 'db'").unwrap().cost;
+        let with_pattern = check_rule("self.metadata.name.matches('^db$')")
+            .unwrap()
+            .cost;
+        assert!(
+            with_pattern >= 5 * crate::cel::patterns::COMPILE_COST_PER_BYTE + plain,
+            "{with_pattern} vs {plain}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::{
     crd_webhooks::{self, AdmissionState},
     install::Settings,
     metrics::OperatorMetrics,
+    rule_usage::ClusterRuleUsage,
 };
 
 #[derive(Clone, Debug)]
@@ -57,11 +58,12 @@ pub fn start(
     tasks: &Tasks,
 ) -> Running {
     let serving = Arc::new(ReloadingCert::default());
-    let state = AdmissionState {
-        client: client.clone(),
-        serving: serving.clone(),
-        registry: Arc::new(registry),
-    };
+    let state = AdmissionState::new(
+        client.clone(),
+        serving.clone(),
+        Arc::new(registry),
+        ClusterRuleUsage::follow(&client, tasks),
+    );
     let shutdown = tasks.shutdown().clone();
     let tls = with_resolver(serving.clone());
     let router = crd_webhooks::router(state);

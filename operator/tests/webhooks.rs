@@ -342,3 +342,45 @@ async fn architecture_rules_are_checked_when_written() {
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_may_hold_one_config_of_maximal_rules_and_no_more() {
+    let server = cluster().await;
+    let (operator, bundle) = ready_operator(&server).await;
+    let rules = |count: usize| {
+        (0..count)
+            .map(|i| {
+                json!({"name": format!("r{i}"), "architectures": ["arm64"],
+                "expression": format!("self.metadata.name == '{i:01000}'")})
+            })
+            .collect::<Vec<_>>()
+    };
+    let config = |name: &str, priority: u8, count: usize| {
+        json!({"metadata": {"name": name, "namespace": "shop"}, "spec": {"priority": priority,
+            "plugins": {"celArchitecturePlacement": {"enabled": true,
+                "fallbackArchitectures": ["amd64"], "rules": rules(count)}}}})
+    };
+    let review = |object: Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "b-1", "operation": "CREATE", "namespace": "shop", "object": object}})
+    };
+    let path = "/validate/podplacementconfigs";
+    // Twenty configs of 1,000 rules of 1 KiB were each accepted before; one fits now.
+    let answer = post(&operator, &bundle, path, &review(config("first", 1, 1000))).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        config("first", 1, 1000),
+    );
+    let answer = post(&operator, &bundle, path, &review(config("second", 2, 1000))).await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "PodPlacementConfig \"second\" would bring namespace \"shop\"'s PodPlacementConfigs to 2000 rules with 2048000 bytes of expressions, more than the 1000 rules with 1048576 bytes of expressions a namespace may have: use fewer or shorter rules"
+    );
+    // Configs without rules are not limited.
+    let plain = json!({"metadata": {"name": "plain", "namespace": "shop"}, "spec": {"priority": 3, "plugins": {}}});
+    let answer = post(&operator, &bundle, path, &review(plain)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    operator.stop().await;
+}

@@ -13,7 +13,8 @@
 //! decisions are cached per config by the metadata fields its rules read.
 
 use std::{
-    collections::{HashMap, HashSet},
+    cell::RefCell,
+    collections::HashMap,
     num::NonZeroUsize,
     sync::{Arc, Mutex},
 };
@@ -21,16 +22,21 @@ use std::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_cel::{
     KubeCelExt,
-    cel::{Context, Program, Value},
+    cel::{Context, ExecutionError, FunctionContext, Program, Value, extractors::This},
 };
 use lru::LruCache;
 use multiarch_crd::{
     CelArchitecturePlacement, PodPlacementConfig,
-    cel::pod_rule::{CONFIG_COST_LIMIT, MapReads, MetadataReads, check_rule, metadata_reads},
+    cel::{
+        patterns::CompiledPatterns,
+        pod_rule::{CONFIG_COST_LIMIT, MapReads, MetadataReads, check_and_compile, metadata_reads},
+    },
+    cel_architecture_placement::{CLUSTER_RULE_BUDGET, NAMESPACE_RULE_BUDGET, RuleUsage},
 };
 
 use crate::{
     platform::{Platform, describe},
+    pod_configs::NamespacedConfigs,
     selectors::{LabelSelector, Labels},
 };
 pub use multiarch_crd::names::ANNOTATION_ARCHITECTURE_RULE;
@@ -130,17 +136,22 @@ impl std::fmt::Debug for ArchitectureRules {
 }
 
 struct CompiledConfig {
-    uid: Option<String>,
     name: String,
-    priority: u8,
     selector: Option<LabelSelector>,
-    config: PodPlacementConfig,
+    /// The watch's own copy: an unchanged config is recognised without comparing specs.
+    config: Arc<PodPlacementConfig>,
+    /// `None`: the config does not enable the plugin.
     placement: Option<CompiledPlacement>,
 }
 
 struct CompiledPlacement {
     fallback: Vec<String>,
     rules: Vec<CompiledRule>,
+    /// Every `matches()` pattern of the rules, compiled once (see `multiarch_crd::cel::patterns`).
+    patterns: Arc<CompiledPatterns>,
+    /// The rules were compiled (not left out of a spent budget): reusable while the
+    /// config is unchanged.
+    compiled: bool,
     /// What the rules read of the pod; `None` when a rule reads `self` some other way
     /// (stored before the operator's check): then nothing is cached.
     reads: Option<MetadataReads>,
@@ -201,82 +212,98 @@ struct CompiledRule {
     name: String,
     architectures: Vec<String>,
     /// `Err`: the expression fails the rule checks (the operator's webhook refuses such
-    /// configs; one stored without it never matches, the reason reported per pod).
+    /// configs; one stored without it never matches, the reason reported per pod), or
+    /// its config is beyond the rule budget.
     program: Result<Program, String>,
 }
 
-impl ArchitectureRules {
-    /// Compiles the configs' rules, reusing `previous`'s programs for every config whose
-    /// spec is unchanged.
-    pub fn compile(configs: &[PodPlacementConfig], previous: &ArchitectureRules) -> Self {
-        let mut namespaces: HashMap<String, Vec<Arc<CompiledConfig>>> = HashMap::new();
-        let ruled: HashSet<&str> = configs
-            .iter()
-            .filter(|c| {
-                c.spec
-                    .plugins
-                    .enabled_cel_architecture_placement()
-                    .is_some()
-            })
-            .filter_map(|c| c.metadata.namespace.as_deref())
-            .collect();
-        for config in configs {
-            let Some(namespace) = config.metadata.namespace.as_deref() else {
-                continue;
-            };
-            if !ruled.contains(namespace) {
-                continue;
-            }
-            let name = config.metadata.name.clone().unwrap_or_default();
-            let reused = previous.namespaces.get(namespace).and_then(|known| {
-                known
-                    .iter()
-                    .find(|k| {
-                        k.name == name
-                            && k.uid == config.metadata.uid
-                            && k.config.spec == config.spec
-                    })
-                    .cloned()
-            });
-            let compiled = reused.unwrap_or_else(|| Arc::new(CompiledConfig::new(config)));
-            namespaces
-                .entry(namespace.to_owned())
-                .or_default()
-                .push(compiled);
+/// What is left of the namespace's and the cluster's rule budgets while configs are
+/// compiled.
+struct Budgets {
+    namespace: RuleUsage,
+    cluster: RuleUsage,
+}
+
+impl Budgets {
+    /// Takes `usage` from both, or says which is spent.
+    fn take(&mut self, usage: RuleUsage, namespace: &str) -> Result<(), String> {
+        let (in_namespace, in_cluster) = (self.namespace.plus(usage), self.cluster.plus(usage));
+        if !in_namespace.within(NAMESPACE_RULE_BUDGET) {
+            return Err(format!(
+                "not compiled: namespace {namespace}'s configs hold more than the {} a namespace may have",
+                NAMESPACE_RULE_BUDGET.describe()
+            ));
         }
-        for configs in namespaces.values_mut() {
+        if !in_cluster.within(CLUSTER_RULE_BUDGET) {
+            return Err(format!(
+                "not compiled: the cluster's configs hold more than the {} the cluster may have",
+                CLUSTER_RULE_BUDGET.describe()
+            ));
+        }
+        (self.namespace, self.cluster) = (in_namespace, in_cluster);
+        Ok(())
+    }
+}
+
+impl ArchitectureRules {
+    /// Compiles the configs' rules, reusing `previous`'s programs for every config that
+    /// is unchanged. Configs are compiled namespace by namespace (by name), each
+    /// namespace's in the order they win, within [`NAMESPACE_RULE_BUDGET`] and
+    /// [`CLUSTER_RULE_BUDGET`]: a config whose rules would go beyond either is kept
+    /// uncompiled, its rules never matching (the reason reported with each decision), so
+    /// configs stored past the operator's checks cannot take a component's memory.
+    pub fn compile(configs: &NamespacedConfigs, previous: &ArchitectureRules) -> Self {
+        let mut ruled: Vec<(&str, &[Arc<PodPlacementConfig>])> = configs
+            .namespaces()
+            .filter(|(_, configs)| {
+                configs.iter().any(|c| {
+                    c.spec
+                        .plugins
+                        .enabled_cel_architecture_placement()
+                        .is_some()
+                })
+            })
+            .collect();
+        ruled.sort_by_key(|(namespace, _)| *namespace);
+        let mut namespaces = HashMap::new();
+        let mut cluster = RuleUsage::default();
+        for (namespace, configs) in ruled {
+            let mut ordered: Vec<&Arc<PodPlacementConfig>> = configs.iter().collect();
             // Highest priority first; equal priorities by name, so every component picks
             // the same winner.
-            configs.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
+            ordered.sort_by(|a, b| {
+                b.spec
+                    .priority
+                    .cmp(&a.spec.priority)
+                    .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+            });
+            let known = previous.namespaces.get(namespace);
+            let mut budgets = Budgets {
+                namespace: RuleUsage::default(),
+                cluster,
+            };
+            let compiled: Vec<Arc<CompiledConfig>> = ordered
+                .into_iter()
+                .map(|config| {
+                    let placement = config.spec.plugins.enabled_cel_architecture_placement();
+                    let room = budgets.take(RuleUsage::of(placement), namespace);
+                    let reused = known.and_then(|known| {
+                        known
+                            .iter()
+                            .find(|k| unchanged(&k.config, config))
+                            .filter(|k| {
+                                let was_compiled = k.placement.as_ref().is_none_or(|p| p.compiled);
+                                was_compiled == room.is_ok()
+                            })
+                            .cloned()
+                    });
+                    reused.unwrap_or_else(|| Arc::new(CompiledConfig::new(config, room)))
+                })
+                .collect();
+            cluster = budgets.cluster;
+            namespaces.insert(namespace.to_owned(), compiled);
         }
         ArchitectureRules { namespaces }
-    }
-
-    /// Replaces one namespace's configs with `configs` (that namespace's, as read now),
-    /// reusing the programs of unchanged specs; returns the rules of that namespace alone.
-    /// For a component that reads configs per namespace (the gate controller) and keeps
-    /// this as its cache: a namespace whose configs no longer enable rules leaves it.
-    pub fn refresh_namespace(
-        &mut self,
-        namespace: &str,
-        configs: &[PodPlacementConfig],
-    ) -> ArchitectureRules {
-        let own: Vec<PodPlacementConfig> = configs
-            .iter()
-            .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
-            .cloned()
-            .collect();
-        let fresh = ArchitectureRules::compile(&own, self);
-        match fresh.namespaces.get(namespace) {
-            Some(compiled) => {
-                self.namespaces
-                    .insert(namespace.to_owned(), compiled.clone());
-            }
-            None => {
-                self.namespaces.remove(namespace);
-            }
-        }
-        fresh
     }
 
     /// Rules of no config, for inputs that have none.
@@ -310,19 +337,34 @@ impl ArchitectureRules {
     }
 }
 
+/// The same config as compiled before: the watch's same copy, or the same object at the
+/// same generation (a spec change bumps it), or failing both an equal spec.
+fn unchanged(known: &Arc<PodPlacementConfig>, config: &Arc<PodPlacementConfig>) -> bool {
+    if Arc::ptr_eq(known, config) {
+        return true;
+    }
+    let (a, b) = (&known.metadata, &config.metadata);
+    if a.name != b.name || a.uid != b.uid {
+        return false;
+    }
+    (a.generation.is_some() && a.generation == b.generation) || known.spec == config.spec
+}
+
 impl CompiledConfig {
-    fn new(config: &PodPlacementConfig) -> Self {
+    /// The config compiled, or with `Err(why)` its rules left uncompiled.
+    fn new(config: &Arc<PodPlacementConfig>, room: Result<(), String>) -> Self {
         CompiledConfig {
-            uid: config.metadata.uid.clone(),
             name: config.metadata.name.clone().unwrap_or_default(),
-            priority: config.spec.priority,
             selector: config.spec.label_selector.as_ref().map(LabelSelector::from),
             config: config.clone(),
             placement: config
                 .spec
                 .plugins
                 .enabled_cel_architecture_placement()
-                .map(CompiledPlacement::new),
+                .map(|placement| match room {
+                    Ok(()) => CompiledPlacement::new(placement),
+                    Err(why) => CompiledPlacement::uncompiled(placement, &why),
+                }),
         }
     }
 }
@@ -334,14 +376,16 @@ impl CompiledPlacement {
         // cannot make evaluation unbounded: a rule that fails, or that the config's cost
         // budget has no room left for, never matches.
         let mut budget = CONFIG_COST_LIMIT;
+        let mut patterns = CompiledPatterns::new();
         let rules: Vec<CompiledRule> = placement
             .rules
             .iter()
             .map(|rule| {
-                let program = check_rule(&rule.expression).and_then(|checked| {
+                let program = check_and_compile(&rule.expression).and_then(|(checked, own)| {
                     budget = budget.checked_sub(checked.cost).ok_or_else(|| {
                         format!("over the config's cost budget of {CONFIG_COST_LIMIT}")
                     })?;
+                    patterns.extend(own);
                     Program::compile(&rule.expression).map_err(|e| e.to_string())
                 });
                 CompiledRule {
@@ -362,10 +406,32 @@ impl CompiledPlacement {
         CompiledPlacement {
             fallback: placement.fallback_names(),
             rules,
+            patterns: Arc::new(patterns),
+            compiled: true,
             reads,
             decisions: Mutex::new(LruCache::new(
                 NonZeroUsize::new(CACHED_DECISIONS).unwrap_or(NonZeroUsize::MIN),
             )),
+        }
+    }
+
+    /// Rules left uncompiled, each failing with `why`: the fallback decides every pod.
+    fn uncompiled(placement: &CelArchitecturePlacement, why: &str) -> Self {
+        CompiledPlacement {
+            fallback: placement.fallback_names(),
+            rules: placement
+                .rules
+                .iter()
+                .map(|rule| CompiledRule {
+                    name: rule.name.clone(),
+                    architectures: rule.architecture_names(),
+                    program: Err(why.to_owned()),
+                })
+                .collect(),
+            patterns: Arc::default(),
+            compiled: false,
+            reads: Some(MetadataReads::default()),
+            decisions: Mutex::new(LruCache::new(NonZeroUsize::MIN)),
         }
     }
 
@@ -396,6 +462,7 @@ impl CompiledPlacement {
 
     fn evaluate(&self, config: &str, pod: RuleSubject<'_>) -> Option<ArchitectureDecision> {
         let mut errors = Vec::new();
+        let _patterns = PatternsInUse::set(&self.patterns);
         let matched = FUNCTIONS.with(|functions| {
             let mut scope = functions.new_inner_scope();
             scope.add_variable_from_value("self", subject_value(pod));
@@ -439,8 +506,53 @@ impl CompiledPlacement {
 
 thread_local! {
     /// CEL's standard functions and the Kubernetes library, registered once per thread
-    /// (registering them costs more than evaluating a rule).
-    static FUNCTIONS: Context<'static> = Context::default().with_all();
+    /// (registering them costs more than evaluating a rule), `matches()` replaced by one
+    /// that uses the patterns compiled with the rules.
+    static FUNCTIONS: Context<'static> = {
+        let mut functions = Context::default().with_all();
+        functions.add_function("matches", matches_compiled);
+        functions
+    };
+    /// The patterns of the rules being evaluated on this thread.
+    static PATTERNS: RefCell<Option<Arc<CompiledPatterns>>> = const { RefCell::new(None) };
+}
+
+/// The patterns of a placement, in use on this thread while it lives.
+struct PatternsInUse;
+
+impl PatternsInUse {
+    fn set(patterns: &Arc<CompiledPatterns>) -> Self {
+        PATTERNS.with(|p| *p.borrow_mut() = Some(patterns.clone()));
+        PatternsInUse
+    }
+}
+
+impl Drop for PatternsInUse {
+    fn drop(&mut self) {
+        PATTERNS.with(|p| *p.borrow_mut() = None);
+    }
+}
+
+/// `s.matches(pattern)` with the pattern compiled when the rule was: a pattern that was
+/// not (it cannot be, the rules' checks require constants) is an error, never compiled
+/// here.
+fn matches_compiled(
+    ftx: &FunctionContext,
+    This(this): This<Arc<String>>,
+    pattern: Arc<String>,
+) -> Result<bool, ExecutionError> {
+    PATTERNS.with(|patterns| {
+        match patterns
+            .borrow()
+            .as_ref()
+            .and_then(|p| p.get(pattern.as_str()))
+        {
+            Some(compiled) => Ok(compiled.is_match(&this)),
+            None => Err(ftx.error(format!(
+                "the pattern {pattern:?} was not compiled with the rules"
+            ))),
+        }
+    })
 }
 
 /// `self` for the rules: exactly the four fields the rule checker lets them read.

@@ -9,6 +9,7 @@ use multiarch_crd::{
 };
 
 use super::*;
+use crate::pod_configs::NamespacedConfigs;
 
 fn rule(name: &str, expression: &str, architectures: &[Architecture]) -> ArchitectureRule {
     ArchitectureRule {
@@ -87,8 +88,12 @@ impl Pod {
     }
 }
 
+fn index(configs: &[PodPlacementConfig]) -> NamespacedConfigs {
+    NamespacedConfigs::owned(configs.iter().cloned())
+}
+
 fn decide(configs: &[PodPlacementConfig], pod: &Pod) -> Option<ArchitectureDecision> {
-    ArchitectureRules::compile(configs, &ArchitectureRules::default()).decide(pod.subject())
+    ArchitectureRules::compile(&index(configs), &ArchitectureRules::default()).decide(pod.subject())
 }
 
 use Architecture::{Amd64, Arm64, Ppc64le, S390x};
@@ -228,12 +233,12 @@ fn other_namespaces_are_not_governed() {
     let configs = [config("tiers", 1, None, Some(tiers()))];
     let mut elsewhere = pod("pg-0", &[("tier", "db")]);
     elsewhere.namespace = "other";
-    let rules = ArchitectureRules::compile(&configs, &ArchitectureRules::default());
+    let rules = ArchitectureRules::compile(&index(&configs), &ArchitectureRules::default());
     assert!(rules.decide(elsewhere.subject()).is_none());
     assert!(!rules.governs_namespace("other"));
     assert!(rules.governs_namespace("shop"));
     let none = ArchitectureRules::compile(
-        &[config("plain", 1, None, None)],
+        &index(&[config("plain", 1, None, None)]),
         &ArchitectureRules::default(),
     );
     assert!(none.is_empty());
@@ -262,8 +267,8 @@ fn a_thousand_rules_are_evaluated_in_order() {
 #[test]
 fn programs_are_compiled_once_per_spec() {
     let configs = vec![config("tiers", 1, None, Some(tiers()))];
-    let first = ArchitectureRules::compile(&configs, &ArchitectureRules::default());
-    let same = ArchitectureRules::compile(&configs, &first);
+    let first = ArchitectureRules::compile(&index(&configs), &ArchitectureRules::default());
+    let same = ArchitectureRules::compile(&index(&configs), &first);
     assert!(Arc::ptr_eq(
         &first.namespaces["shop"][0],
         &same.namespaces["shop"][0]
@@ -272,7 +277,7 @@ fn programs_are_compiled_once_per_spec() {
     if let Some(p) = changed[0].spec.plugins.cel_architecture_placement.as_mut() {
         p.rules[0].architectures = vec![S390x];
     }
-    let recompiled = ArchitectureRules::compile(&changed, &same);
+    let recompiled = ArchitectureRules::compile(&index(&changed), &same);
     assert!(!Arc::ptr_eq(
         &same.namespaces["shop"][0],
         &recompiled.namespaces["shop"][0]
@@ -325,30 +330,120 @@ fn the_decision_names_its_source() {
     );
 }
 
+/// `count` rules of `bytes` each (`self.metadata.name == 'nnnn...'`).
+fn sized_rules(count: usize, bytes: usize) -> Vec<ArchitectureRule> {
+    (0..count)
+        .map(|i| {
+            let name = format!("{i:0width$}", width = bytes - 24);
+            rule(
+                &format!("r{i}"),
+                &format!("self.metadata.name == '{name}'"),
+                &[Arm64],
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn a_namespace_refreshed_alone_keeps_the_others_and_its_programs() {
-    let mut other = config("other", 1, None, Some(tiers()));
-    other.metadata.namespace = Some("bank".into());
-    let shop = config("tiers", 1, None, Some(tiers()));
-    let mut cache = ArchitectureRules::default();
-    cache.refresh_namespace("bank", std::slice::from_ref(&other));
-    let first = cache.refresh_namespace("shop", std::slice::from_ref(&shop));
-    assert!(cache.governs_namespace("bank") && cache.governs_namespace("shop"));
-    assert!(!first.governs_namespace("bank"));
-    let again = cache.refresh_namespace("shop", std::slice::from_ref(&shop));
+fn configs_beyond_the_rule_budgets_are_not_compiled_and_their_fallback_decides() {
+    assert_eq!(sized_rules(1, 1024)[0].expression.len(), 1024);
+    // One config at the schema's limits fits a namespace; a second, of lower priority,
+    // does not; a third namespace's fits, up to the cluster's budget.
+    let full = || placement(sized_rules(1000, 1024), &[S390x]);
+    let mut configs = vec![
+        config("first", 9, None, Some(full())),
+        config("second", 1, Some("db"), Some(full())),
+    ];
+    let mut bank = config("bank", 1, None, Some(full()));
+    bank.metadata.namespace = Some("bank".into());
+    configs.push(bank);
+    let rules = ArchitectureRules::compile(&index(&configs), &ArchitectureRules::default());
+    let compiled = |namespace: &str, i: usize| {
+        rules.namespaces[namespace][i]
+            .placement
+            .as_ref()
+            .unwrap()
+            .compiled
+    };
+    assert!(compiled("bank", 0), "namespaces in name order: bank first");
+    assert!(compiled("shop", 0));
+    assert!(!compiled("shop", 1), "over the namespace's budget");
+    let db = pod("pg-0", &[("app", "db")]);
+    let mut decision = ArchitectureRules::compile(&index(&configs[1..2]), &rules)
+        .decide(db.subject())
+        .expect("decides");
+    assert!(decision.errors.is_empty(), "alone it fits: {decision:?}");
+    // Beside the first (which wins for pods it selects) it is over the budget: its
+    // rules never match, and say why.
+    let mut first_off = configs.clone();
+    first_off[0].spec.label_selector = Some(meta::LabelSelector {
+        match_labels: Some([("app".to_owned(), "web".to_owned())].into()),
+        match_expressions: None,
+    });
+    decision = ArchitectureRules::compile(&index(&first_off), &rules)
+        .decide(db.subject())
+        .expect("decides");
+    assert_eq!(decision.config, "second");
+    assert_eq!(decision.rule, None);
+    assert_eq!(decision.architectures, ["s390x"]);
+    assert_eq!(decision.errors.len(), 1000);
+    assert!(
+        decision.errors[0]
+            .1
+            .contains("namespace shop's configs hold more than the 1000 rules"),
+        "{:?}",
+        decision.errors[0]
+    );
+    // The cluster's budget: three namespaces of 1 MiB of expressions each.
+    let mut third = config("third", 1, None, Some(full()));
+    third.metadata.namespace = Some("zoo".into());
+    configs.push(third);
+    let rules = ArchitectureRules::compile(&index(&configs), &rules);
+    let zoo = rules.namespaces["zoo"][0].placement.as_ref().unwrap();
+    assert!(!zoo.compiled);
+    assert!(
+        zoo.rules[0]
+            .program
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.contains("the cluster's configs hold more than")),
+        "over the cluster's budget"
+    );
+}
+
+#[test]
+fn an_unchanged_config_is_recognised_by_its_copy_or_generation() {
+    let mut tiers = config("tiers", 1, None, Some(tiers()));
+    tiers.metadata.generation = Some(3);
+    let shared = Arc::new(tiers.clone());
+    let first = ArchitectureRules::compile(
+        &NamespacedConfigs::new([shared.clone()]),
+        &ArchitectureRules::default(),
+    );
+    let again = ArchitectureRules::compile(&NamespacedConfigs::new([shared]), &first);
     assert!(Arc::ptr_eq(
         &first.namespaces["shop"][0],
         &again.namespaces["shop"][0]
     ));
-    // The config went: the namespace leaves the cache.
-    assert!(cache.refresh_namespace("shop", &[]).is_empty());
-    assert!(!cache.governs_namespace("shop") && cache.governs_namespace("bank"));
+    // A new copy (a relist) at the same generation is the same config.
+    let relisted = ArchitectureRules::compile(&NamespacedConfigs::owned([tiers.clone()]), &again);
+    assert!(Arc::ptr_eq(
+        &again.namespaces["shop"][0],
+        &relisted.namespaces["shop"][0]
+    ));
+    // Another object of the same name (deleted and created again) is compiled anew.
+    tiers.metadata.uid = Some("uid-new".into());
+    let recreated = ArchitectureRules::compile(&NamespacedConfigs::owned([tiers]), &relisted);
+    assert!(!Arc::ptr_eq(
+        &relisted.namespaces["shop"][0],
+        &recreated.namespaces["shop"][0]
+    ));
 }
 
 #[test]
 fn cached_decisions_are_keyed_by_every_field_the_rules_read() {
     let rules = ArchitectureRules::compile(
-        &[config("tiers", 1, None, Some(tiers()))],
+        &index(&[config("tiers", 1, None, Some(tiers()))]),
         &ArchitectureRules::default(),
     );
     let placement = rules.namespaces["shop"][0].placement.as_ref().unwrap();
@@ -384,7 +479,7 @@ fn cached_decisions_are_keyed_by_every_field_the_rules_read() {
     assert_eq!(placement.cache().len(), cases.len());
     // A rule that reads only labels: one evaluation for every pod of a workload.
     let by_label = ArchitectureRules::compile(
-        &[config("labels", 1, None, Some(placement_of_labels()))],
+        &index(&[config("labels", 1, None, Some(placement_of_labels()))]),
         &ArchitectureRules::default(),
     );
     for i in 0..50 {
@@ -425,4 +520,72 @@ fn placement_of_labels() -> CelArchitecturePlacement {
         )],
         &[Amd64],
     )
+}
+
+#[test]
+fn patterns_are_constants_compiled_with_the_rules() {
+    let rules = placement(
+        vec![
+            // Stored past the operator's check: the pattern is the pod's own label.
+            rule(
+                "computed",
+                "self.metadata.name.matches(self.metadata.labels['p'])",
+                &[S390x],
+            ),
+            rule(
+                "databases",
+                "self.metadata.name.matches('^pg-[0-9]+$')",
+                &[Ppc64le],
+            ),
+        ],
+        &[Amd64],
+    );
+    let configs = [config("c", 1, None, Some(rules))];
+    let compiled = ArchitectureRules::compile(&index(&configs), &ArchitectureRules::default());
+    let placement = compiled.namespaces["shop"][0].placement.as_ref().unwrap();
+    assert_eq!(
+        placement.patterns.len(),
+        1,
+        "one constant pattern, compiled once"
+    );
+    // A hostile pattern in the pod's label is never compiled: the rule never matches.
+    let decision = compiled
+        .decide(pod("pg-7", &[("p", "(a{1000}){1000}")]).subject())
+        .expect("decides");
+    assert_eq!(decision.rule.as_deref(), Some("databases"));
+    assert_eq!(decision.errors.len(), 1);
+    assert!(
+        decision.errors[0].1.contains("must be a string constant"),
+        "{:?}",
+        decision.errors
+    );
+    let decision = compiled
+        .decide(pod("web-1", &[("p", ".*")]).subject())
+        .expect("decides");
+    assert_eq!(decision.rule, None, "the fallback");
+    // Evaluated with no compiled pattern at hand, `matches()` fails rather than compile.
+    let programs = &compiled.namespaces["shop"][0]
+        .placement
+        .as_ref()
+        .unwrap()
+        .rules;
+    let program = programs[1].program.as_ref().unwrap();
+    let outcome = FUNCTIONS.with(|functions| {
+        let mut scope = functions.new_inner_scope();
+        let labels = Labels::new();
+        let subject = RuleSubject {
+            name: "pg-1",
+            namespace: "shop",
+            labels: &labels,
+            annotations: &labels,
+        };
+        scope.add_variable_from_value("self", subject_value(subject));
+        program.execute(&scope)
+    });
+    assert!(
+        outcome
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("was not compiled with the rules")),
+        "{outcome:?}"
+    );
 }

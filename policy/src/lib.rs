@@ -9,6 +9,7 @@ pub mod arch_constraint;
 pub mod architecture_rules;
 pub mod exemption;
 pub mod platform;
+pub mod pod_configs;
 pub mod pod_images;
 pub mod preferences;
 pub mod routing;

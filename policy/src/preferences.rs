@@ -5,7 +5,10 @@
 
 use multiarch_crd::{ClusterPlugins, NodeAffinityScoring, PodPlacementConfig};
 
-use crate::selectors::{LabelSelector, Labels};
+use crate::{
+    pod_configs::NamespacedConfigs,
+    selectors::{LabelSelector, Labels},
+};
 
 pub const CLUSTER_SOURCE: &str = "ClusterPodPlacementConfig";
 
@@ -34,13 +37,13 @@ pub fn config_matches(config: &PodPlacementConfig, namespace: &str, labels: &Lab
 pub fn preferences_apply(
     namespace: &str,
     labels: &Labels,
-    configs: &[PodPlacementConfig],
+    configs: &NamespacedConfigs,
     cluster: Option<&ClusterPlugins>,
 ) -> bool {
     cluster
         .and_then(ClusterPlugins::enabled_node_affinity_scoring)
         .is_some()
-        || configs.iter().any(|c| {
+        || configs.of(namespace).iter().any(|c| {
             c.spec.plugins.enabled_node_affinity_scoring().is_some()
                 && config_matches(c, namespace, labels)
         })
@@ -52,11 +55,13 @@ pub fn architecture_preferences(
     namespace: &str,
     labels: &Labels,
     pod_prefers_architectures: &[String],
-    configs: &[PodPlacementConfig],
+    configs: &NamespacedConfigs,
     cluster: Option<&ClusterPlugins>,
 ) -> Vec<ArchPreference> {
     let mut matching: Vec<&PodPlacementConfig> = configs
+        .of(namespace)
         .iter()
+        .map(|c| &**c)
         .filter(|c| config_matches(c, namespace, labels))
         .filter(|c| c.spec.plugins.enabled_node_affinity_scoring().is_some())
         .collect();
@@ -195,7 +200,7 @@ mod tests {
             exec_format_error_monitor: None,
             misplaced_pod_correction: None,
         };
-        let configs = vec![
+        let configs = NamespacedConfigs::owned([
             ppc("low", 1, None, &[(Architecture::Arm64, 20)]),
             ppc(
                 "high",
@@ -204,7 +209,7 @@ mod tests {
                 &[(Architecture::S390x, 90), (Architecture::Arm64, 80)],
             ),
             ppc("other-app", 50, Some("db"), &[(Architecture::Ppc64le, 1)]),
-        ];
+        ]);
         let prefs = architecture_preferences("shop", &labels("web"), &[], &configs, Some(&cluster));
         assert_eq!(
             sources_annotation(&prefs),
@@ -224,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_pod_with_its_own_preference_skips_everything() {
-        let configs = vec![ppc("p", 1, None, &[(Architecture::Arm64, 20)])];
+        let configs = NamespacedConfigs::owned([ppc("p", 1, None, &[(Architecture::Arm64, 20)])]);
         let prefs =
             architecture_preferences("shop", &labels("web"), &["amd64".into()], &configs, None);
         assert_eq!(
@@ -236,12 +241,12 @@ mod tests {
 
     #[test]
     fn a_rule_leaves_only_its_architectures_to_prefer() {
-        let configs = vec![ppc(
+        let configs = NamespacedConfigs::owned([ppc(
             "p",
             1,
             None,
             &[(Architecture::Arm64, 20), (Architecture::Amd64, 10)],
-        )];
+        )]);
         let mut prefs = architecture_preferences("shop", &labels("web"), &[], &configs, None);
         skip_outside(&mut prefs, &["amd64".to_owned()]);
         assert_eq!(
@@ -259,8 +264,8 @@ mod tests {
         }
         let mut elsewhere = ppc("elsewhere", 5, None, &[(Architecture::Amd64, 20)]);
         elsewhere.metadata.namespace = Some("other".into());
-        let prefs =
-            architecture_preferences("shop", &labels("web"), &[], &[disabled, elsewhere], None);
+        let configs = NamespacedConfigs::owned([disabled, elsewhere]);
+        let prefs = architecture_preferences("shop", &labels("web"), &[], &configs, None);
         assert!(prefs.is_empty());
     }
 }

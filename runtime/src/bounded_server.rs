@@ -30,8 +30,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::served_connection::serve_connection;
 pub use crate::server_limits::ServerLimits;
+use crate::{peer::Peer, served_connection::serve_connection};
 
 /// Connections per peer address.
 #[derive(Default)]
@@ -122,11 +122,25 @@ impl Accepting {
         tokio::spawn(async move {
             let _held: (OwnedSemaphorePermit, PeerSlot) = (permit, slot);
             let Some(acceptor) = acceptor else {
+                let peer = Peer {
+                    address: peer,
+                    verified_client_certificate: false,
+                };
                 return serve_connection(socket, app, limits, peer, stop).await;
             };
             let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(socket));
             match handshake.await {
-                Ok(Ok(stream)) => serve_connection(stream, app, limits, peer, stop).await,
+                Ok(Ok(stream)) => {
+                    // rustls hands on a client certificate only once its verifier
+                    // accepted it.
+                    let verified_client_certificate =
+                        stream.get_ref().1.peer_certificates().is_some();
+                    let peer = Peer {
+                        address: peer,
+                        verified_client_certificate,
+                    };
+                    serve_connection(stream, app, limits, peer, stop).await;
+                }
                 Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => debug!(%peer, "TLS handshake timed out"),
             }

@@ -5,18 +5,22 @@
 
 pub mod backoff;
 pub mod bounded_server;
+pub mod byte_budget;
 pub mod client;
 pub mod controller;
 pub mod draining_queue;
 pub mod event_recorder;
 pub mod follow;
 pub mod https_server;
+pub mod json_shape;
 pub mod leader_election;
 pub mod logging;
 pub mod mutual_tls;
 pub mod ops_server;
+pub mod peer;
 pub mod placement_config;
 pub mod rate_limit;
+pub mod request_body;
 pub mod request_deadline;
 pub mod role_args;
 mod served_connection;

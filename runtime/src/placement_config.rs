@@ -1,12 +1,15 @@
 //! The cluster's placement configuration, as every role reads it: the
-//! ClusterPodPlacementConfig singleton (absent: defaults) and the PodPlacementConfigs.
-//! [`read`] asks the API server now (the gate controller, which must not miss a config
-//! created just before its pod); [`follow`] keeps a snapshot current through watches (the
-//! webhook and the scheduler).
+//! ClusterPodPlacementConfig singleton (absent: defaults) and the PodPlacementConfigs,
+//! kept current through watches ([`follow`]), with their architecture rules compiled
+//! once per change, off every caller's path. A snapshot is shared, never copied: each
+//! config is the watch's own `Arc`, the compiled rules an `Arc` that a new snapshot
+//! reuses for every config that did not change. [`current_for`] gives a role that must
+//! not miss a config created just before its pod (the gate controller) the followed
+//! snapshot once it has caught up with the API server for that namespace.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use kube::{
     Api,
     api::ListParams,
@@ -16,18 +19,29 @@ use multiarch_crd::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigSpec, PodPlacementConfig,
     names::SINGLETON_NAME,
 };
+use multiarch_policy::{architecture_rules::ArchitectureRules, pod_configs::NamespacedConfigs};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::supervisor::Tasks;
+
+/// PodPlacementConfigs per page of a list: one may be 1.1 MB, and a page is read whole
+/// before it is parsed (500, the watcher's default, could be 550 MB).
+pub const CONFIG_PAGE: u32 = 16;
+
+/// How long a role waits for the followed snapshot to catch up with the API server
+/// (see [`current_for`]): watch events arrive within milliseconds.
+pub const CATCH_UP: Duration = Duration::from_secs(5);
 
 /// One consistent view of the configuration.
 #[derive(Clone, Debug, Default)]
 pub struct PlacementConfigs {
     /// The spec of the `cluster` object; `None` when there is none.
     pub cluster: Option<ClusterPodPlacementConfigSpec>,
-    /// Every PodPlacementConfig read (of one namespace for [`read`]).
-    pub pod_configs: Arc<Vec<PodPlacementConfig>>,
+    /// Every PodPlacementConfig, by namespace.
+    pub pod_configs: NamespacedConfigs,
+    /// Their `celArchitecturePlacement` rules, compiled (within the rule budgets).
+    pub architecture_rules: Arc<ArchitectureRules>,
     /// Both kinds have been listed at least once.
     pub synced: bool,
 }
@@ -37,32 +51,27 @@ impl PlacementConfigs {
     pub fn cluster_or_default(&self) -> ClusterPodPlacementConfigSpec {
         self.cluster.clone().unwrap_or_default()
     }
-}
 
-/// Reads the configuration now: `cluster` and the PodPlacementConfigs of `namespace`.
-/// Without the CRDs there is no configuration (defaults); any other error is returned.
-pub async fn read(client: &kube::Client, namespace: &str) -> Result<PlacementConfigs, kube::Error> {
-    let cluster = Api::<ClusterPodPlacementConfig>::all(client.clone())
-        .get_opt(SINGLETON_NAME)
-        .await?
-        .map(|c| c.spec);
-    let pod_configs = match Api::<PodPlacementConfig>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => list.items,
-        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    Ok(PlacementConfigs {
-        cluster,
-        pod_configs: Arc::new(pod_configs),
-        synced: true,
-    })
+    /// `configs` with their rules compiled, reusing `previous`'s for unchanged configs.
+    pub fn compiled(
+        cluster: Option<ClusterPodPlacementConfigSpec>,
+        pod_configs: NamespacedConfigs,
+        previous: &ArchitectureRules,
+        synced: bool,
+    ) -> Self {
+        let architecture_rules = Arc::new(ArchitectureRules::compile(&pod_configs, previous));
+        PlacementConfigs {
+            cluster,
+            pod_configs,
+            architecture_rules,
+            synced,
+        }
+    }
 }
 
 /// Follows the configuration through two watches (relisting after a dropped watch). The
 /// receiver always holds the latest snapshot; `synced` turns true once both lists are in.
+/// Changes that arrive together make one snapshot, compiled on a blocking thread.
 pub fn follow(client: &kube::Client, tasks: &Tasks) -> watch::Receiver<Arc<PlacementConfigs>> {
     let (tx, rx) = watch::channel(Arc::new(PlacementConfigs::default()));
     let (clusters, cluster_writer) = reflector::store::<ClusterPodPlacementConfig>();
@@ -81,7 +90,7 @@ pub fn follow(client: &kube::Client, tasks: &Tasks) -> watch::Receiver<Arc<Place
         pod_config_writer,
         watcher(
             Api::<PodPlacementConfig>::all(client.clone()),
-            watcher::Config::default(),
+            watcher::Config::default().page_size(CONFIG_PAGE),
         ),
     )
     .default_backoff()
@@ -92,32 +101,46 @@ pub fn follow(client: &kube::Client, tasks: &Tasks) -> watch::Receiver<Arc<Place
         let mut events = futures_util::stream::select(cluster_events, pod_config_events);
         let (mut cluster_listed, mut pod_configs_listed) = (false, false);
         loop {
-            let (kind, event) = tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                next = events.next() => match next {
-                    Some(next) => next,
-                    None => return Err(WatchEnded),
-                },
+            let first = tokio::select! {
+                () = shutdown.cancelled() => return Ok::<(), FollowEnded>(()),
+                next = events.next() => next.ok_or(FollowEnded::WatchEnded)?,
             };
-            match event {
-                Err(e) => {
-                    warn!(?kind, error = %e, "cannot watch the placement configuration; retrying");
-                    continue;
-                }
-                // A relist refills the store and swaps it in when done: publishing each
-                // listed object would copy the store once per object.
-                Ok(Phase::Relisting) => continue,
-                Ok(Phase::Listed) => match kind {
-                    Kind::Cluster => cluster_listed = true,
-                    Kind::PodConfigs => pod_configs_listed = true,
-                },
-                Ok(Phase::Changed) => {}
+            // What else is already there joins this snapshot: a burst of edits is
+            // compiled once.
+            let mut batch = vec![first];
+            while let Some(Some(next)) = events.next().now_or_never() {
+                batch.push(next);
             }
-            let snapshot = PlacementConfigs {
-                cluster: clusters.state().first().map(|c| c.spec.clone()),
-                pod_configs: Arc::new(pod_configs.state().iter().map(|c| (**c).clone()).collect()),
-                synced: cluster_listed && pod_configs_listed,
-            };
+            let mut changed = false;
+            for (kind, event) in batch {
+                match event {
+                    Err(e) => {
+                        warn!(?kind, error = %e, "cannot watch the placement configuration; retrying");
+                    }
+                    // A relist refills the store and swaps it in when done: publishing
+                    // each listed object would copy the store once per object.
+                    Ok(Phase::Relisting) => {}
+                    Ok(Phase::Listed) => {
+                        match kind {
+                            Kind::Cluster => cluster_listed = true,
+                            Kind::PodConfigs => pod_configs_listed = true,
+                        }
+                        changed = true;
+                    }
+                    Ok(Phase::Changed) => changed = true,
+                }
+            }
+            if !changed {
+                continue;
+            }
+            let cluster = clusters.state().first().map(|c| c.spec.clone());
+            let configs = NamespacedConfigs::new(pod_configs.state());
+            let previous = tx.borrow().architecture_rules.clone();
+            let synced = cluster_listed && pod_configs_listed;
+            let compile = move || PlacementConfigs::compiled(cluster, configs, &previous, synced);
+            let snapshot = tokio::task::spawn_blocking(compile)
+                .await
+                .map_err(|_| FollowEnded::CompileFailed)?;
             if snapshot.synced && !tx.borrow().synced {
                 info!("placement configuration listed");
             }
@@ -147,6 +170,86 @@ fn phase<K>(event: &watcher::Event<K>) -> Phase {
     }
 }
 
+/// Why following the configuration stopped (the role ends: it cannot go on without it).
 #[derive(Debug, thiserror::Error)]
-#[error("the placement configuration watch ended")]
-pub struct WatchEnded;
+pub enum FollowEnded {
+    #[error("the placement configuration watch ended")]
+    WatchEnded,
+    #[error("compiling the placement configuration's rules failed (a panic)")]
+    CompileFailed,
+}
+
+/// Why the configuration for a namespace could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum CurrentError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error(
+        "the followed placement configuration has not caught up with namespace {namespace}'s PodPlacementConfigs within {waited:?}"
+    )]
+    Behind { namespace: String, waited: Duration },
+}
+
+/// The configuration a pod of `namespace` created now must be placed by: the
+/// ClusterPodPlacementConfig read now, and the followed snapshot once its configs of
+/// `namespace` are those the API server lists now (names and resource versions: a
+/// metadata-only list, so the configs' rules are never read per pod), waiting for it at
+/// most `catch_up`. Without the CRDs there is no configuration (defaults); any other
+/// error is returned.
+pub async fn current_for(
+    client: &kube::Client,
+    namespace: &str,
+    followed: &watch::Receiver<Arc<PlacementConfigs>>,
+    catch_up: Duration,
+) -> Result<PlacementConfigs, CurrentError> {
+    let cluster = Api::<ClusterPodPlacementConfig>::all(client.clone())
+        .get_opt(SINGLETON_NAME)
+        .await?
+        .map(|c| c.spec);
+    let api = Api::<PodPlacementConfig>::namespaced(client.clone(), namespace);
+    let mut listed = BTreeMap::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = match api.list_metadata(&params).await {
+            Ok(page) => page,
+            Err(kube::Error::Api(status)) if status.code == 404 => break,
+            Err(e) => return Err(e.into()),
+        };
+        for config in page.items {
+            listed.insert(
+                config.metadata.name.unwrap_or_default(),
+                config.metadata.resource_version,
+            );
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    let mut followed = followed.clone();
+    let caught_up = tokio::time::timeout(
+        catch_up,
+        followed.wait_for(|snapshot| {
+            snapshot.synced
+                && snapshot.pod_configs.of(namespace).len() == listed.len()
+                && snapshot.pod_configs.of(namespace).iter().all(|config| {
+                    config.metadata.name.as_ref().and_then(|n| listed.get(n))
+                        == Some(&config.metadata.resource_version)
+                })
+        }),
+    )
+    .await;
+    let snapshot = match caught_up {
+        Ok(Ok(snapshot)) => snapshot.clone(),
+        _ => {
+            return Err(CurrentError::Behind {
+                namespace: namespace.to_owned(),
+                waited: catch_up,
+            });
+        }
+    };
+    Ok(PlacementConfigs {
+        cluster,
+        ..(*snapshot).clone()
+    })
+}

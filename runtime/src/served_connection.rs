@@ -4,7 +4,6 @@
 
 use std::{
     future::Future,
-    net::SocketAddr,
     sync::{
         Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
@@ -19,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::debug;
 
-use crate::server_limits::ServerLimits;
+use crate::{peer::Peer, server_limits::ServerLimits};
 
 /// HTTP/2 pings: a peer that stops answering them is gone, and its connection closed.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(20);
@@ -87,7 +86,7 @@ pub(crate) async fn serve_connection<S>(
     stream: S,
     app: Router,
     limits: ServerLimits,
-    peer: SocketAddr,
+    peer: Peer,
     stop: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -96,7 +95,8 @@ pub(crate) async fn serve_connection<S>(
     let activity = Arc::new(Activity::new());
     let tracked = activity.clone();
     let request_timeout = limits.request_timeout;
-    let service = tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+    let service = tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(peer);
         let app = app.clone();
         let in_flight = InFlight::begin(&tracked);
         async move {
@@ -136,12 +136,12 @@ pub(crate) async fn serve_connection<S>(
         tokio::select! {
             result = connection.as_mut() => {
                 if let Err(e) = result {
-                    debug!(%peer, error = %e, "connection ended with an error");
+                    debug!(peer = %peer.address, error = %e, "connection ended with an error");
                 }
                 return;
             }
             () = &mut close_deadline, if closing => {
-                debug!(%peer, "connection dropped: it did not close in time");
+                debug!(peer = %peer.address, "connection dropped: it did not close in time");
                 return;
             }
             () = stop.cancelled(), if !closing => {
@@ -150,7 +150,7 @@ pub(crate) async fn serve_connection<S>(
                 connection.as_mut().graceful_shutdown();
             }
             () = activity.idle(limits.idle_timeout), if !closing => {
-                debug!(%peer, "idle connection closed");
+                debug!(peer = %peer.address, "idle connection closed");
                 closing = true;
                 close_deadline.as_mut().reset(tokio::time::Instant::now() + limits.drain_timeout);
                 connection.as_mut().graceful_shutdown();

@@ -14,7 +14,7 @@ use std::{
 use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_runtime::{
     leader_election::{ElectionConfig, Leadership, LostLease},
-    placement_config::{follow, read},
+    placement_config::{CATCH_UP, CurrentError, current_for, follow},
     supervisor::Supervisor,
 };
 use serde_json::{Value, json};
@@ -177,10 +177,19 @@ async fn the_configuration_is_read_and_followed() {
         multiarch_crd::LogVerbosity::Debug
     );
 
-    let now = read(&client, "shop").await.unwrap();
+    let now = current_for(&client, "shop", &configs, CATCH_UP)
+        .await
+        .unwrap();
     assert!(now.cluster.is_some());
-    assert_eq!(now.pod_configs.len(), 1);
-    assert!(read(&client, "other").await.unwrap().pod_configs.is_empty());
+    assert_eq!(now.pod_configs.of("shop").len(), 1);
+    assert!(
+        current_for(&client, "other", &configs, CATCH_UP)
+            .await
+            .unwrap()
+            .pod_configs
+            .of("other")
+            .is_empty()
+    );
 
     server.delete("multiarch.openshift.io/podplacementconfigs", "shop", "web");
     server.delete(
@@ -192,6 +201,79 @@ async fn the_configuration_is_read_and_followed() {
         .wait_for(|c| c.cluster.is_none() && c.pod_configs.is_empty())
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_behind_the_api_server_is_never_taken_for_the_current_configuration() {
+    let server = FakeApiServer::start().await;
+    let client = client(&server);
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let configs = follow(&client, &supervisor.tasks());
+    let (_tx, never) = tokio::sync::watch::channel(std::sync::Arc::default());
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": {"priority": 1, "plugins": {}}}),
+    );
+    // A snapshot never synced is behind, however long it is waited for.
+    let waited = std::time::Duration::from_millis(50);
+    let behind = current_for(&client, "shop", &never, waited).await;
+    assert!(
+        matches!(&behind, Err(CurrentError::Behind { namespace, .. }) if namespace == "shop"),
+        "{behind:?}"
+    );
+    let caught_up = current_for(&client, "shop", &configs, CATCH_UP)
+        .await
+        .unwrap();
+    assert_eq!(caught_up.pod_configs.of("shop").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_config_is_the_same_copy_in_every_snapshot() {
+    let server = FakeApiServer::start().await;
+    let client = client(&server);
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let mut configs = follow(&client, &supervisor.tasks());
+    let rules = |name: &str, arch: &str| {
+        json!({"metadata": {"name": name, "namespace": name}, "spec": {"priority": 1, "plugins": {
+            "celArchitecturePlacement": {"enabled": true, "fallbackArchitectures": [arch], "rules": []}}}})
+    };
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        rules("a", "arm64"),
+    );
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        rules("b", "s390x"),
+    );
+    let first = configs
+        .wait_for(|c| c.synced && c.architecture_rules.governs_namespace("b"))
+        .await
+        .unwrap()
+        .clone();
+    assert!(first.architecture_rules.governs_namespace("a"));
+    // Another namespace's config changes: "a"'s config is the same copy, its rules
+    // are not compiled again.
+    server.apply(
+        "multiarch.openshift.io/podplacementconfigs",
+        rules("b", "ppc64le"),
+    );
+    let second = configs
+        .wait_for(|c| {
+            c.pod_configs.of("b").first().is_some_and(|b| {
+                b.spec
+                    .plugins
+                    .cel_architecture_placement
+                    .as_ref()
+                    .is_some_and(|p| p.fallback_names() == ["ppc64le"])
+            })
+        })
+        .await
+        .unwrap()
+        .clone();
+    assert!(std::sync::Arc::ptr_eq(
+        &first.pod_configs.of("a")[0],
+        &second.pod_configs.of("a")[0]
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

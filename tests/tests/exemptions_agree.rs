@@ -121,9 +121,10 @@ fn gate_controller_places(object: &Value) -> bool {
         "schedulingGates",
         json!([{"name": "multiarch.openshift.io/scheduling-gate"}]),
     );
+    let none = multiarch_policy::pod_configs::NamespacedConfigs::default();
     let inputs = GateInputs {
         cluster_plugins: None,
-        configs: &[],
+        configs: &none,
         fallback_architecture: None,
         own_namespace: OWN,
         max_attempts: 3,

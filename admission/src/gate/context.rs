@@ -7,8 +7,8 @@ use std::{
 };
 
 use multiarch_inspector::ImageInspector;
-use multiarch_policy::architecture_rules::ArchitectureRules;
-use multiarch_runtime::event_recorder::EventRecorder;
+use multiarch_runtime::{event_recorder::EventRecorder, placement_config::PlacementConfigs};
+use tokio::sync::watch;
 
 use super::{metrics::GateMetrics, options::GateOptions};
 
@@ -24,7 +24,7 @@ pub struct GateContext {
     pub backoff_until: Mutex<HashMap<String, Instant>>,
     /// Pods whose passes could not read the placement configuration, and how many times.
     pub unreadable_configuration: Mutex<HashMap<String, u32>>,
-    /// The compiled `celArchitecturePlacement` rules of the namespaces passes have read
-    /// (a namespace leaves when its configs stop enabling rules).
-    pub architecture_rules: Mutex<ArchitectureRules>,
+    /// The placement configuration, followed (its rules compiled once per change); a
+    /// pass takes it once it has caught up with the pod's namespace.
+    pub configs: watch::Receiver<Arc<PlacementConfigs>>,
 }

@@ -12,6 +12,7 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, ResourceExt,
+    core::PartialObjectMeta,
     runtime::{Controller, reflector::ObjectRef, watcher},
 };
 use multiarch_crd::PodPlacementConfig;
@@ -20,6 +21,7 @@ use multiarch_runtime::{
     backoff::Backoff,
     controller::{self, ControllerSettings},
     event_recorder::EventRecorder,
+    placement_config::{self, CONFIG_PAGE},
     supervisor::Tasks,
 };
 use tokio_util::sync::CancellationToken;
@@ -50,7 +52,7 @@ pub fn start(
         metrics,
         backoff_until: Mutex::default(),
         unreadable_configuration: Mutex::default(),
-        architecture_rules: Mutex::default(),
+        configs: placement_config::follow(&client, tasks),
     });
     let work = |stop| run(context, stop);
     tasks.spawn_while_leading("gate controller", &client, election, work);
@@ -64,10 +66,12 @@ async fn run(context: Arc<GateContext>, stop: CancellationToken) {
     );
     let cache = controller.store();
     let in_namespace = cache.clone();
+    // Names are enough to know which pods to pass over again: a metadata watch, paged,
+    // never the configs' rules.
     let controller = controller.watches(
-        Api::<PodPlacementConfig>::all(context.client.clone()),
-        watcher::Config::default(),
-        move |config: PodPlacementConfig| {
+        Api::<PartialObjectMeta<PodPlacementConfig>>::all(context.client.clone()),
+        watcher::Config::default().page_size(CONFIG_PAGE),
+        move |config: PartialObjectMeta<PodPlacementConfig>| {
             let namespace = config.namespace().unwrap_or_default();
             in_namespace
                 .state()

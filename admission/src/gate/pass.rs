@@ -17,7 +17,7 @@ use kube::{
 use multiarch_runtime::{
     backoff::Backoff,
     event_recorder::{Severity, pod_reference},
-    placement_config,
+    placement_config::{CATCH_UP, CurrentError, PlacementConfigs, current_for},
 };
 use tracing::debug;
 
@@ -34,6 +34,15 @@ use super::{
 /// next change.
 const CONFLICT_RETRIES: usize = 3;
 
+/// Why a pass failed: the controller retries it with its backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("the placement configuration: {0}")]
+    Configuration(CurrentError),
+}
+
 enum Pass {
     Done,
     Conflict,
@@ -45,7 +54,7 @@ enum Pass {
 pub(super) async fn reconcile(
     pod: Arc<Pod>,
     context: Arc<GateContext>,
-) -> Result<Action, kube::Error> {
+) -> Result<Action, PassError> {
     if !has_gate(&pod) {
         return Ok(Action::await_change());
     }
@@ -108,15 +117,18 @@ async fn pass(
     pods: &Api<Pod>,
     namespace: &str,
     name: &str,
-) -> Result<Pass, kube::Error> {
+) -> Result<Pass, PassError> {
     let Some(pod) = pods.get_opt(name).await? else {
         return Ok(Pass::Done);
     };
     if !has_gate(&pod) {
         return Ok(Pass::Done);
     }
-    // Read fresh: a config created just before the pod is never missed.
-    let configs = match placement_config::read(&context.client, namespace).await {
+    // The followed configuration once it has caught up with the API server for this
+    // namespace: a config created just before the pod is never missed, and no config's
+    // rules are read or compiled per pod.
+    let read = current_for(&context.client, namespace, &context.configs, CATCH_UP).await;
+    let configs = match read {
         Ok(configs) => {
             unreadable(context).remove(&key(namespace, name));
             configs
@@ -125,18 +137,13 @@ async fn pass(
     };
     let spec = configs.cluster_or_default();
     let fallback = spec.fallback_architecture.map(|a| a.as_str().to_owned());
-    let rules = context
-        .architecture_rules
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .refresh_namespace(namespace, &configs.pod_configs);
     let inputs = GateInputs {
         cluster_plugins: spec.plugins.as_ref(),
         configs: &configs.pod_configs,
         fallback_architecture: fallback.as_deref(),
         own_namespace: &context.options.own_namespace,
         max_attempts: context.options.max_attempts,
-        architecture_rules: &rules,
+        architecture_rules: &configs.architecture_rules,
     };
     let rule = architecture_rule(&pod, &inputs);
     let inspection = if needs_inspection(&pod, &inputs) {
@@ -161,7 +168,7 @@ async fn pass(
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Pass::Conflict),
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Pass::Done),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     }
     context.metrics.processed.inc();
     let reference = pod_reference(namespace, name, pod.uid());
@@ -235,8 +242,8 @@ const MAX_TRACKED: usize = 10_000;
 async fn configuration_unreadable(
     context: &GateContext,
     pod: &Pod,
-    error: kube::Error,
-) -> Result<placement_config::PlacementConfigs, kube::Error> {
+    error: CurrentError,
+) -> Result<PlacementConfigs, PassError> {
     context.metrics.configuration_read_errors.inc();
     let namespace = pod.namespace().unwrap_or_default();
     let name = pod.name_any();
@@ -251,7 +258,9 @@ async fn configuration_unreadable(
     };
     let max = context.options.max_attempts.max(1);
     let cause = match &error {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        CurrentError::Api(kube::Error::Api(status)) => {
+            format!("{} ({})", status.message, status.code)
+        }
         other => other.to_string(),
     };
     let (reason, note, outcome) = if failures < max {
@@ -260,7 +269,7 @@ async fn configuration_unreadable(
             format!(
                 "cannot read the placement configuration (attempt {failures} of {max}; the gate stays until it is read): {cause}"
             ),
-            Err(error),
+            Err(PassError::Configuration(error)),
         )
     } else {
         unreadable(context).remove(&key(&namespace, &name));
@@ -269,7 +278,7 @@ async fn configuration_unreadable(
             format!(
                 "cannot read the placement configuration after {failures} attempts; placing by the images' architectures without preferences or fallback: {cause}"
             ),
-            Ok(placement_config::PlacementConfigs::default()),
+            Ok(PlacementConfigs::default()),
         )
     };
     tracing::warn!(pod = %key(&namespace, &name), failures, "{note}");

@@ -9,7 +9,7 @@ pub use multiarch_crd::names::{
     LABEL_INSPECT_ERROR_COUNT,
 };
 use multiarch_crd::{
-    ClusterPlugins, PodPlacementConfig,
+    ClusterPlugins,
     names::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
@@ -25,6 +25,7 @@ use multiarch_policy::{
     },
     exemption::{architecture_set, exemption},
     platform::Platform,
+    pod_configs::NamespacedConfigs,
     preferences::{
         ArchPreference, architecture_preferences, preferences_apply, skip_outside,
         sources_annotation,
@@ -36,7 +37,7 @@ const KNOWN_ARCHS: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 /// What the controller knows besides the pod.
 pub struct GateInputs<'a> {
     pub cluster_plugins: Option<&'a ClusterPlugins>,
-    pub configs: &'a [PodPlacementConfig],
+    pub configs: &'a NamespacedConfigs,
     pub fallback_architecture: Option<&'a str>,
     pub own_namespace: &'a str,
     /// Inspection attempts before the fallback (or ungating without affinity).

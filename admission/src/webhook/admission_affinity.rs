@@ -12,9 +12,12 @@ use multiarch_policy::{
     platform::Platform,
     preferences::{architecture_preferences, preferences_apply, sources_annotation},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::decision::WebhookConfig;
+use super::{
+    decision::WebhookConfig,
+    sent_fields::{SentField, SentFields},
+};
 use crate::gate::process::ANNOTATION_SOURCES;
 
 /// What admission did about the constraint, for the metric and the log.
@@ -63,13 +66,13 @@ impl AdmissionAffinityResult {
 }
 
 /// The JSONPatch operations that add the constraint for `platforms` (the pod's compatible
-/// platforms) to the pod as the API server sent it (`raw`; `pod` is its typed reading),
+/// platforms) to the pod as the API server sent it (`sent`; `pod` is its typed reading),
 /// and what they do. The operations touch only `spec.affinity` and
 /// `metadata.annotations`, never `schedulerName`, so they join the routing patch as they
-/// are; they are computed against `raw`, so they apply to exactly what the API server
+/// are; they are computed against `sent`, so they apply to exactly what the API server
 /// holds.
 pub fn constraint_patch(
-    raw: &Value,
+    sent: &SentFields,
     pod: &Pod,
     namespace: &str,
     config: &WebhookConfig,
@@ -100,34 +103,65 @@ pub fn constraint_patch(
     }
     (
         diff(
-            raw,
+            sent,
             &constrained,
-            &[("spec", "affinity"), ("metadata", "annotations")],
+            &[SentField::Affinity, SentField::Annotations],
         ),
         result,
     )
 }
 
-/// Minimal operations from `raw` to `raw` with these fields of the constrained pod (a
-/// field the constrained pod does not have is left as it is).
-pub(super) fn diff(raw: &Value, constrained: &Pod, fields: &[(&str, &str)]) -> Vec<Value> {
-    let Ok(typed) = serde_json::to_value(constrained) else {
-        return Vec::new();
-    };
-    let mut after = raw.clone();
-    for (parent, field) in fields {
-        let wanted = &typed[*parent][*field];
-        if wanted.is_null() {
+/// Minimal operations from the fields as `sent` to these fields of the constrained pod (a
+/// field the constrained pod does not have is left as it is; a field whose parent was
+/// not sent is not written). Each field is compared on its own: nothing else of the
+/// object is read or copied.
+pub(super) fn diff(sent: &SentFields, constrained: &Pod, fields: &[SentField]) -> Vec<Value> {
+    let mut ops = Vec::new();
+    for &field in fields {
+        if !sent.has_parent(field) {
             continue;
         }
-        if let Some(object) = after.get_mut(parent).and_then(Value::as_object_mut) {
-            object.insert((*field).to_owned(), wanted.clone());
+        let (pointer, _) = field.pointer();
+        let wanted = match field {
+            SentField::Annotations => constrained
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+            SentField::Affinity => constrained
+                .spec
+                .as_ref()
+                .and_then(|s| s.affinity.as_ref())
+                .and_then(|a| serde_json::to_value(a).ok()),
+            SentField::NodeSelector => constrained
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.as_ref())
+                .and_then(|n| serde_json::to_value(n).ok()),
+        };
+        let Some(wanted) = wanted.filter(|w| !w.is_null()) else {
+            continue;
+        };
+        match sent.get(field) {
+            None => ops.push(json!({"op": "add", "path": pointer, "value": wanted})),
+            Some(before) => {
+                let Ok(Value::Array(inner)) =
+                    serde_json::to_value(json_patch::diff(before, &wanted))
+                else {
+                    continue;
+                };
+                ops.extend(inner.into_iter().map(|mut op| {
+                    for key in ["path", "from"] {
+                        if let Some(path) = op.get(key).and_then(Value::as_str) {
+                            op[key] = json!(format!("{pointer}{path}"));
+                        }
+                    }
+                    op
+                }));
+            }
         }
     }
-    match serde_json::to_value(json_patch::diff(raw, &after)) {
-        Ok(Value::Array(ops)) => ops,
-        _ => Vec::new(),
-    }
+    ops
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ fn admitted(
     let (raw, pod, namespace) = recorded(n);
     let decision = decide(&pod, &namespace, config);
     assert!(decision.routed());
-    let (ops, result) = constraint_patch(&raw, &pod, &namespace, config, platforms);
+    let (ops, result) =
+        constraint_patch(&SentFields::of(&raw), &pod, &namespace, config, platforms);
     let mut all = decision.patch;
     all.extend(ops);
     let patch: json_patch::Patch = serde_json::from_value(Value::Array(all)).unwrap();
@@ -107,7 +108,7 @@ fn a_compatible_user_pin_is_left_alone() {
     raw["spec"]["nodeSelector"] = json!({"kubernetes.io/arch": "arm64"});
     let pod: Pod = serde_json::from_value(raw.clone()).unwrap();
     let (ops, result) = constraint_patch(
-        &raw,
+        &SentFields::of(&raw),
         &pod,
         &namespace,
         &config(),

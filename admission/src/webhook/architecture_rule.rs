@@ -18,14 +18,15 @@ use serde_json::{Value, json};
 use super::{
     admission_affinity::diff,
     decision::{Decision, WebhookConfig},
+    sent_fields::{SentField, SentFields},
 };
 use crate::gate::process::ANNOTATION_SOURCES;
 
 /// The operations that apply the decision's rule to the pod as the API server sent it
-/// (`raw`). A routed or gated pod no rule decides loses an architecture-rule annotation
+/// (`sent`). A routed or gated pod no rule decides loses an architecture-rule annotation
 /// it came with: only the webhook records a decision.
 pub fn rule_patch(
-    raw: &Value,
+    sent: &SentFields,
     pod: &Pod,
     namespace: &str,
     config: &WebhookConfig,
@@ -34,8 +35,9 @@ pub fn rule_patch(
     // Not exempt: routed to the scheduler, or gated for the gate controller.
     let placed_by_us = decision.exemption.is_none();
     let Some(rule) = decision.architecture_rule.as_ref().filter(|_| placed_by_us) else {
-        let claimed = raw["metadata"]["annotations"]
-            .get(ANNOTATION_ARCHITECTURE_RULE)
+        let claimed = sent
+            .get(SentField::Annotations)
+            .and_then(|a| a.get(ANNOTATION_ARCHITECTURE_RULE))
             .is_some();
         return if placed_by_us && claimed {
             vec![json!({
@@ -59,12 +61,12 @@ pub fn rule_patch(
         prefer_within(&mut constrained, namespace, config, rule);
     }
     diff(
-        raw,
+        sent,
         &constrained,
         &[
-            ("spec", "nodeSelector"),
-            ("spec", "affinity"),
-            ("metadata", "annotations"),
+            SentField::NodeSelector,
+            SentField::Affinity,
+            SentField::Annotations,
         ],
     )
 }

@@ -8,7 +8,7 @@ use multiarch_crd::{
     Architecture, ArchitectureRule, CelArchitecturePlacement, LocalPlugins, NodeAffinityScoring,
     PlatformWeight, PodPlacementConfig, PodPlacementConfigSpec,
 };
-use multiarch_policy::architecture_rules::ArchitectureRules;
+use multiarch_policy::{architecture_rules::ArchitectureRules, pod_configs::NamespacedConfigs};
 use serde_json::json;
 
 use super::*;
@@ -64,11 +64,12 @@ fn rules() -> PodPlacementConfig {
 
 fn config(mode: PlacementMode, configs: Vec<PodPlacementConfig>) -> WebhookConfig {
     let mut config = WebhookConfig::new(mode, "multiarch-scheduler", "multiarch");
+    let configs = NamespacedConfigs::owned(configs);
     config.architecture_rules = Arc::new(ArchitectureRules::compile(
         &configs,
         &ArchitectureRules::default(),
     ));
-    config.pod_configs = Arc::new(configs);
+    config.pod_configs = configs;
     config
 }
 

@@ -8,7 +8,6 @@
 use std::sync::{Arc, RwLock};
 
 use multiarch_crd::{AdmissionAffinity, PlacementMode, names::DEFAULT_SCHEDULER_NAME};
-use multiarch_policy::architecture_rules::ArchitectureRules;
 use multiarch_runtime::{
     follow::SenderGone,
     placement_config::{self, PlacementConfigs},
@@ -88,11 +87,10 @@ pub fn apply(config: &mut WebhookConfig, configs: &PlacementConfigs, pinned: Pin
         .map(|s| s.placement_or_default().admission_affinity)
         .unwrap_or_default()
         == AdmissionAffinity::Enabled;
+    // Shared with the snapshot: its rules were compiled when it was made, outside
+    // this lock every review reads.
     config.pod_configs = configs.pod_configs.clone();
-    config.architecture_rules = Arc::new(ArchitectureRules::compile(
-        &configs.pod_configs,
-        &config.architecture_rules,
-    ));
+    config.architecture_rules = configs.architecture_rules.clone();
     config.known = pinned.mode || configs.synced;
 }
 
@@ -143,8 +141,8 @@ mod tests {
                 }),
                 ..ClusterPodPlacementConfigSpec::default()
             }),
-            pod_configs: Arc::default(),
             synced: true,
+            ..PlacementConfigs::default()
         }
     }
 
@@ -214,8 +212,8 @@ mod tests {
                 }),
                 ..ClusterPodPlacementConfigSpec::default()
             }),
-            pod_configs: Arc::default(),
             synced: true,
+            ..PlacementConfigs::default()
         };
         let mut config = webhook_config();
         apply(&mut config, &renamed("arch-aware"), Pinned::default());
@@ -240,11 +238,12 @@ mod tests {
                 "fallbackArchitectures": ["arm64"], "rules": []}}}
         }))
         .unwrap();
-        let with = PlacementConfigs {
-            pod_configs: Arc::new(vec![config]),
-            synced: true,
-            ..PlacementConfigs::default()
-        };
+        let with = PlacementConfigs::compiled(
+            None,
+            multiarch_policy::pod_configs::NamespacedConfigs::owned([config]),
+            multiarch_policy::architecture_rules::ArchitectureRules::none(),
+            true,
+        );
         let mut webhook = webhook_config();
         apply(&mut webhook, &with, Pinned::default());
         assert!(webhook.architecture_rules.governs_namespace("shop"));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_crd::{
-    ClusterPlugins, PlacementMode, PodPlacementConfig,
+    ClusterPlugins, PlacementMode,
     names::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
@@ -16,6 +16,7 @@ pub use multiarch_policy::exemption::Exemption;
 use multiarch_policy::{
     architecture_rules::{ArchitectureDecision, ArchitectureRules, RuleSubject},
     exemption::{architecture_set, exemption, names_other_scheduler},
+    pod_configs::NamespacedConfigs,
     preferences::preferences_apply,
     routing::{self, Unsupported},
 };
@@ -33,7 +34,7 @@ pub struct WebhookConfig {
     pub preferences_enabled: bool,
     /// Every PodPlacementConfig (gate mode: one that selects the pod and enables
     /// `nodeAffinityScoring` has the same effect for that pod).
-    pub pod_configs: Arc<Vec<PodPlacementConfig>>,
+    pub pod_configs: NamespacedConfigs,
     /// The ClusterPodPlacementConfig's plugins (its `nodeAffinityScoring` weights).
     pub cluster_plugins: Option<ClusterPlugins>,
     /// Scheduler mode: write the architecture constraint into routed pods whose image
@@ -55,7 +56,7 @@ impl WebhookConfig {
             scheduler_name: scheduler_name.to_owned(),
             own_namespace: own_namespace.to_owned(),
             preferences_enabled: false,
-            pod_configs: Arc::default(),
+            pod_configs: NamespacedConfigs::default(),
             cluster_plugins: None,
             admission_affinity: true,
             known: true,

@@ -8,5 +8,6 @@ pub mod decision;
 pub mod image_lookup;
 pub mod metrics;
 pub mod review;
+pub mod sent_fields;
 pub mod server;
 pub mod tls;

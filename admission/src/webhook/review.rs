@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::{
     architecture_rule::rule_patch,
     decision::{Decision, WebhookConfig, decide},
+    sent_fields::{SentFields, SentReview},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -24,20 +25,13 @@ pub enum ReviewError {
 pub struct Request {
     pub uid: String,
     pub pod: Option<(Pod, String)>,
-    /// The object as sent (patches are computed against it).
-    pub raw: Value,
+    /// The fields patches write, as sent (patches are computed against them).
+    pub sent: SentFields,
 }
 
 pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
-    let raw: Value =
-        serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
-    let object = raw
-        .get("request")
-        .and_then(|r| r.get("object"))
-        .cloned()
-        .unwrap_or(Value::Null);
     let review: AdmissionReview<Pod> =
-        serde_json::from_value(raw).map_err(|e| ReviewError::Decode(e.to_string()))?;
+        serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
     let request: AdmissionRequest<Pod> =
         review
             .try_into()
@@ -55,10 +49,20 @@ pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
         }
         _ => None,
     };
+    // Only a pod CREATE is patched: no other request's object is read a second time.
+    let sent = if pod.is_some() {
+        serde_json::from_slice::<SentReview>(body)
+            .map_err(|e| ReviewError::Decode(e.to_string()))?
+            .request
+            .and_then(|r| r.object)
+            .unwrap_or_default()
+    } else {
+        SentFields::default()
+    };
     Ok(Request {
         uid: request.uid,
         pod,
-        raw: object,
+        sent,
     })
 }
 
@@ -84,7 +88,7 @@ impl Request {
     pub fn decide(&self, config: &WebhookConfig) -> Option<Decision> {
         let (pod, namespace) = self.pod.as_ref().filter(|_| config.known)?;
         let mut decision = decide(pod, namespace, config);
-        let rule_ops = rule_patch(&self.raw, pod, namespace, config, &decision);
+        let rule_ops = rule_patch(&self.sent, pod, namespace, config, &decision);
         decision.patch.extend(rule_ops);
         Some(decision)
     }

@@ -15,7 +15,10 @@ use axum::{
     routing::post,
 };
 use multiarch_crd::PlacementMode;
-use multiarch_runtime::ops_server::health_routes;
+use multiarch_runtime::{
+    ops_server::health_routes,
+    request_body::{RequestBodies, within_budget},
+};
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
 use serde_json::Value;
@@ -27,7 +30,7 @@ use super::{
     decision::{Decision, WebhookConfig},
     image_lookup::{AdmissionLookup, Lookup},
     metrics::{ReviewResultLabel, WebhookMetrics},
-    review::{ReviewError, parse, respond},
+    review::{Request, ReviewError, parse, respond},
 };
 
 #[derive(Clone)]
@@ -48,8 +51,8 @@ pub async fn answer(
     body: &[u8],
 ) -> Result<(Value, Option<Decision>), ReviewError> {
     let request = parse(body)?;
-    let (Some(mut decision), Some((pod, namespace))) = (request.decide(config), &request.pod)
-    else {
+    let (request, decided) = decide_off_the_workers(request, config).await?;
+    let (Some(mut decision), Some((pod, namespace))) = (decided, &request.pod) else {
         return Ok((respond(&request.uid, &[])?, None));
     };
     // A rule decided the architectures: no image to look up.
@@ -61,7 +64,7 @@ pub async fn answer(
         let result = match lookup.lookup(pod, namespace).await {
             Lookup::Platforms(platforms) => {
                 let (ops, result) =
-                    constraint_patch(&request.raw, pod, namespace, config, &platforms);
+                    constraint_patch(&request.sent, pod, namespace, config, &platforms);
                 decision.patch.extend(ops);
                 result
             }
@@ -84,39 +87,64 @@ pub async fn answer(
     Ok((respond(&request.uid, &decision.patch)?, Some(decision)))
 }
 
+/// The decision, on a blocking thread when a namespace admin's architecture rules may
+/// run (their cost is bounded, not nothing: they must not hold the workers that read
+/// the API server's other reviews); inline otherwise.
+async fn decide_off_the_workers(
+    request: Request,
+    config: &WebhookConfig,
+) -> Result<(Request, Option<Decision>), ReviewError> {
+    let ruled = request
+        .pod
+        .as_ref()
+        .is_some_and(|(_, namespace)| config.architecture_rules.governs_namespace(namespace));
+    if !ruled {
+        let decided = request.decide(config);
+        return Ok((request, decided));
+    }
+    let config = config.clone();
+    tokio::task::spawn_blocking(move || {
+        let decided = request.decide(&config);
+        (request, decided)
+    })
+    .await
+    .map_err(|e| ReviewError::Decode(format!("internal: deciding failed: {e}")))
+}
+
 pub fn router(state: WebhookState) -> Router {
-    let limit = axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES);
-    Router::new()
+    let bodies = Arc::new(RequestBodies::for_reviews());
+    let reviews = Router::new()
         // The mode of the ClusterPodPlacementConfig (installs without the operator).
         .route(
             "/mutate-pods",
-            post(|state, body| mutate(state, body, None)).layer(limit),
+            post(|state, body| mutate(state, body, None)),
         )
         // The mode the operator pinned in the webhook configuration: it switches modes by
         // switching the path, once the mode's components are available.
         .route(
             "/mutate-pods/scheduler",
-            post(|state, body| mutate(state, body, Some(PlacementMode::Scheduler))).layer(limit),
+            post(|state, body| mutate(state, body, Some(PlacementMode::Scheduler))),
         )
         .route(
             "/mutate-pods/gate",
-            post(|state, body| mutate(state, body, Some(PlacementMode::SchedulingGate)))
-                .layer(limit),
+            post(|state, body| mutate(state, body, Some(PlacementMode::SchedulingGate))),
         )
-        .with_state(state.clone())
-        .merge(health_routes(state.registry.clone(), move || {
-            let known = state
-                .config
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .known;
-            (!known).then_some("the placement configuration has not been read yet")
-        }))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .layer(axum::middleware::from_fn_with_state(bodies, within_budget))
+        .with_state(state.clone());
+    reviews.merge(health_routes(state.registry.clone(), move || {
+        let known = state
+            .config
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .known;
+        (!known).then_some("the placement configuration has not been read yet")
+    }))
 }
 
 /// The largest AdmissionReview read (refused with 413 beyond it, while it streams): a pod
-/// is at most 1.5 MiB in etcd and a CREATE review carries it once, with room to spare.
-pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+/// review carries one object the API server accepted, at most 3 MiB.
+pub use multiarch_runtime::request_body::MAX_REVIEW_BYTES;
 
 async fn mutate(
     State(state): State<WebhookState>,

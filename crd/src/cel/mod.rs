@@ -4,4 +4,5 @@
 pub mod check;
 pub mod cost;
 pub mod decl;
+pub mod patterns;
 pub mod pod_rule;

@@ -19,6 +19,7 @@ use super::{
     check::{CelType, CheckError, check},
     cost::estimate,
     decl::{Decl, DeclKind},
+    patterns::{CompiledPatterns, compile_patterns},
 };
 
 /// The metadata fields a rule may read.
@@ -71,6 +72,11 @@ pub struct CheckedRule {
 /// Checks one expression. The error reads as the API server's CEL errors do
 /// (`ERROR: <input>:line:column: ...`), with the place of the problem where it has one.
 pub fn check_rule(expression: &str) -> Result<CheckedRule, String> {
+    check_and_compile(expression).map(|(checked, _)| checked)
+}
+
+/// [`check_rule`], and the rule's `matches()` patterns compiled, for evaluating it.
+pub fn check_and_compile(expression: &str) -> Result<(CheckedRule, CompiledPatterns), String> {
     let program = Program::compile(expression).map_err(|e| e.to_string())?;
     let expr = program.expression();
     if let Err(outside) = metadata_reads(expr) {
@@ -106,13 +112,21 @@ pub fn check_rule(expression: &str) -> Result<CheckedRule, String> {
             checked.result
         ));
     }
-    let cost = estimate(expr, &checked, &POD_METADATA).cost.max;
+    // Each pattern compiled once, now: evaluation matches with what this compiles (and
+    // the compilation is charged).
+    let mut patterns = CompiledPatterns::new();
+    let compile_cost = compile_patterns(expr, &mut patterns)
+        .map_err(|e| format!("ERROR: <input>:{}: {e}", position(expression, "matches")))?;
+    let cost = estimate(expr, &checked, &POD_METADATA)
+        .cost
+        .max
+        .saturating_add(compile_cost);
     if cost > RULE_COST_LIMIT {
         return Err(format!(
             "ERROR: <input>:1:1: the estimated cost of one evaluation, {cost}, is over the limit of {RULE_COST_LIMIT}: look labels and annotations up by key instead of iterating over them"
         ));
     }
-    Ok(CheckedRule { cost })
+    Ok((CheckedRule { cost }, patterns))
 }
 
 /// What rules read of one of the pod's metadata maps.

@@ -1,29 +1,34 @@
 //! The parts of the configuration CRDs that placement reads, as the core holds them.
 
-use multiarch_crd::{ClusterPlugins, PodPlacementConfig};
-use multiarch_plugins::architecture_rules::ArchitectureRules;
+use std::sync::Arc;
 
-/// The parts of the configuration CRDs that placement reads.
+use multiarch_crd::ClusterPlugins;
+use multiarch_plugins::architecture_rules::ArchitectureRules;
+use multiarch_policy::pod_configs::NamespacedConfigs;
+
+/// The parts of the configuration CRDs that placement reads, shared with the snapshot
+/// they came from (never copied).
 #[derive(Clone, Debug, Default)]
 pub struct PlacementInputs {
     pub cluster_plugins: Option<ClusterPlugins>,
-    pub configs: Vec<PodPlacementConfig>,
+    pub configs: NamespacedConfigs,
     /// The configs' `celArchitecturePlacement` rules, compiled.
-    pub architecture_rules: ArchitectureRules,
+    pub architecture_rules: Arc<ArchitectureRules>,
     pub fallback_architecture: Option<String>,
 }
 
 impl PlacementInputs {
-    /// Inputs from these configs; rules compiled, reusing `previous`'s programs for the
-    /// configs whose spec is unchanged.
+    /// Inputs from these configs; rules compiled here, reusing `previous`'s programs for
+    /// the configs that are unchanged (`simulate`, benchmarks: in a cluster the rules
+    /// come compiled with the configuration's snapshot).
     pub fn new(
         cluster_plugins: Option<ClusterPlugins>,
-        configs: Vec<PodPlacementConfig>,
+        configs: NamespacedConfigs,
         fallback_architecture: Option<String>,
         previous: &ArchitectureRules,
     ) -> Self {
         PlacementInputs {
-            architecture_rules: ArchitectureRules::compile(&configs, previous),
+            architecture_rules: Arc::new(ArchitectureRules::compile(&configs, previous)),
             cluster_plugins,
             configs,
             fallback_architecture,

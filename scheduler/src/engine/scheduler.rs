@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Instant};
 
 use multiarch_crd::names::NODE_ARCH_LABEL;
 use multiarch_plugins::{
-    architecture_rules::{ArchitectureRules, RuleSubject},
+    architecture_rules::RuleSubject,
     events::{ClusterChange, EventKind, NodeChanges},
     exemption,
     framework::CycleContext,
@@ -72,11 +72,6 @@ impl SchedulerCore {
 
     pub fn profile(&self) -> &Profile {
         &self.profile
-    }
-
-    /// The compiled `celArchitecturePlacement` rules in force.
-    pub fn architecture_rules(&self) -> &ArchitectureRules {
-        &self.inputs.architecture_rules
     }
 
     pub fn scheduler_name(&self) -> &str {

@@ -73,6 +73,8 @@ pub(super) struct Loop {
 /// Pods decided per turn before the inbox is read again, so watch events and binding
 /// results are never starved by a long queue.
 const PODS_PER_TURN: usize = 256;
+/// Nor by slow decisions: a turn ends after this long, however few it decided.
+const TURN_TIME: Duration = Duration::from_millis(100);
 
 impl Loop {
     #[allow(clippy::too_many_arguments)]
@@ -167,7 +169,15 @@ impl Loop {
             self.ready
                 .send_if_modified(|r| std::mem::replace(r, ready) != ready);
             if self.can_schedule() {
+                let turn = Instant::now();
                 for _ in 0..PODS_PER_TURN {
+                    // Each decision may run a tenant's architecture rules (bounded by their
+                    // cost, not free): the lease is read before each, and a turn that has
+                    // taken its time gives way to the inbox.
+                    self.follow_leadership(&mut leadership)?;
+                    if turn.elapsed() > TURN_TIME {
+                        break;
+                    }
                     let started = Instant::now();
                     let Some(outcome) = self.core.schedule_next(&self.images, now) else {
                         break;
@@ -370,12 +380,13 @@ impl Loop {
         placement
             .scheduler_name
             .clone_from(&self.options.scheduler_name);
-        let inputs = PlacementInputs::new(
-            spec.plugins.clone(),
-            self.configs.pod_configs.to_vec(),
-            spec.fallback_architecture.map(|a| a.as_str().to_owned()),
-            self.core.architecture_rules(),
-        );
+        // Shared with the snapshot, its rules compiled when it was made (off the loop).
+        let inputs = PlacementInputs {
+            cluster_plugins: spec.plugins.clone(),
+            configs: self.configs.pod_configs.clone(),
+            architecture_rules: self.configs.architecture_rules.clone(),
+            fallback_architecture: spec.fallback_architecture.map(|a| a.as_str().to_owned()),
+        };
         self.core
             .set_configuration(Profile::new(&placement), inputs, now);
     }

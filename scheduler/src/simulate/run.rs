@@ -19,6 +19,7 @@ use multiarch_plugins::{
     plugins::image_architecture,
     profile::Profile,
 };
+use multiarch_policy::pod_configs::NamespacedConfigs;
 
 use super::{
     controllers,
@@ -82,7 +83,7 @@ impl Prepared {
             images: scenario.image_catalog()?,
             inputs: PlacementInputs::new(
                 spec.plugins.clone(),
-                scenario.pod_placement_configs.clone(),
+                NamespacedConfigs::owned(scenario.pod_placement_configs.iter().cloned()),
                 spec.fallback_architecture.map(|a| a.as_str().to_owned()),
                 &Default::default(),
             ),

@@ -1,8 +1,12 @@
 //! Every branch of a gate pass, as table tests.
 
+use multiarch_crd::PodPlacementConfig;
 use serde_json::json;
 
 use super::*;
+
+static NO_CONFIGS: std::sync::LazyLock<NamespacedConfigs> =
+    std::sync::LazyLock::new(NamespacedConfigs::default);
 
 fn gated(extra: serde_json::Value) -> Pod {
     let mut base = json!({"metadata": {"name": "p", "namespace": "shop", "labels": {"app": "web"}},
@@ -18,7 +22,7 @@ fn gated(extra: serde_json::Value) -> Pod {
 fn inputs<'a>(plugins: Option<&'a ClusterPlugins>, fallback: Option<&'a str>) -> GateInputs<'a> {
     GateInputs {
         cluster_plugins: plugins,
-        configs: &[],
+        configs: &NO_CONFIGS,
         fallback_architecture: fallback,
         own_namespace: "multiarch",
         max_attempts: 3,
@@ -208,7 +212,7 @@ fn preference_events_name_each_source_in_priority_order() {
         }))
         .unwrap()
     };
-    let configs = [
+    let configs = NamespacedConfigs::owned([
         config(
             "low",
             10,
@@ -219,7 +223,7 @@ fn preference_events_name_each_source_in_priority_order() {
             200,
             json!([{"architecture": "arm64", "weight": 50}]),
         ),
-    ];
+    ]);
     let cluster: ClusterPlugins = serde_json::from_value(json!({
         "nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": "arm64", "weight": 1}]}
     }))
@@ -321,7 +325,7 @@ fn a_rule_decides_without_inspection_and_names_itself() {
                     "architectures": ["ppc64le"]}]}}}
     }))
     .unwrap();
-    let configs = [config];
+    let configs = NamespacedConfigs::owned([config]);
     let rules = ArchitectureRules::compile(&configs, ArchitectureRules::none());
     let mut inputs = inputs(None, Some("arm64"));
     inputs.configs = &configs;

@@ -54,7 +54,8 @@ fn rules_config() -> PodPlacementConfig {
 }
 
 fn core() -> SchedulerCore {
-    let inputs = PlacementInputs::new(None, vec![rules_config()], None, &Default::default());
+    let configs = multiarch_policy::pod_configs::NamespacedConfigs::owned([rules_config()]);
+    let inputs = PlacementInputs::new(None, configs, None, &Default::default());
     let mut core = SchedulerCore::new(Profile::default(), inputs, 1);
     let now = Instant::now();
     for (name, arch) in [("amd", "amd64"), ("arm", "arm64")] {
