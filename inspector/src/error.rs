@@ -48,6 +48,10 @@ pub enum InspectError {
         name: String,
         detail: String,
     },
+    /// What a pod's pull secrets hold is more than is read for one pod: a limit, not a
+    /// failure a retry can mend.
+    #[error("the pull secrets of the pod in namespace {namespace}: {detail}")]
+    PullSecretsOverLimit { namespace: String, detail: String },
     #[error("the image inspector service failed: {0}")]
     Service(String),
     /// An error reported by a remote inspector (gRPC), with its kind label.
@@ -93,6 +97,7 @@ impl InspectError {
             InspectError::Busy { .. } => "busy",
             InspectError::TooDeep { .. } => "too_deep",
             InspectError::Secret { .. } => "secret",
+            InspectError::PullSecretsOverLimit { .. } => "pull_secrets_over_limit",
             InspectError::Service(_) => "service",
             InspectError::Remote { .. } => "remote",
         }

@@ -104,6 +104,21 @@ impl Keyring {
         self.entries.is_empty()
     }
 
+    /// About what the keyring holds in memory.
+    pub fn bytes(&self) -> usize {
+        self.entries
+            .iter()
+            .map(|e| {
+                std::mem::size_of::<Entry>()
+                    + e.host.len()
+                    + e.port.as_ref().map_or(0, String::len)
+                    + e.path.len()
+                    + e.credential.username.len()
+                    + e.credential.password.len()
+            })
+            .sum()
+    }
+
     /// Credentials that apply to `registry/repository`, best first (the kubelet tries each,
     /// then anonymous).
     pub fn lookup(&self, registry: &str, repository: &str) -> Vec<&Credential> {

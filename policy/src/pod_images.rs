@@ -69,13 +69,23 @@ pub fn container_images(spec: &PodSpec) -> Vec<ContainerImage> {
         .collect()
 }
 
-/// The names of the pod's `imagePullSecrets` (empty references skipped).
+/// The most pull secrets (the pod's and its service account's, distinct) whose
+/// credentials are read for one pod. A pod may name any number; the inspector refuses
+/// more than this, naming the limit, rather than read them all.
+pub const MAX_PULL_SECRETS: usize = 100;
+
+/// The distinct names of the pod's `imagePullSecrets`, in their order (empty references
+/// and repeats skipped), at most one more than [`MAX_PULL_SECRETS`]: enough for the
+/// inspector to see that there are too many, never a pod's whole list copied.
 pub fn pull_secret_names(spec: &PodSpec) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
     spec.image_pull_secrets
         .iter()
         .flatten()
-        .map(|r| r.name.clone())
-        .filter(|n| !n.is_empty())
+        .map(|r| r.name.as_str())
+        .filter(|n| !n.is_empty() && seen.insert(*n))
+        .take(MAX_PULL_SECRETS + 1)
+        .map(str::to_owned)
         .collect()
 }
 
@@ -143,5 +153,29 @@ mod tests {
                 service_account: Some("builder"),
             }
         );
+    }
+
+    #[test]
+    fn pull_secrets_are_read_once_each_and_never_more_than_the_limit_and_one() {
+        let names = |list: Vec<String>| {
+            let spec: PodSpec = serde_json::from_value(json!({"containers": [],
+                "imagePullSecrets": list.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()}))
+            .unwrap();
+            pull_secret_names(&spec)
+        };
+        assert_eq!(
+            names(vec![
+                "b".into(),
+                "a".into(),
+                "b".into(),
+                String::new(),
+                "a".into()
+            ]),
+            ["b", "a"]
+        );
+        let many = names((0..100_000).map(|i| format!("s{}", i % 50_000)).collect());
+        assert_eq!(many.len(), MAX_PULL_SECRETS + 1);
+        assert_eq!(many[0], "s0");
+        assert_eq!(many[MAX_PULL_SECRETS], "s100");
     }
 }

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use multiarch_inspector::{ImageInspector, InspectRequest};
+use multiarch_inspector::{ImageInspector, InspectRequest, secrets::keyring_key};
 use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
 
 use super::inbox::LoopMessage;
@@ -18,9 +18,10 @@ use crate::engine::image_source::{ImageLookup, ImageSource};
 /// honours tag TTLs); failures after `failure_ttl`.
 const ANSWER_TTL: Duration = Duration::from_secs(300);
 
-/// Namespace, pull secrets, service account, image, and the pod UID for
-/// `imagePullPolicy: Always` (one fresh inspection per pod).
-type Key = (String, Vec<String>, Option<String>, String, Option<String>);
+/// Where the credentials are (a hash of the namespace, the pull secret names and the
+/// service account: 32 bytes however many names a pod lists), the image, and the pod UID
+/// for `imagePullPolicy: Always` (one fresh inspection per pod).
+type Key = ([u8; 32], String, Option<String>);
 
 enum Slot {
     Pending,
@@ -67,10 +68,13 @@ impl InspectedImages {
 
 impl ImageSource for InspectedImages {
     fn lookup(&self, pod: &PodInfo, image: &ContainerImage) -> ImageLookup {
+        let credentials = pod.pull_credentials();
         let key: Key = (
-            pod.namespace.clone(),
-            pod.image_pull_secrets.clone(),
-            pod.service_account.clone(),
+            keyring_key(
+                credentials.namespace,
+                credentials.pull_secrets,
+                credentials.service_account,
+            ),
             image.image.clone(),
             image.pull_always.then(|| pod.uid.clone()),
         );
