@@ -128,13 +128,24 @@ impl Inspector {
 
     /// The credentials `request` may use: its namespace's pull secrets and service account.
     async fn keyring(&self, request: &InspectRequest) -> Result<Arc<Keyring>, InspectError> {
-        self.secrets
+        let keyring = self
+            .secrets
             .keyring(
                 &request.namespace,
                 &request.pull_secrets,
                 request.service_account.as_deref(),
             )
-            .await
+            .await;
+        if let Err(e) = &keyring {
+            self.metrics
+                .credential_failures
+                .get_or_create(&InspectionResultLabel {
+                    result: e.metric_label(),
+                })
+                .inc();
+            tracing::warn!(namespace = %request.namespace, image = %request.image, error = %e, "cannot read the pod's pull credentials");
+        }
+        keyring
     }
 
     /// The files of `request`'s image that `wanted` accepts (see `image_files`), with

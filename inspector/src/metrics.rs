@@ -20,6 +20,9 @@ pub struct InspectorMetrics {
     pub cache_bytes: Gauge,
     /// Inspections that went to a registry, by result (`ok` or an error label).
     pub registry_inspections: Family<InspectionResultLabel, Counter>,
+    /// Inspections that failed before any registry was asked, reading the pod's pull
+    /// credentials, by error label (`secret`, `pull_secrets_over_limit`).
+    pub credential_failures: Family<InspectionResultLabel, Counter>,
     pub inspection_seconds: Histogram,
 }
 
@@ -31,6 +34,7 @@ impl Default for InspectorMetrics {
             cache_entries: Gauge::default(),
             cache_bytes: Gauge::default(),
             registry_inspections: Family::default(),
+            credential_failures: Family::default(),
             inspection_seconds: Histogram::new([
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             ]),
@@ -66,6 +70,11 @@ impl InspectorMetrics {
             "registry_inspections",
             "Inspections sent to a registry, by result",
             self.registry_inspections.clone(),
+        );
+        sub.register(
+            "credential_failures",
+            "Inspections that failed reading the pod's pull credentials, by result",
+            self.credential_failures.clone(),
         );
         sub.register(
             "registry_inspection_duration_seconds",

@@ -12,8 +12,12 @@ use std::{sync::Arc, time::Duration};
 use base64::Engine;
 use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_inspector::{
-    InspectError,
+    ImageInspector, InspectError, InspectRequest, Inspector,
+    cache::CacheOptions,
+    metrics::{InspectionResultLabel, InspectorMetrics},
+    registry::RegistryOptions,
     secrets::{KubeSecrets, MAX_SECRET_CONFIG_BYTES, SecretSource},
+    settings::RegistrySettings,
 };
 use multiarch_policy::pod_images::MAX_PULL_SECRETS;
 use multiarch_runtime::supervisor::Supervisor;
@@ -79,6 +83,26 @@ async fn a_pods_pull_secrets_are_bounded_read_once_and_paced_per_namespace() {
     );
     assert!(!refused.is_transient(), "a limit, not a failure to retry");
     assert_eq!(secret_reads(&server), 0);
+    // Through the inspector, the refusal is counted.
+    let metrics = InspectorMetrics::default();
+    let inspector = Inspector::new(
+        RegistrySettings::default(),
+        RegistryOptions::default(),
+        CacheOptions::default(),
+        secrets.clone(),
+        metrics.clone(),
+    );
+    let request = InspectRequest {
+        image: "registry.example/app:1".into(),
+        namespace: "tenant".into(),
+        pull_secrets: names.clone(),
+        ..InspectRequest::default()
+    };
+    assert!(inspector.inspect(&request).await.is_err());
+    let label = InspectionResultLabel {
+        result: "pull_secrets_over_limit",
+    };
+    assert_eq!(metrics.credential_failures.get_or_create(&label).get(), 1);
 
     // A service account that names the rest counts with the pod's.
     server.apply(
