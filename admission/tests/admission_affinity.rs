@@ -81,6 +81,7 @@ fn state(lookup: Option<AdmissionLookup>) -> WebhookState {
         metrics: WebhookMetrics::default(),
         registry: Arc::default(),
         lookup,
+        reviews_need_client_certificate: false,
     }
 }
 

@@ -158,6 +158,7 @@ async fn large_reviews_from_tenants_cost_a_bounded_memory_and_the_api_servers_ar
         metrics: WebhookMetrics::default(),
         registry: Arc::default(),
         lookup: None,
+        reviews_need_client_certificate: false,
     };
     let server = tokio::spawn(serve_with(
         listener,

@@ -17,13 +17,13 @@ use multiarch_admission::webhook::{
     image_lookup::{AdmissionLookup, Credentials},
     metrics::WebhookMetrics,
     server::{WebhookState, answer, bind, serve},
+    tls::webhook_tls,
 };
 use multiarch_crd::PlacementMode;
 use multiarch_inspector::{
     ImageInfo, ImageInspector, InspectError, InspectRequest,
     image::{ManifestKind, PlatformEntry},
 };
-use multiarch_runtime::mutual_tls::{self, TlsDir};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -73,6 +73,7 @@ fn state(inspector: Arc<Recording>, credentials: Credentials) -> WebhookState {
             8,
             credentials,
         )),
+        reviews_need_client_certificate: false,
     }
 }
 
@@ -177,6 +178,34 @@ async fn post(
     server_ca: &str,
     identity: Option<&Identity>,
 ) -> Result<String, std::io::Error> {
+    let body = spoofed();
+    let head = format!(
+        "POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut request = head.into_bytes();
+    request.extend(body);
+    exchange(addr, server_ca, identity, &request).await
+}
+
+/// GETs `path` over TLS without a client certificate, as the kubelet's probes do.
+async fn get(
+    addr: std::net::SocketAddr,
+    server_ca: &str,
+    path: &str,
+) -> Result<String, std::io::Error> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    exchange(addr, server_ca, None, request.as_bytes()).await
+}
+
+/// Sends `request` over TLS, presenting `identity` when given; the status line, or the
+/// error that ended the exchange.
+async fn exchange(
+    addr: std::net::SocketAddr,
+    server_ca: &str,
+    identity: Option<&Identity>,
+    request: &[u8],
+) -> Result<String, std::io::Error> {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(server_ca.as_bytes()) {
@@ -198,13 +227,7 @@ async fn post(
     let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect("127.0.0.1".try_into().unwrap(), tcp)
         .await?;
-    let body = spoofed();
-    let head = format!(
-        "POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    tls.write_all(head.as_bytes()).await?;
-    tls.write_all(&body).await?;
+    tls.write_all(request).await?;
     let mut response = Vec::new();
     tls.read_to_end(&mut response).await?;
     let text = String::from_utf8_lossy(&response).to_string();
@@ -221,30 +244,31 @@ async fn with_a_client_ca_only_the_api_servers_certificate_gets_a_review_answere
     std::fs::write(dir.path().join("tls.crt"), &serving.cert).unwrap();
     std::fs::write(dir.path().join("tls.key"), &serving.key).unwrap();
     std::fs::write(dir.path().join("api-server-ca.crt"), api_server_ca.pem()).unwrap();
-    let tls = mutual_tls::server_config(
-        &TlsDir {
-            cert: dir.path().join("tls.crt"),
-            key: dir.path().join("tls.key"),
-            ca: dir.path().join("api-server-ca.crt"),
-        },
-        Duration::from_secs(3600),
+    // As `multiarch webhook --client-ca` serves.
+    let tls = webhook_tls(
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+        Some(dir.path().join("api-server-ca.crt")),
     )
     .unwrap();
     let inspector = Arc::new(Recording::default());
     let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(serve(
-        listener,
-        tls,
-        state(inspector.clone(), Credentials::PodSecrets),
-        shutdown.clone(),
-    ));
+    let mut state = state(inspector.clone(), Credentials::PodSecrets);
+    state.reviews_need_client_certificate = true;
+    tokio::spawn(serve(listener, tls, state, shutdown.clone()));
     let serving_ca_pem = serving_ca.pem();
 
-    // No client certificate, or one from a CA other than the API server's: refused.
-    let anonymous = post(addr, &serving_ca_pem, None).await;
-    assert!(anonymous.is_err(), "{anonymous:?}");
+    // No client certificate: the review is refused, the probes and metrics are served
+    // (the kubelet and Prometheus present none).
+    let anonymous = post(addr, &serving_ca_pem, None).await.unwrap();
+    assert!(anonymous.contains("403"), "{anonymous}");
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let status = get(addr, &serving_ca_pem, path).await.unwrap();
+        assert!(status.contains("200"), "{path}: {status}");
+    }
+    // One from a CA other than the API server's: refused at the handshake.
     let tenant = issue(&authority("tenant-ca"), &[]);
     let forged = post(addr, &serving_ca_pem, Some(&tenant)).await;
     assert!(forged.is_err(), "{forged:?}");

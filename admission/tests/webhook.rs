@@ -450,6 +450,7 @@ async fn https_serves_reviews_rejects_garbage_and_reloads_its_certificate() {
         metrics,
         registry: Arc::new(registry),
         lookup: None,
+        reviews_need_client_certificate: false,
     };
     let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -530,6 +531,7 @@ async fn idle_connections_are_bounded_in_time_and_number() {
         metrics: WebhookMetrics::default(),
         registry: Arc::default(),
         lookup: None,
+        reviews_need_client_certificate: false,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let start = |limits: ServerLimits| {
@@ -603,6 +605,7 @@ async fn reviews_are_read_up_to_their_bound() {
         metrics: WebhookMetrics::default(),
         registry: Arc::default(),
         lookup: None,
+        reviews_need_client_certificate: false,
     };
     let post = |body: Vec<u8>| {
         axum::http::Request::post("/mutate-pods")
@@ -642,6 +645,7 @@ async fn the_path_pins_the_mode() {
         metrics: WebhookMetrics::default(),
         registry: Arc::default(),
         lookup: None,
+        reviews_need_client_certificate: false,
     };
     let review = serde_json::to_vec(&fixture("admissionreview-request-1.json")).unwrap();
     let mut patches = Vec::new();

@@ -62,6 +62,7 @@ fn state() -> WebhookState {
         metrics: WebhookMetrics::default(),
         registry: Arc::default(),
         lookup: None,
+        reviews_need_client_certificate: false,
     }
 }
 

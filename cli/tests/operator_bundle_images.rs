@@ -273,6 +273,7 @@ async fn admission_writes_no_constraint_for_an_unpack_pod() {
             4,
             Credentials::Anonymous,
         )),
+        reviews_need_client_certificate: false,
     };
     let patch_for = |image: &str| {
         let state = &state;

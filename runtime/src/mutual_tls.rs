@@ -90,6 +90,8 @@ fn client_verifier(ca: &Path) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
 /// Verifies client certificates against the CAs of a file, reloaded when it changes.
 pub struct FollowingClientVerifier {
     current: RwLock<Arc<dyn ClientCertVerifier>>,
+    /// Whether a client must present one at all (else one it presents must still verify).
+    mandatory: bool,
 }
 
 impl fmt::Debug for FollowingClientVerifier {
@@ -115,6 +117,10 @@ impl FollowingClientVerifier {
 }
 
 impl ClientCertVerifier for FollowingClientVerifier {
+    fn client_auth_mandatory(&self) -> bool {
+        self.mandatory
+    }
+
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
         // Hints are optional, and borrowed from a verifier that may be replaced.
         &[]
@@ -153,17 +159,38 @@ impl ClientCertVerifier for FollowingClientVerifier {
     }
 }
 
+/// Whether a port's clients must present a certificate at the handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCertificates {
+    /// Every client (the inspector's gRPC port: only multiarch's components call it).
+    Required,
+    /// A client may present none (the kubelet's probes, Prometheus); one it presents must
+    /// chain to the CAs, and the handler decides what a client without one may do (the
+    /// webhook's reviews need one: see `Peer::verified_client_certificate`).
+    Optional,
+}
+
 /// A TLS 1.2+ server configuration that serves `dir`'s certificate and requires every
 /// client to present one chaining to `dir`'s CAs; both follow the files (checked every
 /// `interval`, by a task on the current runtime). A broken new file is logged and the
 /// previous one kept.
 pub fn server_config(dir: &TlsDir, interval: Duration) -> Result<Arc<ServerConfig>, TlsError> {
+    server_config_with(dir, interval, ClientCertificates::Required)
+}
+
+/// [`server_config`], with client certificates required or optional.
+pub fn server_config_with(
+    dir: &TlsDir,
+    interval: Duration,
+    clients: ClientCertificates,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let certificate = follow_files(dir.cert.clone(), dir.key.clone(), interval)?;
     let paths = vec![dir.ca.clone()];
     let loaded = stamps(&paths);
     let verifier = Arc::new(FollowingClientVerifier {
         current: RwLock::new(client_verifier(&dir.ca)?),
+        mandatory: clients == ClientCertificates::Required,
     });
     let follower = verifier.clone();
     let ca = dir.ca.clone();

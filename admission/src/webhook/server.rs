@@ -17,6 +17,7 @@ use axum::{
 use multiarch_crd::PlacementMode;
 use multiarch_runtime::{
     ops_server::health_routes,
+    peer::Peer,
     request_body::{RequestBodies, within_budget},
 };
 use prometheus_client::registry::Registry;
@@ -41,6 +42,9 @@ pub struct WebhookState {
     /// Scheduler mode: where routed pods' image platforms come from (none: routed
     /// without the constraint).
     pub lookup: Option<AdmissionLookup>,
+    /// Reviews are answered only for callers that presented a verified client
+    /// certificate (`--client-ca`); the probes and metrics never need one.
+    pub reviews_need_client_certificate: bool,
 }
 
 /// Decides, and in scheduler mode adds the architecture constraint when the images
@@ -131,6 +135,11 @@ pub fn router(state: WebhookState) -> Router {
         )
         .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .layer(axum::middleware::from_fn_with_state(bodies, within_budget))
+        // Outermost: a caller without the certificate is refused before its body is read.
+        .layer(axum::middleware::from_fn_with_state(
+            state.reviews_need_client_certificate,
+            certified_callers,
+        ))
         .with_state(state.clone());
     reviews.merge(health_routes(state.registry.clone(), move || {
         let known = state
@@ -140,6 +149,28 @@ pub fn router(state: WebhookState) -> Router {
             .known;
         (!known).then_some("the placement configuration has not been read yet")
     }))
+}
+
+/// With `--client-ca`, a review from a caller that presented no client certificate is
+/// refused (403): only the API server, whose certificate chains to that CA, has its pods
+/// reviewed (the handshake already refused a certificate that does not chain to it).
+async fn certified_callers(
+    State(required): State<bool>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let certified = request
+        .extensions()
+        .get::<Peer>()
+        .is_some_and(|peer| peer.verified_client_certificate);
+    if required && !certified {
+        return (
+            StatusCode::FORBIDDEN,
+            "reviews are answered only for callers with a client certificate from the --client-ca (the API server's)",
+        )
+            .into_response();
+    }
+    next.run(request).await
 }
 
 /// The largest AdmissionReview read (refused with 413 beyond it, while it streams): a pod

@@ -54,6 +54,7 @@ pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
         metrics,
         registry,
         lookup,
+        reviews_need_client_certificate: args.client_ca.is_some(),
     };
     let listener = bind(args.listen)
         .await
