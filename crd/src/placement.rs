@@ -25,6 +25,9 @@ pub struct PlacementSpec {
     ).message(
         "schedulerName must be a lowercase DNS label: letters, digits and '-', starting and ending with a letter or digit"
     ))]
+    #[x_kube(validation = Rule::new("self != 'default-scheduler'").message(
+        "schedulerName may not be default-scheduler: that is kube-scheduler's name, and the pods waiting for it are not multiarch's to place or release"
+    ))]
     pub scheduler_name: String,
 
     /// Percentage of feasible nodes after which the scheduler stops looking for more in a

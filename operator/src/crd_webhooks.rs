@@ -26,6 +26,7 @@ use multiarch_crd::{
         CLUSTER_RULE_BUDGET, NAMESPACE_RULE_BUDGET, RuleUsage, rule_errors,
     },
     conversion, label_selector,
+    names::DEFAULT_SCHEDULER_NAME,
 };
 use multiarch_runtime::{
     ops_server::health_routes,
@@ -40,7 +41,9 @@ use tracing::{debug, warn};
 
 use crate::{
     install::{VALIDATE_CPPC_PATH, VALIDATE_PPC_PATH},
+    rename,
     rule_usage::ClusterRuleUsage,
+    scheduler_name_check,
 };
 
 pub use multiarch_runtime::request_body::MAX_REVIEW_BYTES;
@@ -52,6 +55,8 @@ const NAMESPACE_LISTINGS: usize = 2;
 #[derive(Clone)]
 pub struct AdmissionState {
     pub client: kube::Client,
+    /// The operator's namespace (its scheduler's Deployment is there).
+    pub namespace: String,
     pub serving: Arc<ReloadingCert>,
     pub registry: Arc<Registry>,
     /// Every PodPlacementConfig's rule usage, followed.
@@ -62,12 +67,14 @@ pub struct AdmissionState {
 impl AdmissionState {
     pub fn new(
         client: kube::Client,
+        namespace: &str,
         serving: Arc<ReloadingCert>,
         registry: Arc<Registry>,
         rule_usage: ClusterRuleUsage,
     ) -> Self {
         AdmissionState {
             client,
+            namespace: namespace.to_owned(),
             serving,
             registry,
             rule_usage,
@@ -331,7 +338,10 @@ async fn validate_cluster_config(State(state): State<AdmissionState>, body: Byte
     };
     if request.operation != "DELETE" {
         let object = request.object.unwrap_or_default();
-        let verdict = cluster_config_spec(&object);
+        let mut verdict = cluster_config_spec(&object);
+        if verdict.is_ok() {
+            verdict = scheduler_name(&state, &object, request.old_object.as_ref()).await;
+        }
         return json_response(&admission_response(&request.uid, verdict));
     }
     // Names only, one page: the rest are counted, never read.
@@ -367,6 +377,41 @@ async fn validate_cluster_config(State(state): State<AdmissionState>, body: Byte
     };
     debug!(?verdict, "ClusterPodPlacementConfig deletion reviewed");
     json_response(&admission_response(&request.uid, verdict))
+}
+
+/// The scheduler name a ClusterPodPlacementConfig as written gives multiarch's scheduler.
+fn placed_name(object: &Value) -> String {
+    object["spec"]["placement"]["schedulerName"]
+        .as_str()
+        .unwrap_or(DEFAULT_SCHEDULER_NAME)
+        .to_owned()
+}
+
+/// A new or changed `schedulerName` must not be another scheduler's (see
+/// `scheduler_name_check`); an unchanged one is never refused.
+async fn scheduler_name(
+    state: &AdmissionState,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), String> {
+    let name = placed_name(object);
+    if old.is_some_and(|old| placed_name(old) == name) {
+        return Ok(());
+    }
+    let ours = match rename::deployed_in(&state.client, &state.namespace).await {
+        Ok(deployed) => deployed
+            .map(|d| std::iter::once(d.name).chain(d.previous).collect())
+            .unwrap_or_default(),
+        Err(e) => {
+            return Err(format!(
+                "cannot read multiarch's scheduler Deployment to check schedulerName {name:?} ({e}): try again"
+            ));
+        }
+    };
+    let ours: Vec<String> = ours;
+    scheduler_name_check::check(&state.client, &name, &ours)
+        .await
+        .map_err(|taken| taken.to_string())
 }
 
 /// The namespace's configs, summarized a page at a time (a page holds at most

@@ -31,6 +31,7 @@ pub mod rename;
 pub mod routing_event;
 pub mod rule_usage;
 pub mod run;
+pub mod scheduler_name_check;
 pub mod status;
 pub mod step;
 pub mod uninstall;

@@ -15,9 +15,10 @@ use kube::{
 };
 use multiarch_crd::{
     ENoExecEvent, PlacementMode, PodPlacementConfig,
-    names::{LABEL_MISPLACED, LABEL_SCHEDULING_GATE},
+    names::{KUBE_SCHEDULER_NAME, LABEL_MISPLACED, LABEL_SCHEDULING_GATE},
 };
 use serde_json::Value;
+use tracing::warn;
 
 use crate::{
     apply::{Applier, ApplyError},
@@ -212,11 +213,19 @@ pub fn pods_as_sent(client: &kube::Client, namespace: &str) -> Api<DynamicObject
     )
 }
 
-/// Unbound pending pods naming `scheduler_name`.
+/// Unbound pending pods naming `scheduler_name`: never kube-scheduler's pods, whatever a
+/// configuration stored before the CRD refused that name says (those are every pod of
+/// the cluster waiting for the default scheduler, not multiarch's to release).
 pub async fn pods_waiting_for(
     client: &kube::Client,
     scheduler_name: &str,
 ) -> Result<Vec<PodRef>, ObserveError> {
+    if scheduler_name == KUBE_SCHEDULER_NAME {
+        warn!(
+            "the configuration names kube-scheduler's default-scheduler: its pods are never released"
+        );
+        return Ok(Vec::new());
+    }
     let selector =
         format!("spec.schedulerName={scheduler_name},spec.nodeName=,status.phase=Pending");
     pod_refs(client, ListParams::default().fields(&selector))

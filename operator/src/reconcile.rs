@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use kube::{Resource, ResourceExt};
 use multiarch_crd::{
-    ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus, names::SINGLETON_NAME,
+    ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus,
+    names::{DEFAULT_SCHEDULER_NAME, KUBE_SCHEDULER_NAME, SINGLETON_NAME},
 };
 use multiarch_runtime::event_recorder::Severity;
 use tracing::warn;
@@ -21,12 +22,31 @@ use crate::{
     mode_switch, observe,
     operands::{self, Operands},
     plan::{Component, Expired, Observed, Plan, plan},
-    rename, routing_event, status,
+    rename, routing_event,
+    scheduler_name_check::NameTaken,
+    status,
     step::{
         BUSY_REQUEUE, IDLE_REQUEUE, ReconcileError, StepFailures, delete, now_time, write_status,
     },
     uninstall,
 };
+
+/// A configuration stored before the CRD refused kube-scheduler's name (`None`: it does
+/// not name it), with multiarch's default name instead: multiarch's scheduler never runs
+/// as kube-scheduler, and kube-scheduler's pods are never its to release.
+fn without_kube_schedulers_name(
+    cppc: &ClusterPodPlacementConfig,
+) -> Option<ClusterPodPlacementConfig> {
+    let placement = cppc.spec.placement.as_ref()?;
+    if placement.scheduler_name != KUBE_SCHEDULER_NAME {
+        return None;
+    }
+    let mut kept = cppc.clone();
+    if let Some(placement) = kept.spec.placement.as_mut() {
+        DEFAULT_SCHEDULER_NAME.clone_into(&mut placement.scheduler_name);
+    }
+    Some(kept)
+}
 
 /// Reconciles `cppc` once; `Ok` says when to look again (sooner on any change).
 pub async fn reconcile(
@@ -55,6 +75,19 @@ async fn reconcile_once(
     }
     // From here one failing step is recorded (Degraded) and the others go on.
     let mut failures = StepFailures::default();
+    let kept;
+    let cppc = match without_kube_schedulers_name(cppc) {
+        Some(refused) => {
+            failures.record(
+                ctx,
+                "use the configuration's schedulerName",
+                NameTaken::KubeScheduler,
+            );
+            kept = refused;
+            &kept
+        }
+        None => cppc,
+    };
     if finalizers::keep_installed(ctx, cppc, &mut failures).await? {
         // Written: the watch brings the object back as it is now, for the next pass
         // (a pass on the copy read before would be refused by its resourceVersion).

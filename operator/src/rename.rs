@@ -40,6 +40,21 @@ pub async fn deployed(ctx: &OperatorContext) -> Result<Option<DeployedScheduler>
     Ok(ctx.applier.get(&key).await?.as_ref().map(read))
 }
 
+/// [`deployed`], read with `client` in `namespace` (the webhooks, which every replica
+/// serves, have no applier).
+pub async fn deployed_in(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Option<DeployedScheduler>, kube::Error> {
+    let api =
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), namespace);
+    let deployment = api.get_opt(SCHEDULER).await?;
+    Ok(deployment
+        .and_then(|d| serde_json::to_value(d).ok())
+        .as_ref()
+        .map(read))
+}
+
 fn read(deployment: &Value) -> DeployedScheduler {
     let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()

@@ -60,6 +60,7 @@ pub fn start(
     let serving = Arc::new(ReloadingCert::default());
     let state = AdmissionState::new(
         client.clone(),
+        &options.settings.namespace,
         serving.clone(),
         Arc::new(registry),
         ClusterRuleUsage::follow(&client, tasks),

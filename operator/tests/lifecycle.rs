@@ -221,6 +221,79 @@ async fn a_renamed_scheduler_strands_no_pod_routed_to_its_old_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_schedulers_pods_are_never_released_whatever_the_configuration_names() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;
+    // Pods waiting for kube-scheduler, and a configuration stored before the CRD refused
+    // its name (the API is bypassed: the schema would refuse it now).
+    server.apply(
+        "pods",
+        pending_pod("shop", "kube-1", "default-scheduler", Some("web")),
+    );
+    server.apply(
+        "pods",
+        pending_pod("shop", "kube-2", "default-scheduler", None),
+    );
+    let mut stored = get(
+        &server,
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        "cluster",
+    )
+    .unwrap();
+    stored["spec"]["placement"] = json!({"schedulerName": "default-scheduler"});
+    server.apply("multiarch.openshift.io/clusterpodplacementconfigs", stored);
+    eventually("Degraded naming the refused name", || {
+        condition(&server, "Degraded").is_some_and(|c| {
+            c["status"] == "True"
+                && c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("schedulerName may not be default-scheduler"))
+        })
+    })
+    .await;
+    let deployment = || get(&server, "apps/deployments", "multiarch-scheduler").unwrap();
+    let args = |d: Value| d["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args(deployment())
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a != "--scheduler-name=default-scheduler"),
+        "multiarch's scheduler never runs as kube-scheduler"
+    );
+    // Renamed away again: every name the scheduler placed under is released once the
+    // renamed one runs; kube-scheduler's pods are not among them.
+    patch_spec(
+        &server,
+        json!({"placement": {"schedulerName": "arch-aware"}}),
+    )
+    .await;
+    eventually("the renamed scheduler's Deployment", || {
+        args(deployment())
+            .as_array()
+            .unwrap()
+            .contains(&json!("--scheduler-name=arch-aware"))
+    })
+    .await;
+    server.apply("pods", pending_pod("shop", "ours", "multiarch-scheduler", None));
+    eventually("multiarch's own pod released", || {
+        server.get("pods", "shop", "ours").is_some_and(|p| {
+            p["metadata"]["annotations"]["multiarch.openshift.io/recreated-from"].is_string()
+        })
+    })
+    .await;
+    for name in ["kube-1", "kube-2"] {
+        let pod = server.get("pods", "shop", name).expect("never deleted");
+        assert_eq!(pod["spec"]["schedulerName"], "default-scheduler", "{name}");
+        assert!(
+            pod["metadata"]["annotations"]["multiarch.openshift.io/recreated-from"].is_null(),
+            "{name} was recreated"
+        );
+    }
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_exec_format_error_monitor_comes_and_goes_with_its_plugin() {
     let server = Arc::new(cluster().await);
     let (_rollouts, operator) = installed(

@@ -384,3 +384,62 @@ async fn a_namespace_may_hold_one_config_of_maximal_rules_and_no_more() {
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     operator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_name_that_is_another_schedulers_is_refused() {
+    let server = cluster().await;
+    let (operator, bundle) = ready_operator(&server).await;
+    let path = "/validate/clusterpodplacementconfigs";
+    let review = |name: &str, old: Option<&str>| {
+        let object = |name: &str| cppc(json!({"placement": {"schedulerName": name}}));
+        let mut request = json!({"uid": "s-1", "operation": if old.is_some() { "UPDATE" } else { "CREATE" },
+            "name": "cluster", "object": object(name)});
+        if let Some(old) = old {
+            request["oldObject"] = object(old);
+        }
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    };
+    let message = |answer: &Value| {
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // kube-scheduler's name, whatever the events say (the CRD refuses it too).
+    let answer = post(&operator, &bundle, path, &review("default-scheduler", None)).await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert!(message(&answer).starts_with("schedulerName may not be default-scheduler"));
+    // A secondary scheduler already binding pods with its name.
+    server.apply(
+        "events",
+        json!({"metadata": {"name": "web-1.18a", "namespace": "shop"},
+            "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "web-1"},
+            "reason": "Scheduled", "type": "Normal", "message": "Successfully assigned shop/web-1 to node-1",
+            "reportingComponent": "gpu-scheduler", "reportingInstance": "gpu-scheduler-7d9f"}),
+    );
+    let answer = post(
+        &operator,
+        &bundle,
+        path,
+        &review("gpu-scheduler", Some("multiarch-scheduler")),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(
+        message(&answer),
+        "schedulerName \"gpu-scheduler\" is used by another scheduler in the cluster (it placed shop/web-1, reported by \"gpu-scheduler-7d9f\"): multiarch must not take its name, or it would place and release that scheduler's pods; choose another"
+    );
+    // A name nobody schedules with, and an unchanged one, are accepted.
+    let answer = post(
+        &operator,
+        &bundle,
+        path,
+        &review("arch-aware", Some("multiarch-scheduler")),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let unchanged = review("gpu-scheduler", Some("gpu-scheduler"));
+    let answer = post(&operator, &bundle, path, &unchanged).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    operator.stop().await;
+}

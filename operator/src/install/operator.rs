@@ -67,6 +67,8 @@ pub fn operator_cluster_rules() -> Value {
         // that goes away; its own pod's image.
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        // Whether a scheduler name is another scheduler's: its Scheduled events.
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
         // The CA bundle of the conversion webhook; whether ServiceMonitors exist.
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["clusterpodplacementconfigs.multiarch.openshift.io"], "verbs": ["patch", "update"]},

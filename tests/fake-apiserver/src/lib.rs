@@ -257,7 +257,16 @@ fn field_matches(object: &Value, selector: &str) -> bool {
                 None => return true,
             },
         };
-        let actual = lookup(object, path).and_then(Value::as_str).unwrap_or("");
+        let actual = match path {
+            // An Event's `source`, as the real server selects it: its source.component,
+            // or its reportingComponent (events.k8s.io's reportingController).
+            "source" if object["kind"] == "Event" => object["source"]["component"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+                .or_else(|| object["reportingComponent"].as_str())
+                .unwrap_or(""),
+            _ => lookup(object, path).and_then(Value::as_str).unwrap_or(""),
+        };
         (actual == value) != negate
     })
 }
