@@ -210,7 +210,7 @@ async fn a_misplaced_replica_set_pod_is_evicted_once_and_its_replacement_placed_
         server
             .requests()
             .iter()
-            .filter(|r| *r == "GET /api/v1/pods")
+            .filter(|r| *r == "GET /api/v1/pods (metadata)")
             .count()
     };
     let before = pod_lists(&server);
@@ -466,7 +466,10 @@ async fn an_exec_format_error_report_moves_the_pod_without_waiting_for_a_scan() 
     let _handler = handler_scanning(&server, &metrics, 100, Duration::from_secs(3600));
     // The first scan (at start) is over before the pod exists; the next is an hour away.
     eventually("the first scan", || {
-        server.requests().iter().any(|r| r == "GET /api/v1/pods")
+        server
+            .requests()
+            .iter()
+            .any(|r| r == "GET /api/v1/pods (metadata)")
     })
     .await;
     let mut pod = running(
@@ -596,11 +599,118 @@ async fn a_standby_replica_neither_scans_nor_evicts() {
     };
     eventually("five looks at the lease", || lease_reads(&server) >= 5).await;
     assert!(
-        !server.requests().iter().any(|r| r == "GET /api/v1/pods"),
+        !server
+            .requests()
+            .iter()
+            .any(|r| r == "GET /api/v1/pods (metadata)"),
         "a standby scanned"
     );
     assert_eq!(evictions_posted(&server), 0);
     assert!(
         server.get("pods", "shop", "web-1").unwrap()["metadata"]["deletionTimestamp"].is_null()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_digest_a_pod_runs_is_judged_and_a_scan_never_reads_the_cluster_whole() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    correction(&server, json!({"enabled": true, "dryRun": true}), None);
+    // `multi:1` now names an index of both; the arm64 node runs the amd64-only image the
+    // tag named when the pod started.
+    let running_digest = |image: &str, digest: char| {
+        let digest = format!("sha256:{}", String::from(digest).repeat(64));
+        let id = format!(
+            "docker.io/library/{}@{digest}",
+            image.split(':').next().unwrap()
+        );
+        let reference = multiarch_inspector::ImageRef::parse(image)
+            .unwrap()
+            .with_digest(&digest)
+            .to_string();
+        (id, reference)
+    };
+    let (stale_id, stale) = running_digest("multi:1", 'a');
+    let (fine_id, fine) = running_digest("amd:1", 'b');
+    let inspector = std::sync::Arc::new(table_inspector::TableInspector(
+        [
+            ("multi:1".to_owned(), vec!["amd64", "arm64"]),
+            ("amd:1".to_owned(), vec!["amd64"]),
+            (stale, vec!["amd64"]),
+            (fine, vec!["amd64"]),
+        ]
+        .into(),
+    ));
+    let with_status = |mut pod: Value, image_id: &str| {
+        pod["status"]["containerStatuses"] = json!([{"name": "app", "image": "x", "imageID": image_id,
+            "ready": true, "restartCount": 0, "containerID": "containerd://1"}]);
+        pod
+    };
+    let moved = running(
+        "shop",
+        "moved-tag",
+        "multi:1",
+        "arm-1",
+        Some(("ReplicaSet", "rs")),
+    );
+    server.apply("pods", with_status(moved, &stale_id));
+    let placed = running(
+        "shop",
+        "placed",
+        "amd:1",
+        "amd-1",
+        Some(("ReplicaSet", "rs")),
+    );
+    server.apply("pods", with_status(placed, &fine_id));
+    for i in 0..30 {
+        let pod = running("bank", &format!("p-{i}"), "multi:1", "arm-1", None);
+        server.apply("pods", pod);
+    }
+    let metrics = HandlerMetrics::default();
+    let supervisor = Supervisor::new(CancellationToken::new());
+    start(
+        client(&server),
+        evictions(&server),
+        Some(inspector),
+        options(10, Duration::from_millis(100)),
+        metrics.clone(),
+        &supervisor.tasks(),
+    );
+    eventually("the pod judged by the digest it runs", || {
+        events(&server, "moved-tag")
+            .iter()
+            .any(|(r, n)| r == "MisplacedPodNotCorrected" && n.contains("has no linux/arm64 build"))
+    })
+    .await;
+    // Every pod looked at (32, ten a scan).
+    let reads = |server: &FakeApiServer| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with("GET /api/v1/namespaces/") && r.contains("/pods/"))
+            .count()
+    };
+    eventually("every pod read in turn", || reads(&server) >= 32).await;
+    assert!(
+        events(&server, "placed").is_empty(),
+        "its digest runs on its node"
+    );
+    let requests = server.requests();
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r == "GET /api/v1/pods" || r == "GET /api/v1/nodes"),
+        "pods or nodes listed whole: {:?}",
+        requests
+            .iter()
+            .filter(|r| r.contains("/api/v1/pods") || r.contains("/api/v1/nodes"))
+            .collect::<Vec<_>>()
+    );
+    let node_lists = server
+        .requests_with_query()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/nodes") && !r.contains("watch=true"))
+        .count();
+    assert_eq!(node_lists, 1, "the nodes are listed once, then watched");
 }

@@ -275,7 +275,10 @@ async fn kube_schedulers_pods_are_never_released_whatever_the_configuration_name
             .contains(&json!("--scheduler-name=arch-aware"))
     })
     .await;
-    server.apply("pods", pending_pod("shop", "ours", "multiarch-scheduler", None));
+    server.apply(
+        "pods",
+        pending_pod("shop", "ours", "multiarch-scheduler", None),
+    );
     eventually("multiarch's own pod released", || {
         server.get("pods", "shop", "ours").is_some_and(|p| {
             p["metadata"]["annotations"]["multiarch.openshift.io/recreated-from"].is_string()

@@ -15,9 +15,17 @@ use std::{
     time::{Duration, Instant},
 };
 
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api,
-    runtime::{Controller, controller::Action, watcher},
+    core::PartialObjectMeta,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Action,
+        reflector::{self, Store},
+        watcher,
+    },
 };
 use multiarch_crd::ENoExecEvent;
 use multiarch_inspector::ImageInspector;
@@ -84,6 +92,7 @@ pub fn start(
     let correction = inspector.as_ref().map(|inspector| {
         Arc::new(Correction::new(
             client.clone(),
+            follow_nodes(&client, tasks),
             evictions,
             inspector.clone(),
             events.clone(),
@@ -102,6 +111,32 @@ pub fn start(
     });
     let work = |stop| run(context, stop);
     tasks.spawn_while_leading("ENoExecEvent handler", &client, election, work);
+}
+
+/// Every node's metadata (its architecture label), followed by a watch, paged, on every
+/// replica: a standby takes over with it warm.
+fn follow_nodes(client: &kube::Client, tasks: &Tasks) -> Store<PartialObjectMeta<Node>> {
+    let (nodes, writer) = reflector::store();
+    let watch = watcher(
+        Api::<PartialObjectMeta<Node>>::all(client.clone()),
+        watcher::Config::default().page_size(500),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .for_each(|event| {
+        if let Err(e) = event {
+            tracing::warn!(error = %e, "cannot watch the nodes; retrying");
+        }
+        std::future::ready(())
+    });
+    let shutdown = tasks.shutdown().clone();
+    tasks.spawn_infallible("node architecture watch", async move {
+        tokio::select! {
+            () = watch => {}
+            () = shutdown.cancelled() => {}
+        }
+    });
+    nodes
 }
 
 /// The report loop and, with an inspector, the misplaced-pod scans: both only while

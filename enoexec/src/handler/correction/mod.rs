@@ -10,11 +10,8 @@ pub mod metrics;
 pub mod verdict;
 
 use std::{
-    collections::BTreeMap,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
-    },
+    collections::{BTreeMap, BTreeSet},
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -25,9 +22,11 @@ use k8s_openapi::api::{
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, Preconditions},
+    core::PartialObjectMeta,
+    runtime::reflector::Store,
 };
 use multiarch_crd::{ClusterPodPlacementConfig, MisplacedPodCorrection, names::SINGLETON_NAME};
-use multiarch_inspector::{ImageInspector, InspectRequest};
+use multiarch_inspector::{ImageInspector, ImageRef, InspectRequest};
 use multiarch_plugins::model::{pod::PodInfo, selectors::LabelSelector};
 use multiarch_runtime::event_recorder::{EventRecorder, Severity, pod_reference};
 use tracing::{info, warn};
@@ -42,6 +41,11 @@ use multiarch_crd::names::NODE_ARCH_LABEL;
 pub use multiarch_crd::names::LABEL_MISPLACED as MISPLACED_LABEL;
 pub const EVICTED_REASON: &str = "MisplacedPodEvicted";
 pub const NOT_CORRECTED_REASON: &str = "MisplacedPodNotCorrected";
+
+/// Pods' names per page of a scan's list.
+const SCAN_PAGE: u32 = 500;
+/// How long a scan or a report waits for the node watch's first list.
+const NODES_LISTED: Duration = Duration::from_secs(30);
 
 /// What one look at a pod came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +62,8 @@ pub enum Judgement {
 
 pub struct Correction {
     client: kube::Client,
+    /// Every node's metadata, from a watch: its `kubernetes.io/arch`.
+    nodes: Store<PartialObjectMeta<Node>>,
     /// Without retries of 429 (see `start`).
     evictions: kube::Client,
     inspector: Arc<dyn ImageInspector>,
@@ -65,8 +71,8 @@ pub struct Correction {
     metrics: CorrectionMetrics,
     limiter: Mutex<EvictionLimiter>,
     own_namespace: String,
-    /// Where the next scan starts in the list of pods on nodes.
-    scan_offset: AtomicUsize,
+    /// The last pod (namespace, name) the previous scan looked at: the next starts after.
+    scan_cursor: Mutex<Option<(String, String)>>,
 }
 
 /// The plugin's settings and the routing the replacement would get, read per pass.
@@ -78,6 +84,7 @@ struct Settings {
 impl Correction {
     pub fn new(
         client: kube::Client,
+        nodes: Store<PartialObjectMeta<Node>>,
         evictions: kube::Client,
         inspector: Arc<dyn ImageInspector>,
         events: EventRecorder,
@@ -86,13 +93,14 @@ impl Correction {
     ) -> Self {
         Correction {
             client,
+            nodes,
             evictions,
             inspector,
             events,
             metrics,
             limiter: Mutex::new(EvictionLimiter::new(10, 1)),
             own_namespace: own_namespace.to_owned(),
-            scan_offset: AtomicUsize::new(0),
+            scan_cursor: Mutex::default(),
         }
     }
 
@@ -135,72 +143,134 @@ impl Correction {
         let Some(settings) = self.settings().await? else {
             return Ok(Judgement::Off);
         };
-        let nodes = self.node_architectures().await?;
-        self.judge(pod, node_arch, &settings, &nodes).await
+        let Some(nodes) = self.node_architectures().await else {
+            return Ok(Judgement::Unknown);
+        };
+        let architectures = distinct(nodes.values());
+        self.judge(pod, node_arch, &settings, &architectures).await
     }
 
-    /// One pass over the running pods, at most `max_pods` of them (the inspector's cache
-    /// answers repeated images without the registry).
+    /// One pass over the pods on nodes, at most `max_pods` of them, starting after the
+    /// last one the previous pass looked at. The pods are found by a paged, metadata-only
+    /// list (names only, a page at a time) and each one looked at is read alone: a scan
+    /// never holds the cluster's pods, and the nodes come from a watch.
     pub async fn scan(&self, max_pods: usize) -> Result<Vec<Judgement>, kube::Error> {
         let Some(settings) = self.settings().await? else {
             return Ok(Vec::new());
         };
-        let nodes: BTreeMap<String, String> = Api::<Node>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|n| {
-                Some((
-                    n.metadata.name.clone()?,
-                    n.labels().get(NODE_ARCH_LABEL)?.clone(),
-                ))
-            })
-            .collect();
+        let Some(nodes) = self.node_architectures().await else {
+            return Ok(Vec::new());
+        };
         let architectures = distinct(nodes.values());
-        // Running (crash-looping included) or Pending on a node (an image that cannot be
-        // pulled for it): on a node, not finished.
-        let pods: Vec<(Pod, String)> = Api::<Pod>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|p| {
-                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                matches!(phase, Some("Running" | "Pending"))
-            })
-            .filter_map(|p| {
-                let arch = p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_ref())
-                    .and_then(|n| nodes.get(n))?
-                    .clone();
-                Some((p, arch))
-            })
-            .collect();
-        // More pods than a scan looks at: each scan starts where the last one stopped.
-        let start = self.scan_offset.load(Ordering::Relaxed) % pods.len().max(1);
-        let count = pods.len().min(max_pods);
-        self.scan_offset
-            .store(start.saturating_add(count), Ordering::Relaxed);
+        let cursor = self
+            .scan_cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let chosen = self.next_pods(cursor.as_ref(), max_pods).await?;
+        if let Some(last) = chosen.last() {
+            *self
+                .scan_cursor
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(last.clone());
+        }
         let mut outcomes = Vec::new();
-        for (pod, arch) in pods.iter().cycle().skip(start).take(count) {
-            outcomes.push(self.judge(pod, arch, &settings, &architectures).await?);
+        for (namespace, name) in chosen {
+            let Some(pod) = Api::<Pod>::namespaced(self.client.clone(), &namespace)
+                .get_opt(&name)
+                .await?
+            else {
+                continue;
+            };
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            // Running (crash-looping included) or Pending on a node (an image that cannot
+            // be pulled for it): on a node, not finished.
+            if !matches!(phase, Some("Running" | "Pending")) {
+                continue;
+            }
+            let Some(arch) = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .and_then(|n| nodes.get(n))
+            else {
+                continue;
+            };
+            outcomes.push(self.judge(&pod, arch, &settings, &architectures).await?);
         }
         Ok(outcomes)
     }
 
-    async fn node_architectures(&self) -> Result<Vec<String>, kube::Error> {
-        let nodes = Api::<Node>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?;
-        Ok(distinct(
-            nodes
-                .items
+    /// The first `max_pods` pods on nodes after `cursor` (by namespace and name), from
+    /// the start again when fewer follow it: read a page of names at a time.
+    async fn next_pods(
+        &self,
+        cursor: Option<&(String, String)>,
+        max_pods: usize,
+    ) -> Result<Vec<(String, String)>, kube::Error> {
+        let api = Api::<PartialObjectMeta<Pod>>::all(self.client.clone());
+        let mut params = ListParams::default()
+            .fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
+            .limit(SCAN_PAGE);
+        // The smallest keys after the cursor, and the smallest of all (to wrap around).
+        let (mut after, mut first) = (BTreeSet::new(), BTreeSet::new());
+        let keep = |set: &mut BTreeSet<(String, String)>, key: (String, String)| {
+            set.insert(key);
+            if set.len() > max_pods {
+                set.pop_last();
+            }
+        };
+        loop {
+            let page = api.list(&params).await?;
+            for pod in page.items {
+                let key = (
+                    pod.metadata.namespace.unwrap_or_default(),
+                    pod.metadata.name.unwrap_or_default(),
+                );
+                if cursor.is_none_or(|c| key > *c) {
+                    keep(&mut after, key.clone());
+                }
+                keep(&mut first, key);
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+        let mut chosen: Vec<(String, String)> = after.into_iter().collect();
+        for key in first {
+            if chosen.len() >= max_pods {
+                break;
+            }
+            if !chosen.contains(&key) {
+                chosen.push(key);
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// Each node's architecture, once the node watch has listed them (`None` before:
+    /// an empty cluster is not read from a watch that has not answered yet).
+    async fn node_architectures(&self) -> Option<BTreeMap<String, String>> {
+        if tokio::time::timeout(NODES_LISTED, self.nodes.wait_until_ready())
+            .await
+            .is_err()
+        {
+            warn!("the node watch has not listed the nodes yet: no pod judged until it has");
+            return None;
+        }
+        Some(
+            self.nodes
+                .state()
                 .iter()
-                .filter_map(|n| n.labels().get(NODE_ARCH_LABEL)),
-        ))
+                .filter_map(|n| {
+                    Some((
+                        n.metadata.name.clone()?,
+                        n.labels().get(NODE_ARCH_LABEL)?.clone(),
+                    ))
+                })
+                .collect(),
+        )
     }
 
     async fn judge(
@@ -391,12 +461,18 @@ impl Correction {
         }
     }
 
-    /// Every container's image platforms, or `None` when one cannot be inspected.
+    /// Every container's image platforms, or `None` when one cannot be inspected. A
+    /// container that runs is judged by the digest it runs (its status's `imageID`), not
+    /// by what its tag points to now.
     async fn images(&self, pod: &Pod) -> Option<Vec<JudgedImage>> {
         let info = PodInfo::from_pod(pod).ok()?;
         let mut out = Vec::new();
         for image in &info.images {
-            let request = InspectRequest::for_container(info.pull_credentials(), image);
+            let mut request = InspectRequest::for_container(info.pull_credentials(), image);
+            if let Some(running) = running_image(pod, &image.container, &image.image) {
+                request.image = running;
+                request.bypass_cache = false;
+            }
             match self.inspector.inspect(&request).await {
                 Ok(found) => out.push(JudgedImage {
                     container: image.container.clone(),
@@ -404,7 +480,7 @@ impl Correction {
                     platforms: found.placement_platforms(),
                 }),
                 Err(e) => {
-                    warn!(pod = %pod.name_any(), image = %image.image, error = %e, "cannot inspect: the pod is not judged");
+                    warn!(pod = %pod.name_any(), image = %request.image, error = %e, "cannot inspect: the pod is not judged");
                     return None;
                 }
             }
@@ -468,6 +544,26 @@ impl Correction {
             failed + 1 < limit
         }))
     }
+}
+
+/// The image `container` runs, by digest: `image`'s repository at the digest of the
+/// container's status's `imageID` (`registry/repo@sha256:...`, possibly after a
+/// `docker-pullable://` scheme); `None` when it has not started (or the runtime reports
+/// only a local image ID), and the image as written is judged.
+fn running_image(pod: &Pod, container: &str, image: &str) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let statuses = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten());
+    let image_id = &statuses.into_iter().find(|s| s.name == container)?.image_id;
+    let (_, digest) = image_id.rsplit_once('@')?;
+    if !digest.starts_with("sha256:") {
+        return None;
+    }
+    let reference = ImageRef::parse(image).ok()?;
+    Some(reference.with_digest(digest).to_string())
 }
 
 fn distinct<'a>(archs: impl Iterator<Item = &'a String>) -> Vec<String> {
