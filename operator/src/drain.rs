@@ -11,7 +11,8 @@
 //! both writes carry the resourceVersion read, so a pod that changed meanwhile (bound,
 //! relabelled by the gate controller) is read again, not overwritten or deleted. No pod
 //! with a node is ever deleted, and none is deleted before a dry run shows that the API
-//! server would let it be created again.
+//! server would let it be created again (or that only the namespace's quota, which the
+//! original's deletion frees, stands in the way).
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
@@ -202,6 +203,15 @@ async fn creatable(
     api.create(&dry_run, &probe).await.map(|_| ())
 }
 
+/// A refusal that deleting the original lifts: the namespace's ResourceQuota is used up,
+/// the original counting in it (the quota check runs last: every other check passed).
+/// The copy takes the original's place, so the release goes on; a journaled copy whose
+/// create the quota still refuses (its original not yet gone) is created again at the
+/// next pass.
+fn over_quota(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403 && s.message.contains("exceeded quota"))
+}
+
 /// Releases a pending pod that names a scheduler which goes away.
 pub async fn reset(
     client: &kube::Client,
@@ -233,7 +243,10 @@ pub async fn reset(
         let by_controller = current["metadata"]["ownerReferences"]
             .as_array()
             .is_some_and(|owners| owners.iter().any(|o| o["controller"] == json!(true)));
-        if let Err(e) = creatable(&raw, &copy, by_controller).await {
+        if let Err(e) = creatable(&raw, &copy, by_controller)
+            .await
+            .or_else(|e| if over_quota(&e) { Ok(()) } else { Err(e) })
+        {
             let refusal = match &e {
                 kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
                 other => other.to_string(),

@@ -129,6 +129,58 @@ async fn a_switch_away_from_the_scheduler_keeps_it_until_its_route_settles() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_at_its_pod_quota_still_gets_its_pods_released() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed_with(
+        &server,
+        json!({}),
+        Duration::from_secs(2),
+        Duration::from_secs(1),
+    )
+    .await;
+    // Two pods waiting for the scheduler in a namespace whose quota they use up: a copy
+    // cannot be created while its original still counts.
+    server.apply(
+        "resourcequotas",
+        json!({"metadata": {"name": "pod-count", "namespace": "shop"}, "spec": {"hard": {"pods": "2"}}}),
+    );
+    server.apply("pods", pending_pod("shop", "bare", SCHEDULER, None));
+    server.apply(
+        "pods",
+        pending_pod("shop", "replica", SCHEDULER, Some("web")),
+    );
+    patch_spec(&server, json!({"placement": {"mode": "SchedulingGate"}})).await;
+    eventually("both released", || {
+        server.get("pods", "shop", "replica").is_none()
+            && server
+                .get("pods", "shop", "bare")
+                .is_some_and(|p| p["spec"]["schedulerName"] == "default-scheduler")
+    })
+    .await;
+    let names = events(&server);
+    assert!(
+        names
+            .iter()
+            .any(|e| e == "RecreatedForDefaultScheduler bare")
+            && names
+                .iter()
+                .any(|e| e == "RecreatedForDefaultScheduler replica"),
+        "{names:?}"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|e| e.starts_with("CannotRecreateForDefaultScheduler")),
+        "{names:?}"
+    );
+    eventually("the scheduler removed", || {
+        get(&server, "apps/deployments", SCHEDULER).is_none()
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ungate_that_races_a_change_reads_the_pod_again_and_keeps_the_change() {
     let server = Arc::new(cluster().await);
     let (rollouts, operator) = installed(&server, json!({}), Duration::from_secs(600)).await;

@@ -26,6 +26,7 @@ mod eviction;
 mod faults;
 mod lifecycle;
 pub mod managed_fields;
+mod quota;
 mod writes;
 
 pub use axum::http::Method;

@@ -231,6 +231,12 @@ pub(crate) fn create(
     if let Err(denied) = policies(&store, target, &name, "CREATE", &body, None) {
         return *denied;
     }
+    // ResourceQuota runs last, after every other admission check.
+    if target.resource == "pods"
+        && let Some(refused) = super::quota::admit_pod(&store, &target.namespace, &name)
+    {
+        return refused;
+    }
     lifecycle::set_generation(&target.resource, None, &mut body);
     managed_fields::record_update(None, &mut body, writer);
     // `?dryRun=All`: admitted and validated as a real create, never stored.
