@@ -66,6 +66,8 @@ impl std::fmt::Debug for ByteBudget {
 #[derive(Default)]
 pub struct Reservation {
     held: Vec<OwnedSemaphorePermit>,
+    /// Bytes reserved (each reservation rounded up to KiB).
+    kib: usize,
 }
 
 impl std::fmt::Debug for Reservation {
@@ -79,7 +81,7 @@ impl std::fmt::Debug for Reservation {
 impl Reservation {
     /// Bytes held (rounded up to KiB per reservation made).
     pub fn bytes(&self) -> usize {
-        self.held.iter().map(|p| p.num_permits()).sum::<usize>() * 1024 / 2
+        self.kib * 1024
     }
 }
 
@@ -138,7 +140,10 @@ impl ByteBudget {
     }
 
     /// Adds `bytes` from `share` to `reservation`, whose body has read `read_so_far`
-    /// bytes before these (it may draw on the small reserve while that is small).
+    /// bytes before these. While the body is small it may draw on the small reserve when
+    /// its share or the whole has no room left: a caller that shares an address with a
+    /// flood (the API server's reviews beside a tenant's on one node's address) still has
+    /// its small requests read.
     pub fn reserve(
         &self,
         share: &str,
@@ -147,31 +152,42 @@ impl ByteBudget {
         reservation: &mut Reservation,
     ) -> Result<(), Refusal> {
         let amount = kib(bytes);
-        let Ok(from_share) = self.share(share).try_acquire_many_owned(amount) else {
-            return Err(Refusal::Share);
-        };
-        let from_whole = match self.total.clone().try_acquire_many_owned(amount) {
-            Ok(permit) => permit,
-            Err(_) => match &self.reserve {
-                Some((reserve, small))
-                    if read_so_far.saturating_add(bytes) <= small.for_bodies_up_to =>
-                {
-                    reserve
-                        .clone()
-                        .try_acquire_many_owned(amount)
-                        .map_err(|_| Refusal::Total)?
+        let refused = match self.share(share).try_acquire_many_owned(amount) {
+            Err(_) => Refusal::Share,
+            Ok(from_share) => match self.total.clone().try_acquire_many_owned(amount) {
+                Ok(from_total) => {
+                    reservation.held.push(from_share);
+                    reservation.held.push(from_total);
+                    reservation.kib += amount as usize;
+                    self.note_peak();
+                    return Ok(());
                 }
-                _ => return Err(Refusal::Total),
+                Err(_) => Refusal::Total,
             },
         };
-        reservation.held.push(from_share);
-        reservation.held.push(from_whole);
+        match &self.reserve {
+            Some((reserve, small))
+                if read_so_far.saturating_add(bytes) <= small.for_bodies_up_to =>
+            {
+                let from_reserve = reserve
+                    .clone()
+                    .try_acquire_many_owned(amount)
+                    .map_err(|_| refused)?;
+                reservation.held.push(from_reserve);
+                reservation.kib += amount as usize;
+                self.note_peak();
+                Ok(())
+            }
+            _ => Err(refused),
+        }
+    }
+
+    fn note_peak(&self) {
         let reserved = self.reserve.as_ref().map_or(0, |(reserve, small)| {
             kib(small.bytes) as usize - reserve.available_permits()
         });
         let in_use = self.total_kib - self.total.available_permits() + reserved;
         self.peak_kib.fetch_max(in_use, Ordering::Relaxed);
-        Ok(())
     }
 }
 
@@ -235,5 +251,16 @@ mod tests {
             "past the small size the reserve is closed to it"
         );
         assert_eq!(budget.peak_bytes(), 4 * MIB + 64 * 1024);
+        // A small body of an address whose share a flood holds is read from the reserve.
+        drop(b);
+        let mut neighbour = Reservation::default();
+        assert_eq!(
+            budget.reserve("tenant-a", 128 * 1024, 0, &mut neighbour),
+            Err(Refusal::Share)
+        );
+        budget
+            .reserve("tenant-a", 32 * 1024, 0, &mut neighbour)
+            .unwrap();
+        assert_eq!(neighbour.bytes(), 32 * 1024);
     }
 }
