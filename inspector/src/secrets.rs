@@ -4,10 +4,9 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    num::NonZeroUsize,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -20,14 +19,19 @@ use kube::{
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
-use lru::LruCache;
 use multiarch_policy::pod_images::MAX_PULL_SECRETS;
-use multiarch_runtime::{rate_limit::TokenBucket, supervisor::Tasks};
-use sha2::{Digest, Sha256};
+use multiarch_runtime::supervisor::Tasks;
 use tokio::sync::OnceCell;
 use tracing::warn;
 
 use crate::{error::InspectError, keyring::Keyring};
+
+mod keyring_cache;
+mod read_rate;
+
+pub use keyring_cache::keyring_key;
+use keyring_cache::{CacheState, Cached, KeyringKey, Source};
+use read_rate::ReadRate;
 
 #[async_trait]
 pub trait SecretSource: Send + Sync {
@@ -57,37 +61,6 @@ impl SecretSource for StaticKeyring {
     }
 }
 
-/// A keyring's key: a SHA-256 of the namespace, the pull secret names and the service
-/// account, so that a key costs 32 bytes however long the pod's list (and no two pods'
-/// lists share one unless they are the same).
-type KeyringKey = [u8; 32];
-
-/// The key of `namespace`'s `pull_secrets` and `service_account`.
-pub fn keyring_key(
-    namespace: &str,
-    pull_secrets: &[String],
-    service_account: Option<&str>,
-) -> KeyringKey {
-    let mut hasher = Sha256::new();
-    hasher.update(namespace.as_bytes());
-    hasher.update([0]);
-    for name in pull_secrets {
-        hasher.update(name.as_bytes());
-        hasher.update([0]);
-    }
-    // The list ends with 1; an account follows it with 2, so that none and "" differ.
-    hasher.update([1]);
-    if let Some(account) = service_account {
-        hasher.update([2]);
-        hasher.update(account.as_bytes());
-    }
-    hasher.finalize().into()
-}
-
-/// Keyrings kept at once (one per namespace, pull-secret list and service account)...
-const CACHED_KEYRINGS: usize = 4096;
-/// ...and the bytes they may hold together.
-const CACHED_KEYRING_BYTES: usize = 16 * 1024 * 1024;
 /// However quiet the watches, a keyring is read again after this long.
 const MAX_AGE: Duration = Duration::from_secs(600);
 /// The docker config one pull secret may hold (a config of a few registries is a few
@@ -95,174 +68,6 @@ const MAX_AGE: Duration = Duration::from_secs(600);
 pub const MAX_SECRET_CONFIG_BYTES: usize = 64 * 1024;
 /// What one pod's keyring may hold, every pull secret together.
 pub const MAX_KEYRING_BYTES: usize = 256 * 1024;
-/// Reads of Secrets and ServiceAccounts per second for one namespace, and its burst:
-/// one tenant's pods cannot take the inspector's reads from the others...
-const NAMESPACE_READS: (f64, u32) = (20.0, 100);
-/// ...and all of them together, the API server's share.
-const ALL_READS: (f64, u32) = (200.0, 400);
-/// Namespaces whose read rate is remembered.
-const NAMESPACE_BUCKETS: usize = 4096;
-
-/// What a keyring was read from: a change to any of these drops it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Source {
-    kind: &'static str,
-    name: String,
-    /// A Secret's `resourceVersion` when it was read (`None`: it did not exist), checked
-    /// again before the keyring is used.
-    version: Option<String>,
-}
-
-struct Cached {
-    at: Instant,
-    namespace: String,
-    keyring: Arc<Keyring>,
-    sources: Vec<Source>,
-}
-
-impl Cached {
-    fn bytes(&self) -> usize {
-        self.keyring.bytes()
-            + self.namespace.len()
-            + self
-                .sources
-                .iter()
-                .map(|s| s.name.len() + s.version.as_ref().map_or(0, String::len) + 64)
-                .sum::<usize>()
-    }
-}
-
-/// The cached keyrings, bounded in count and in bytes.
-struct Keyrings {
-    lru: LruCache<KeyringKey, Cached>,
-    bytes: usize,
-    max_bytes: usize,
-}
-
-impl Keyrings {
-    fn new(count: usize, max_bytes: usize) -> Self {
-        Keyrings {
-            lru: LruCache::new(NonZeroUsize::new(count).unwrap_or(NonZeroUsize::MIN)),
-            bytes: 0,
-            max_bytes,
-        }
-    }
-
-    fn put(&mut self, key: KeyringKey, cached: Cached) {
-        self.pop(&key);
-        self.bytes += cached.bytes();
-        if let Some((_, evicted)) = self.lru.push(key, cached) {
-            self.bytes -= evicted.bytes();
-        }
-        while self.bytes > self.max_bytes {
-            match self.lru.pop_lru() {
-                Some((_, evicted)) => self.bytes -= evicted.bytes(),
-                None => break,
-            }
-        }
-    }
-
-    fn pop(&mut self, key: &KeyringKey) {
-        if let Some(old) = self.lru.pop(key) {
-            self.bytes -= old.bytes();
-        }
-    }
-
-    fn clear(&mut self) {
-        self.lru.clear();
-        self.bytes = 0;
-    }
-}
-
-/// Reads of Secrets and ServiceAccounts, paced per namespace and in all.
-struct ReadRate {
-    all: TokenBucket,
-    namespaces: Mutex<LruCache<String, Arc<TokenBucket>>>,
-}
-
-impl ReadRate {
-    fn new() -> Self {
-        ReadRate {
-            all: TokenBucket::new(ALL_READS.0, ALL_READS.1),
-            namespaces: Mutex::new(LruCache::new(
-                NonZeroUsize::new(NAMESPACE_BUCKETS).unwrap_or(NonZeroUsize::MIN),
-            )),
-        }
-    }
-
-    /// Waits for the next read of `namespace`.
-    async fn acquire(&self, namespace: &str) {
-        let bucket = {
-            let mut namespaces = self
-                .namespaces
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match namespaces.get(namespace) {
-                Some(bucket) => bucket.clone(),
-                None => {
-                    let bucket = Arc::new(TokenBucket::new(NAMESPACE_READS.0, NAMESPACE_READS.1));
-                    namespaces.put(namespace.to_owned(), bucket.clone());
-                    bucket
-                }
-            }
-        };
-        bucket.acquire().await;
-        self.all.acquire().await;
-    }
-}
-
-struct CacheState {
-    cache: Mutex<Keyrings>,
-    /// Bumped by every invalidation: a read that started before one is not cached.
-    generation: AtomicU64,
-    accounts_live: AtomicBool,
-}
-
-impl CacheState {
-    fn new() -> Self {
-        CacheState {
-            cache: Mutex::new(Keyrings::new(CACHED_KEYRINGS, CACHED_KEYRING_BYTES)),
-            generation: AtomicU64::new(0),
-            accounts_live: AtomicBool::new(false),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Keyrings> {
-        self.cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn live(&self) -> bool {
-        self.accounts_live.load(Ordering::SeqCst)
-    }
-
-    /// Drops every keyring read from `kind` `namespace/name`.
-    fn changed(&self, namespace: &str, kind: &'static str, name: &str) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        let mut cache = self.lock();
-        let stale: Vec<KeyringKey> = cache
-            .lru
-            .iter()
-            .filter(|(_, cached)| {
-                cached.namespace == namespace
-                    && cached
-                        .sources
-                        .iter()
-                        .any(|s| s.kind == kind && s.name == name)
-            })
-            .map(|(key, _)| *key)
-            .collect();
-        for key in stale {
-            cache.pop(&key);
-        }
-    }
-
-    fn forget_all(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        self.lock().clear();
-    }
-}
 
 /// Follows one kind's metadata (names and versions only: no secret data is held) and
 /// drops the keyrings that depend on what changed. `live` is true while the watch is
@@ -619,64 +424,5 @@ impl SecretSource for KubeSecrets {
             reading.remove(&key);
         }
         result
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cached(namespace: &str, registries: usize) -> Cached {
-        let auths: serde_json::Map<String, serde_json::Value> = (0..registries)
-            .map(|i| {
-                (
-                    format!("r{i}.example"),
-                    serde_json::json!({"username": "u", "password": "p"}),
-                )
-            })
-            .collect();
-        let mut keyring = Keyring::default();
-        keyring
-            .add_docker_config_json(serde_json::json!({ "auths": auths }).to_string().as_bytes())
-            .unwrap();
-        Cached {
-            at: Instant::now(),
-            namespace: namespace.to_owned(),
-            keyring: Arc::new(keyring),
-            sources: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn keyrings_are_kept_within_their_bytes_least_recently_used_first() {
-        let one = cached("a", 100).bytes();
-        let mut keyrings = Keyrings::new(1000, 3 * one);
-        for i in 0..10u8 {
-            keyrings.put([i; 32], cached("a", 100));
-            assert!(
-                keyrings.bytes <= 3 * one,
-                "{} > {}",
-                keyrings.bytes,
-                3 * one
-            );
-        }
-        assert_eq!(keyrings.lru.len(), 3);
-        assert!(keyrings.lru.contains(&[9; 32]) && !keyrings.lru.contains(&[6; 32]));
-        // One larger than the whole is not kept at all.
-        keyrings.put([42; 32], cached("a", 400));
-        assert!(keyrings.lru.is_empty() && keyrings.bytes == 0);
-    }
-
-    #[test]
-    fn keys_hash_every_part_apart() {
-        let key = |ns: &str, names: &[&str], sa: Option<&str>| {
-            let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-            keyring_key(ns, &names, sa)
-        };
-        assert_eq!(key("a", &["x"], None), key("a", &["x"], None));
-        assert_ne!(key("a", &["x"], None), key("b", &["x"], None));
-        assert_ne!(key("a", &["xy"], None), key("a", &["x", "y"], None));
-        assert_ne!(key("a", &["x"], None), key("a", &["x"], Some("")));
-        assert_ne!(key("a", &[], Some("x")), key("a", &["x"], None));
     }
 }

@@ -41,9 +41,11 @@ const NS_GATE: &str = "e2e-gate";
 const NS_ROTATION: &str = "e2e-rotation";
 const NS_MISPLACED: &str = "e2e-misplaced";
 const NS_CHURN: &str = "e2e-churn";
-const TEST_NAMESPACES: [&str; 9] = [
+const TEST_NAMESPACES: [&str; 11] = [
     NS_PPC,
     NS_RULES,
+    NS_HOSTILE,
+    NS_VICTIM,
     NS_SCHEDULER,
     NS_ENOEXEC,
     NS_RESTARTS,
@@ -65,6 +67,9 @@ const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
 #[path = "cluster/architecture_rules.rs"]
 mod architecture_rules;
 use architecture_rules::{NS_RULES, architecture_rules};
+#[path = "cluster/hostile_tenant.rs"]
+mod hostile_tenant;
+use hostile_tenant::{NS_HOSTILE, NS_VICTIM, hostile_tenant};
 
 type Case = fn(&Tier) -> anyhow::Result<()>;
 
@@ -116,10 +121,16 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
         ("install", install),
         ("scheduler mode", scheduler_mode),
         ("architecture rules", architecture_rules),
-        ("exec format errors", exec_format_errors),
+    ];
+    // What a hostile tenant can send: once is enough.
+    if !tier.service_monitors {
+        cases.push(("hostile tenant", hostile_tenant));
+    }
+    cases.extend([
+        ("exec format errors", exec_format_errors as Case),
         ("misplaced pods", misplaced_pods),
         ("restarts under load", restarts),
-    ];
+    ]);
     // The kubelet's update of a mounted Secret takes a minute or two: once is enough.
     if !tier.service_monitors {
         cases.push(("certificate rotation", certificate_rotation));
