@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use multiarch_test_support::rbac;
 use multiarch_test_support::scheduler;
 use multiarch_test_support::table_inspector;
 
@@ -713,4 +714,10 @@ async fn the_digest_a_pod_runs_is_judged_and_a_scan_never_reads_the_cluster_whol
         .filter(|r| r.starts_with("GET /api/v1/nodes") && !r.contains("watch=true"))
         .count();
     assert_eq!(node_lists, 1, "the nodes are listed once, then watched");
+    // Everything the handler asked, its RBAC grants (a watch needs `watch`).
+    let rules = rbac::rules(&[
+        multiarch_operator::install::enoexec_handler_cluster_rules(),
+        multiarch_operator::install::enoexec_handler_namespace_rules(),
+    ]);
+    rbac::assert_granted_with_queries(&rules, &server.requests_with_query());
 }

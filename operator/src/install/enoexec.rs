@@ -29,13 +29,14 @@ pub fn enoexec_daemon_rules() -> Value {
 }
 
 /// What `multiarch enoexec-handler` calls cluster-wide: the reports (get and label the
-/// pod, get its node), and the misplaced-pod correction (list running pods and the nodes,
-/// read the ClusterPodPlacementConfig, a namespace's labels and a Job's retries, evict).
+/// pod, get its node), and the misplaced-pod correction (list the names of the pods on
+/// nodes and read each, watch the nodes' metadata, read the ClusterPodPlacementConfig, a
+/// namespace's labels and a Job's retries, evict).
 pub fn enoexec_handler_cluster_rules() -> Value {
     json!([
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs"], "verbs": ["get"]},

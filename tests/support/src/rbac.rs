@@ -63,6 +63,20 @@ pub fn assert_granted_without_watches(rules: &[Value], requests: &[String]) {
     check(rules, requests, &["list"]);
 }
 
+/// [`assert_granted`] from the requests as logged with their query
+/// (`FakeApiServer::requests_with_query`): a collection GET needs `watch` when it is a
+/// watch and `list` when it is not, nothing more.
+pub fn assert_granted_with_queries(rules: &[Value], requests: &[String]) {
+    assert!(!requests.is_empty(), "no requests to check");
+    for request in requests {
+        let (method, uri) = request.split_once(' ').unwrap();
+        let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+        let watch = query.split('&').any(|p| p == "watch=true");
+        let verb = if watch { "watch" } else { "list" };
+        check(rules, &[format!("{method} {path}")], &[verb]);
+    }
+}
+
 fn check(rules: &[Value], requests: &[String], collection_verbs: &[&str]) {
     assert!(!requests.is_empty(), "no requests to check");
     for request in requests {
