@@ -142,6 +142,21 @@ fn names(architectures: &[Architecture]) -> Vec<String> {
         .collect()
 }
 
+/// How many of `placement`'s expressions [`rule_errors`] checks: those `previous` did not
+/// hold already.
+pub fn expressions_to_check(
+    placement: &CelArchitecturePlacement,
+    previous: Option<&CelArchitecturePlacement>,
+) -> usize {
+    placement
+        .rules
+        .iter()
+        .filter(|rule| {
+            !previous.is_some_and(|p| p.rules.iter().any(|r| r.expression == rule.expression))
+        })
+        .count()
+}
+
 /// What the API server cannot check of the rules (CEL inside a CEL string): each
 /// expression parses, reads only the pod's metadata, returns a bool and is estimated within
 /// one evaluation's budget, and together they stay within [`CONFIG_COST_LIMIT`]. An

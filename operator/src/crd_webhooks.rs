@@ -23,7 +23,7 @@ use kube::{Api, ResourceExt, api::ListParams, core::PartialObjectMeta};
 use multiarch_crd::{
     PodPlacementConfig, PodPlacementConfigSpec,
     cel_architecture_placement::{
-        CLUSTER_RULE_BUDGET, NAMESPACE_RULE_BUDGET, RuleUsage, rule_errors,
+        CLUSTER_RULE_BUDGET, NAMESPACE_RULE_BUDGET, RuleUsage, expressions_to_check, rule_errors,
     },
     conversion, label_selector,
     names::DEFAULT_SCHEDULER_NAME,
@@ -42,6 +42,7 @@ use tracing::{debug, warn};
 use crate::{
     install::{VALIDATE_CPPC_PATH, VALIDATE_PPC_PATH},
     rename,
+    rule_check_pace::{self, RuleCheckPace},
     rule_usage::ClusterRuleUsage,
     scheduler_name_check,
 };
@@ -62,6 +63,8 @@ pub struct AdmissionState {
     /// Every PodPlacementConfig's rule usage, followed.
     pub rule_usage: ClusterRuleUsage,
     pub listings: Arc<tokio::sync::Semaphore>,
+    /// Rule expressions checked per namespace, paced.
+    pub rule_checks: Arc<RuleCheckPace>,
 }
 
 impl AdmissionState {
@@ -79,6 +82,7 @@ impl AdmissionState {
             registry,
             rule_usage,
             listings: Arc::new(tokio::sync::Semaphore::new(NAMESPACE_LISTINGS)),
+            rule_checks: Arc::default(),
         }
     }
 }
@@ -235,6 +239,34 @@ pub fn pod_config_priority(
         )),
         None => Ok(()),
     }
+}
+
+/// Whether the namespace may have this write's rule expressions checked now (see
+/// `rule_check_pace`).
+pub fn pod_config_pace(
+    config: &WrittenConfig,
+    old: Option<&WrittenConfig>,
+    namespace: &str,
+    pace: &RuleCheckPace,
+    now: std::time::Instant,
+) -> Result<(), String> {
+    let placement = |c: &WrittenConfig| c.spec.plugins.cel_architecture_placement.clone();
+    let Some(rules) = placement(config) else {
+        return Ok(());
+    };
+    let expressions = expressions_to_check(&rules, old.and_then(placement).as_ref());
+    pace.take(namespace, expressions, now).map_err(|wait| {
+        let when = wait.map_or_else(
+            || "split the change into smaller writes".to_owned(),
+            |wait| format!("try again in {} s", wait.as_secs().max(1)),
+        );
+        format!(
+            "PodPlacementConfig {:?} changes {expressions} rule expressions, more than namespace {namespace:?} may have checked now (a burst of {} and {} a minute): {when}",
+            config.name(),
+            rule_check_pace::BURST,
+            (rule_check_pace::PER_SECOND * 60.0).round()
+        )
+    })
 }
 
 /// The `celArchitecturePlacement` rules as written: what the CRD's schema cannot check
@@ -448,14 +480,19 @@ async fn validate_pod_config(State(state): State<AdmissionState>, body: Bytes) -
         .or_else(|| config.metadata.namespace.clone())
         .unwrap_or_default();
     let old = request.old_object.as_ref();
-    if let Err(invalid) = pod_config_rules(config, old) {
-        return json_response(&admission_response(&request.uid, Err(invalid)));
-    }
+    // The cheap checks first: a write refused by its priority, its size or its pace never
+    // has its rules compiled.
     let verdict = match namespace_summaries(&state, &namespace).await {
-        Ok(others) => pod_config_priority(config, old, &namespace, &others).and_then(|()| {
-            let cluster = state.rule_usage.total_without(&namespace, config.name());
-            pod_config_budget(config, old, &namespace, &others, cluster)
-        }),
+        Ok(others) => pod_config_priority(config, old, &namespace, &others)
+            .and_then(|()| {
+                let cluster = state.rule_usage.total_without(&namespace, config.name());
+                pod_config_budget(config, old, &namespace, &others, cluster)
+            })
+            .and_then(|()| {
+                let now = std::time::Instant::now();
+                pod_config_pace(config, old, &namespace, &state.rule_checks, now)
+            })
+            .and_then(|()| pod_config_rules(config, old)),
         Err(e) => Err(format!(
             "cannot check that the priority is unique in namespace {namespace:?} ({e}): try again"
         )),
@@ -554,6 +591,30 @@ mod tests {
                 && refused.contains("more than the 10000 rules with 2097152 bytes"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn a_namespace_rewriting_its_rules_in_a_loop_is_paced() {
+        let pace = RuleCheckPace::default();
+        let now = std::time::Instant::now();
+        let full = |generation: usize| {
+            let mut config = with_rules("full", 1000, 64);
+            if let Some(p) = config.spec.plugins.cel_architecture_placement.as_mut() {
+                for (i, rule) in p.rules.iter_mut().enumerate() {
+                    rule.expression = format!("self.metadata.name == '{}'", i + generation * 1000);
+                }
+            }
+            config
+        };
+        assert!(pod_config_pace(&full(0), None, "shop", &pace, now).is_ok());
+        assert!(pod_config_pace(&full(1), Some(&full(0)), "shop", &pace, now).is_ok());
+        let refused = pod_config_pace(&full(2), Some(&full(1)), "shop", &pace, now).unwrap_err();
+        assert_eq!(
+            refused,
+            "PodPlacementConfig \"full\" changes 1000 rule expressions, more than namespace \"shop\" may have checked now (a burst of 2000 and 1000 a minute): try again in 60 s"
+        );
+        // An update that leaves its expressions as they are costs nothing.
+        assert!(pod_config_pace(&full(1), Some(&full(1)), "shop", &pace, now).is_ok());
     }
 
     #[test]

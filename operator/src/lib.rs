@@ -29,6 +29,7 @@ pub mod release;
 mod release_event;
 pub mod rename;
 pub mod routing_event;
+pub mod rule_check_pace;
 pub mod rule_usage;
 pub mod run;
 pub mod scheduler_name_check;

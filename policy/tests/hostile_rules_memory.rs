@@ -86,10 +86,8 @@ fn twenty_maximal_configs_in_one_namespace_compile_one_and_an_edit_compiles_it_a
     let mut rules = first;
     for generation in 1..=10 {
         configs[19] = maximal("c19", 19, generation);
-        rules = ArchitectureRules::compile(
-            &NamespacedConfigs::new(configs.iter().cloned()),
-            &rules,
-        );
+        rules =
+            ArchitectureRules::compile(&NamespacedConfigs::new(configs.iter().cloned()), &rules);
     }
     let name = format!("{:01000}", 10_999);
     let subject = RuleSubject {

@@ -29,6 +29,10 @@ use crate::supervisor::Tasks;
 /// before it is parsed (500, the watcher's default, could be 550 MB).
 pub const CONFIG_PAGE: u32 = 16;
 
+/// A compile of the rules is followed by at least this many times its duration without
+/// another (one fifth of a core at most, however fast a tenant edits its configs).
+const COMPILE_PACE: u32 = 4;
+
 /// How long a role waits for the followed snapshot to catch up with the API server
 /// (see [`current_for`]): watch events arrive within milliseconds.
 pub const CATCH_UP: Duration = Duration::from_secs(5);
@@ -71,7 +75,8 @@ impl PlacementConfigs {
 
 /// Follows the configuration through two watches (relisting after a dropped watch). The
 /// receiver always holds the latest snapshot; `synced` turns true once both lists are in.
-/// Changes that arrive together make one snapshot, compiled on a blocking thread.
+/// Changes that arrive together make one snapshot, compiled on a blocking thread and
+/// paced by what compiling costs ([`COMPILE_PACE`]).
 pub fn follow(client: &kube::Client, tasks: &Tasks) -> watch::Receiver<Arc<PlacementConfigs>> {
     let (tx, rx) = watch::channel(Arc::new(PlacementConfigs::default()));
     let (clusters, cluster_writer) = reflector::store::<ClusterPodPlacementConfig>();
@@ -99,7 +104,8 @@ pub fn follow(client: &kube::Client, tasks: &Tasks) -> watch::Receiver<Arc<Place
     let shutdown = tasks.shutdown().clone();
     tasks.spawn("placement configuration watch", async move {
         let mut events = futures_util::stream::select(cluster_events, pod_config_events);
-        let (mut cluster_listed, mut pod_configs_listed) = (false, false);
+        let mut listed = Listed::default();
+        let mut next_compile = tokio::time::Instant::now();
         loop {
             let first = tokio::select! {
                 () = shutdown.cancelled() => return Ok::<(), FollowEnded>(()),
@@ -107,40 +113,37 @@ pub fn follow(client: &kube::Client, tasks: &Tasks) -> watch::Receiver<Arc<Place
             };
             // What else is already there joins this snapshot: a burst of edits is
             // compiled once.
-            let mut batch = vec![first];
+            let mut changed = listed.absorb(first);
             while let Some(Some(next)) = events.next().now_or_never() {
-                batch.push(next);
-            }
-            let mut changed = false;
-            for (kind, event) in batch {
-                match event {
-                    Err(e) => {
-                        warn!(?kind, error = %e, "cannot watch the placement configuration; retrying");
-                    }
-                    // A relist refills the store and swaps it in when done: publishing
-                    // each listed object would copy the store once per object.
-                    Ok(Phase::Relisting) => {}
-                    Ok(Phase::Listed) => {
-                        match kind {
-                            Kind::Cluster => cluster_listed = true,
-                            Kind::PodConfigs => pod_configs_listed = true,
-                        }
-                        changed = true;
-                    }
-                    Ok(Phase::Changed) => changed = true,
-                }
+                changed |= listed.absorb(next);
             }
             if !changed {
                 continue;
             }
+            // Compiling is paced by what it cost: the next starts no sooner than
+            // COMPILE_PACE times the last one's duration after it, whatever a tenant's
+            // edits, and what arrives meanwhile joins it.
+            let wait = tokio::time::sleep_until(next_compile);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = &mut wait => break,
+                    next = events.next() => {
+                        listed.absorb(next.ok_or(FollowEnded::WatchEnded)?);
+                    }
+                }
+            }
             let cluster = clusters.state().first().map(|c| c.spec.clone());
             let configs = NamespacedConfigs::new(pod_configs.state());
             let previous = tx.borrow().architecture_rules.clone();
-            let synced = cluster_listed && pod_configs_listed;
+            let synced = listed.both();
+            let started = tokio::time::Instant::now();
             let compile = move || PlacementConfigs::compiled(cluster, configs, &previous, synced);
             let snapshot = tokio::task::spawn_blocking(compile)
                 .await
                 .map_err(|_| FollowEnded::CompileFailed)?;
+            next_compile = tokio::time::Instant::now() + started.elapsed() * COMPILE_PACE;
             if snapshot.synced && !tx.borrow().synced {
                 info!("placement configuration listed");
             }
@@ -148,6 +151,40 @@ pub fn follow(client: &kube::Client, tasks: &Tasks) -> watch::Receiver<Arc<Place
         }
     });
     rx
+}
+
+/// Which kinds have been listed at least once.
+#[derive(Default)]
+struct Listed {
+    cluster: bool,
+    pod_configs: bool,
+}
+
+impl Listed {
+    fn both(&self) -> bool {
+        self.cluster && self.pod_configs
+    }
+
+    /// Takes in one event; whether it changes what a snapshot holds.
+    fn absorb(&mut self, (kind, event): (Kind, Result<Phase, watcher::Error>)) -> bool {
+        match event {
+            Err(e) => {
+                warn!(?kind, error = %e, "cannot watch the placement configuration; retrying");
+                false
+            }
+            // A relist refills the store and swaps it in when done: publishing each
+            // listed object would copy the store once per object.
+            Ok(Phase::Relisting) => false,
+            Ok(Phase::Listed) => {
+                match kind {
+                    Kind::Cluster => self.cluster = true,
+                    Kind::PodConfigs => self.pod_configs = true,
+                }
+                true
+            }
+            Ok(Phase::Changed) => true,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -35,6 +35,18 @@ impl Creator {
         image: &str,
         every: Duration,
     ) -> Creator {
+        Creator::start_at_most(kubectl, namespace, prefix, image, every, usize::MAX)
+    }
+
+    /// [`Creator::start`], stopping on its own after `at_most` attempts.
+    pub fn start_at_most(
+        kubectl: Kubectl,
+        namespace: &str,
+        prefix: &str,
+        image: &str,
+        every: Duration,
+        at_most: usize,
+    ) -> Creator {
         let stop = Arc::new(AtomicBool::new(false));
         let (namespace, prefix, image) =
             (namespace.to_owned(), prefix.to_owned(), image.to_owned());
@@ -44,7 +56,7 @@ impl Creator {
         let thread = std::thread::spawn(move || {
             let mut created = Created::default();
             let mut n = 0;
-            while !stopping.load(Ordering::SeqCst) {
+            while !stopping.load(Ordering::SeqCst) && n < at_most {
                 let name = format!("{prefix}-{n}");
                 n += 1;
                 let pod = pods::sleeper(&namespace, &name, &image);

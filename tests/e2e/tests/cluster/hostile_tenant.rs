@@ -32,6 +32,8 @@ use serde_json::{Value, json};
 pub const NS_HOSTILE: &str = "e2e-hostile";
 pub const NS_VICTIM: &str = "e2e-victim";
 const WAIT: Duration = Duration::from_secs(240);
+/// The other namespace's pods (the kit's one node runs at most 110 pods).
+const VICTIMS: usize = 40;
 /// The operands' memory limit (the operator's default `--operand-memory-limit`).
 const MEMORY_LIMIT: u64 = 512 * 1024 * 1024;
 /// The components whose peak RSS is read, by subcommand.
@@ -54,7 +56,9 @@ fn maximal_config(name: &str, priority: u8, generation: usize) -> Value {
     json!({
         "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "PodPlacementConfig",
         "metadata": {"name": name, "namespace": NS_HOSTILE},
-        "spec": {"priority": priority, "plugins": {"celArchitecturePlacement": {
+        // Only pods labelled for it: the tenant's other pods are placed by their images.
+        "spec": {"priority": priority, "labelSelector": {"matchLabels": {"ruled": "yes"}},
+            "plugins": {"celArchitecturePlacement": {
             "enabled": true, "fallbackArchitectures": ["amd64", "arm64"], "rules": rules}}},
     })
 }
@@ -274,12 +278,13 @@ pub fn hostile_tenant(tier: &Tier) -> anyhow::Result<()> {
 
 fn attack(tier: &Tier) -> anyhow::Result<()> {
     // The other namespace's pods, created throughout.
-    let victims = Creator::start(
+    let victims = Creator::start_at_most(
         tier.kubectl.clone(),
         NS_VICTIM,
         "victim",
         &tier.test_images.multi(),
-        Duration::from_millis(500),
+        Duration::from_secs(2),
+        VICTIMS,
     );
 
     // Twenty maximal configs: the first fits the namespace's budget, no other does.
@@ -326,6 +331,7 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
                     rewrites.fetch_add(1, Ordering::SeqCst);
                 }
                 generation += 1;
+                std::thread::sleep(Duration::from_secs(1));
             }
         })
     };
@@ -422,8 +428,8 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
         Err(e) => println!("e2e: the 4 MiB manifest is not tried: {e:#}"),
     }
 
-    // Enough of the other namespace's pods created during all this.
-    victims.wait_for(30, WAIT)?;
+    // The other namespace's pods, all created during all this.
+    victims.wait_for(VICTIMS, WAIT)?;
     stop.store(true, Ordering::SeqCst);
     let created = victims.stop();
     let _ = editor.join();
