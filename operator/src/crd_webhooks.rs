@@ -29,6 +29,7 @@ use multiarch_crd::{
     names::DEFAULT_SCHEDULER_NAME,
 };
 use multiarch_runtime::{
+    json_shape::Prices,
     ops_server::health_routes,
     placement_config::CONFIG_PAGE,
     request_body::{RequestBodies, within_budget},
@@ -88,7 +89,7 @@ impl AdmissionState {
 }
 
 pub fn router(state: AdmissionState) -> Router {
-    let bodies = Arc::new(RequestBodies::for_reviews());
+    let bodies = Arc::new(RequestBodies::for_reviews(Prices::ANY));
     Router::new()
         .route(multiarch_crd::names::CONVERSION_PATH, post(convert))
         .route(VALIDATE_CPPC_PATH, post(validate_cluster_config))

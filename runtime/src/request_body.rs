@@ -23,7 +23,7 @@ use tracing::debug;
 
 use crate::{
     byte_budget::{ByteBudget, Refusal, Reservation, SmallReserve},
-    json_shape::Shape,
+    json_shape::{Prices, Shape},
     peer::Peer,
 };
 
@@ -39,6 +39,8 @@ pub const MAX_REVIEW_BYTES: usize = 4 * MIB;
 pub struct RequestBodies {
     /// One body's bytes; beyond it, 413 while it streams.
     pub max_bytes: usize,
+    /// What a body's objects cost parsed, by the key that holds them.
+    prices: Prices,
     budget: ByteBudget,
 }
 
@@ -51,9 +53,11 @@ impl RequestBodies {
         max_bytes: usize,
         (total, per_peer): (usize, usize),
         (small_reserve, small_body): (usize, usize),
+        prices: Prices,
     ) -> Self {
         RequestBodies {
             max_bytes,
+            prices,
             budget: ByteBudget::new(total, per_peer).with_small_reserve(SmallReserve {
                 bytes: small_reserve,
                 for_bodies_up_to: small_body,
@@ -62,13 +66,14 @@ impl RequestBodies {
     }
 
     /// A review port's: 4 MiB reviews, 96 MiB in flight (32 MiB per address), and
-    /// 16 MiB more for reviews that cost at most 512 KiB (a pod review costs a few
-    /// hundred KiB at most: a few KiB of JSON, a few dozen objects).
-    pub fn for_reviews() -> Self {
+    /// 16 MiB more for reviews that cost at most 512 KiB (a pod review costs well under
+    /// that: a few KiB of JSON, a few dozen objects), objects priced by `prices`.
+    pub fn for_reviews(prices: Prices) -> Self {
         RequestBodies::new(
             MAX_REVIEW_BYTES,
             (96 * MIB, 32 * MIB),
             (16 * MIB, 512 * 1024),
+            prices,
         )
     }
 
@@ -102,7 +107,7 @@ impl RequestBodies {
             read.extend_from_slice(&chunk);
         }
         // Not JSON: nothing more is made of it (its parse fails at once).
-        if let Some(shape) = Shape::of(&read) {
+        if let Some(shape) = Shape::of(&read, self.prices) {
             let parsed = shape.parsed_bytes(read.len());
             if parsed > self.budget.share_bytes() {
                 return Err(BodyRefused::TooComplex {
@@ -201,7 +206,12 @@ mod tests {
     /// 4 KiB bodies; 64 KiB in flight, 32 KiB per address; 8 KiB more for bodies costing
     /// at most 2 KiB.
     fn bodies() -> RequestBodies {
-        RequestBodies::new(4 * 1024, (64 * 1024, 32 * 1024), (8 * 1024, 2 * 1024))
+        RequestBodies::new(
+            4 * 1024,
+            (64 * 1024, 32 * 1024),
+            (8 * 1024, 2 * 1024),
+            Prices::ANY,
+        )
     }
 
     /// A JSON string of `n` bytes: one value, no object.

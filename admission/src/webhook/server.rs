@@ -16,6 +16,7 @@ use axum::{
 };
 use multiarch_crd::PlacementMode;
 use multiarch_runtime::{
+    json_shape::Prices,
     ops_server::health_routes,
     peer::Peer,
     request_body::{RequestBodies, within_budget},
@@ -116,7 +117,7 @@ async fn decide_off_the_workers(
 }
 
 pub fn router(state: WebhookState) -> Router {
-    let bodies = Arc::new(RequestBodies::for_reviews());
+    let bodies = Arc::new(RequestBodies::for_reviews(POD_REVIEW_PRICES));
     let reviews = Router::new()
         // The mode of the ClusterPodPlacementConfig (installs without the operator).
         .route(
@@ -150,6 +151,44 @@ pub fn router(state: WebhookState) -> Router {
         (!known).then_some("the placement configuration has not been read yet")
     }))
 }
+
+/// What a pod review's objects cost parsed into a typed `Pod`, by the key that holds them
+/// (k8s-openapi 0.29's sizes, rounded up, with room): the lists a pod may hold many of
+/// are priced as their small items, not as the largest struct (a pod of 10,000 pull
+/// secrets is 600 KiB of `LocalObjectReference`s, not 33 MiB); managed fields and the
+/// maps of strings are free-form JSON. Any other object costs `json_shape::OBJECT_BYTES`.
+const POD_REVIEW_PRICES: Prices = Prices {
+    by_key: &[
+        ("containers", 2560),
+        ("initContainers", 2560),
+        ("ephemeralContainers", 2560),
+        ("imagePullSecrets", 64),
+        ("schedulingGates", 64),
+        ("readinessGates", 64),
+        ("env", 512),
+        ("envFrom", 256),
+        ("volumeMounts", 256),
+        ("volumeDevices", 128),
+        ("ports", 256),
+        ("tolerations", 256),
+        ("hostAliases", 128),
+        ("resizePolicy", 128),
+        ("resourceClaims", 256),
+        ("ownerReferences", 256),
+        ("managedFields", 512),
+        ("items", 256),
+        ("matchExpressions", 256),
+        ("matchFields", 256),
+        ("nodeSelectorTerms", 256),
+        ("topologySpreadConstraints", 512),
+    ],
+    subtrees: &[
+        ("fieldsV1", 128),
+        ("labels", 128),
+        ("annotations", 128),
+        ("nodeSelector", 128),
+    ],
+};
 
 /// With `--client-ca`, a review from a caller that presented no client certificate is
 /// refused (403): only the API server, whose certificate chains to that CA, has its pods
@@ -270,4 +309,37 @@ pub async fn serve_with(
     limits: ServerLimits,
 ) {
     multiarch_runtime::https_server::serve(listener, tls, router(state), shutdown, limits).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use multiarch_runtime::json_shape::Shape;
+
+    use super::*;
+
+    #[test]
+    fn the_api_servers_pod_reviews_cost_a_small_review_and_many_pull_secrets_fit_a_share() {
+        for n in 0..3 {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+                "../tests/fixtures/admission/admissionreview-request-{n}.json"
+            ));
+            let body = std::fs::read(path).unwrap();
+            let cost = Shape::of(&body, POD_REVIEW_PRICES)
+                .unwrap()
+                .parsed_bytes(body.len());
+            // The small reserve is for reviews up to 512 KiB.
+            assert!(cost < 128 * 1024, "recorded review {n} costs {cost} bytes");
+        }
+        let secrets: Vec<String> = (0..10_000)
+            .map(|i| format!(r#"{{"name":"s{i}"}}"#))
+            .collect();
+        let pod = format!(
+            r#"{{"request":{{"object":{{"spec":{{"imagePullSecrets":[{}]}}}}}}}}"#,
+            secrets.join(",")
+        );
+        let cost = Shape::of(pod.as_bytes(), POD_REVIEW_PRICES)
+            .unwrap()
+            .parsed_bytes(pod.len());
+        assert!(cost < 2 * 1024 * 1024, "{cost}");
+    }
 }

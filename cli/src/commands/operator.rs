@@ -17,7 +17,9 @@ use crate::args::OperatorArgs;
 pub async fn run(args: &OperatorArgs) -> anyhow::Result<()> {
     let (mut role, log_filter) = Role::begin(&args.log, false);
     let client = args.client.connect().await?;
-    let image = operand_image(&client, &args.namespace, args.operand_image.as_deref()).await;
+    let pod_name = std::env::var("POD_NAME").ok();
+    let pinned = args.operand_image.as_deref();
+    let image = operand_image(&client, &args.namespace, pod_name.as_deref(), pinned).await?;
     let identity = replica_identity(OPERATOR);
     let options = OperatorOptions {
         settings: Settings::from_flags(args, image)?,
