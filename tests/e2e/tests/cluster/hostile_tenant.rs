@@ -315,24 +315,36 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
     println!(
         "e2e: 1 maximal PodPlacementConfig admitted, {refused} refused naming the namespace's budget"
     );
-    // The admitted one rewritten again and again while the rest goes on.
+    // The admitted one rewritten again and again while the rest goes on: the first
+    // rewrite is checked, the next ones refused by the namespace's pace of rule checks.
     let stop = Arc::new(AtomicBool::new(false));
     let rewrites = Arc::new(AtomicUsize::new(0));
+    let paced = Arc::new(AtomicUsize::new(0));
     let editor = {
-        let (kubectl, stop, rewrites) = (tier.kubectl.clone(), stop.clone(), rewrites.clone());
+        let (kubectl, stop) = (tier.kubectl.clone(), stop.clone());
+        let (rewrites, paced) = (rewrites.clone(), paced.clone());
         std::thread::spawn(move || {
             let mut generation = 1;
+            let mut other = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 let config = maximal_config("rules-0", 0, generation).to_string();
-                if kubectl
-                    .run_with(&["replace", "-f", "-"], &config, Duration::from_secs(120))
-                    .is_ok()
-                {
-                    rewrites.fetch_add(1, Ordering::SeqCst);
+                // Server-side: a custom resource's update needs the resourceVersion a
+                // replace would have to read first; an apply does not.
+                let apply = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
+                match kubectl.output(&apply, &config, Duration::from_secs(120)) {
+                    Ok(out) if out.success => {
+                        rewrites.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(out) if out.stderr.contains("may have checked now") => {
+                        paced.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(out) => other.push(out.stderr),
+                    Err(e) => other.push(format!("{e:#}")),
                 }
                 generation += 1;
                 std::thread::sleep(Duration::from_secs(1));
             }
+            other
         })
     };
 
@@ -432,7 +444,7 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
     victims.wait_for(VICTIMS, WAIT)?;
     stop.store(true, Ordering::SeqCst);
     let created = victims.stop();
-    let _ = editor.join();
+    let edit_errors = editor.join().unwrap_or_default();
     for thread in flood {
         let _ = thread.join();
     }
@@ -440,9 +452,20 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
+    let (rewritten, refused_by_pace) = (
+        rewrites.load(Ordering::SeqCst),
+        paced.load(Ordering::SeqCst),
+    );
     println!(
-        "e2e: the tenant's reviews were answered {answers:?}; the admitted config was rewritten {} times",
-        rewrites.load(Ordering::SeqCst)
+        "e2e: the tenant's reviews were answered {answers:?}; the admitted config was rewritten {rewritten} times, {refused_by_pace} rewrites refused by the pace of rule checks"
+    );
+    ensure!(
+        edit_errors.is_empty(),
+        "rewrites refused for another reason: {edit_errors:?}"
+    );
+    ensure!(
+        rewritten >= 1 && refused_by_pace >= 1,
+        "the rewrites were neither checked nor paced ({rewritten} rewritten, {refused_by_pace} paced)"
     );
     ensure!(
         created.refused.is_empty(),
