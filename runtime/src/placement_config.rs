@@ -249,7 +249,14 @@ pub async fn current_for(
     loop {
         let page = match api.list_metadata(&params).await {
             Ok(page) => page,
-            Err(kube::Error::Api(status)) if status.code == 404 => break,
+            // No CRD: no PodPlacementConfig can exist, nor can the watch list any.
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                return Ok(PlacementConfigs {
+                    cluster,
+                    synced: true,
+                    ..PlacementConfigs::default()
+                });
+            }
             Err(e) => return Err(e.into()),
         };
         for config in page.items {
