@@ -3,9 +3,8 @@
 //! admission rules CEL and ValidatingAdmissionPolicies cannot express because they look at
 //! other objects or go beyond CEL's cost limits: no ClusterPodPlacementConfig deletion
 //! while PodPlacementConfigs exist, its namespaceSelector exactly as the API server checks
-//! a label selector, PodPlacementConfig priorities unique per namespace, the CEL of
-//! their `celArchitecturePlacement` rules (parsed, metadata-only, bool, within cost), and
-//! the rule budgets of a namespace and of the cluster. Reviews are read within a byte
+//! a label selector, a scheduler name that is not another scheduler's, and the
+//! PodPlacementConfig checks of `pod_config_admission`. Reviews are read within a byte
 //! budget (`request_body`) and parsed without a tree of the whole review.
 
 use std::sync::Arc;
@@ -18,20 +17,13 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Api, ResourceExt, api::ListParams, core::PartialObjectMeta};
 use multiarch_crd::{
-    PodPlacementConfig, PodPlacementConfigSpec,
-    cel_architecture_placement::{
-        CLUSTER_RULE_BUDGET, NAMESPACE_RULE_BUDGET, RuleUsage, expressions_to_check, rule_errors,
-    },
-    conversion, label_selector,
-    names::DEFAULT_SCHEDULER_NAME,
+    PodPlacementConfig, conversion, label_selector, names::DEFAULT_SCHEDULER_NAME,
 };
 use multiarch_runtime::{
     json_shape::Prices,
     ops_server::health_routes,
-    placement_config::CONFIG_PAGE,
     request_body::{RequestBodies, within_budget},
     serving_cert::ReloadingCert,
 };
@@ -42,8 +34,12 @@ use tracing::{debug, warn};
 
 use crate::{
     install::{VALIDATE_CPPC_PATH, VALIDATE_PPC_PATH},
+    pod_config_admission::{
+        WrittenConfig, namespace_summaries, pod_config_budget, pod_config_pace,
+        pod_config_priority, pod_config_rules,
+    },
     rename,
-    rule_check_pace::{self, RuleCheckPace},
+    rule_check_pace::RuleCheckPace,
     rule_usage::ClusterRuleUsage,
     scheduler_name_check,
 };
@@ -108,7 +104,7 @@ pub fn router(state: AdmissionState) -> Router {
         }))
 }
 
-fn json_response(value: &Value) -> Response {
+pub(crate) fn json_response(value: &Value) -> Response {
     (
         StatusCode::OK,
         [("content-type", "application/json")],
@@ -181,154 +177,6 @@ pub fn cluster_config_spec(object: &Value) -> Result<(), String> {
     }
 }
 
-/// A PodPlacementConfig as a review carries it: its name and spec (the API server has
-/// checked it against the schema).
-#[derive(Clone, Debug, Deserialize)]
-pub struct WrittenConfig {
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    pub spec: PodPlacementConfigSpec,
-}
-
-impl WrittenConfig {
-    fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
-    }
-
-    fn rule_usage(&self) -> RuleUsage {
-        RuleUsage::of(self.spec.plugins.cel_architecture_placement.as_ref())
-    }
-}
-
-/// What the operator knows of another config of the namespace.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigSummary {
-    pub name: String,
-    pub priority: u8,
-    pub rule_usage: RuleUsage,
-}
-
-impl ConfigSummary {
-    pub fn of(config: &PodPlacementConfig) -> Self {
-        ConfigSummary {
-            name: config.name_any(),
-            priority: config.spec.priority,
-            rule_usage: RuleUsage::of(config.spec.plugins.cel_architecture_placement.as_ref()),
-        }
-    }
-}
-
-/// Priorities are unique per namespace (they order the configs that match one pod). An
-/// update is checked only when it changes the priority.
-pub fn pod_config_priority(
-    config: &WrittenConfig,
-    old: Option<&WrittenConfig>,
-    namespace: &str,
-    others: &[ConfigSummary],
-) -> Result<(), String> {
-    let wanted = config.spec.priority;
-    if old.is_some_and(|o| o.spec.priority == wanted) {
-        return Ok(());
-    }
-    match others
-        .iter()
-        .find(|c| c.name != config.name() && c.priority == wanted)
-    {
-        Some(taken) => Err(format!(
-            "priority {wanted} is already used by PodPlacementConfig {:?} in namespace {namespace:?}: give each PodPlacementConfig of a namespace its own priority",
-            taken.name,
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Whether the namespace may have this write's rule expressions checked now (see
-/// `rule_check_pace`).
-pub fn pod_config_pace(
-    config: &WrittenConfig,
-    old: Option<&WrittenConfig>,
-    namespace: &str,
-    pace: &RuleCheckPace,
-    now: std::time::Instant,
-) -> Result<(), String> {
-    let placement = |c: &WrittenConfig| c.spec.plugins.cel_architecture_placement.clone();
-    let Some(rules) = placement(config) else {
-        return Ok(());
-    };
-    let expressions = expressions_to_check(&rules, old.and_then(placement).as_ref());
-    pace.take(namespace, expressions, now).map_err(|wait| {
-        let when = wait.map_or_else(
-            || "split the change into smaller writes".to_owned(),
-            |wait| format!("try again in {} s", wait.as_secs().max(1)),
-        );
-        format!(
-            "PodPlacementConfig {:?} changes {expressions} rule expressions, more than namespace {namespace:?} may have checked now (a burst of {} and {} a minute): {when}",
-            config.name(),
-            rule_check_pace::BURST,
-            (rule_check_pace::PER_SECOND * 60.0).round()
-        )
-    })
-}
-
-/// The `celArchitecturePlacement` rules as written: what the CRD's schema cannot check
-/// (see `multiarch_crd::cel_architecture_placement::rule_errors`).
-pub fn pod_config_rules(config: &WrittenConfig, old: Option<&WrittenConfig>) -> Result<(), String> {
-    let placement = |c: &WrittenConfig| c.spec.plugins.cel_architecture_placement.clone();
-    let Some(rules) = placement(config) else {
-        return Ok(());
-    };
-    let errors = rule_errors(&rules, old.and_then(placement).as_ref());
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "PodPlacementConfig {:?} is invalid: {}",
-            config.name(),
-            errors.join("; ")
-        ))
-    }
-}
-
-/// The rule budgets: the namespace's configs (`others`, this one left out) and the
-/// cluster's (`cluster`, likewise) may hold [`NAMESPACE_RULE_BUDGET`] and
-/// [`CLUSTER_RULE_BUDGET`] with this one. A config whose rules do not grow is never
-/// refused, so that a stored config stays writable.
-pub fn pod_config_budget(
-    config: &WrittenConfig,
-    old: Option<&WrittenConfig>,
-    namespace: &str,
-    others: &[ConfigSummary],
-    cluster: RuleUsage,
-) -> Result<(), String> {
-    let usage = config.rule_usage();
-    let before = old.map(WrittenConfig::rule_usage).unwrap_or_default();
-    if usage.rules <= before.rules && usage.expression_bytes <= before.expression_bytes {
-        return Ok(());
-    }
-    let in_namespace = others
-        .iter()
-        .filter(|c| c.name != config.name())
-        .fold(usage, |sum, c| sum.plus(c.rule_usage));
-    if !in_namespace.within(NAMESPACE_RULE_BUDGET) {
-        return Err(format!(
-            "PodPlacementConfig {:?} would bring namespace {namespace:?}'s PodPlacementConfigs to {}, more than the {} a namespace may have: use fewer or shorter rules",
-            config.name(),
-            in_namespace.describe(),
-            NAMESPACE_RULE_BUDGET.describe(),
-        ));
-    }
-    let in_cluster = cluster.plus(usage);
-    if !in_cluster.within(CLUSTER_RULE_BUDGET) {
-        return Err(format!(
-            "PodPlacementConfig {:?} would bring the cluster's PodPlacementConfigs to {}, more than the {} the cluster may have: ask the cluster's admin",
-            config.name(),
-            in_cluster.describe(),
-            CLUSTER_RULE_BUDGET.describe(),
-        ));
-    }
-    Ok(())
-}
-
 /// An AdmissionReview's request, with its objects read as `T`.
 #[derive(Deserialize)]
 struct Review<T> {
@@ -337,24 +185,24 @@ struct Review<T> {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewRequest<T> {
+pub(crate) struct ReviewRequest<T> {
     #[serde(default)]
-    uid: String,
+    pub(crate) uid: String,
     #[serde(default)]
-    operation: String,
+    pub(crate) operation: String,
     #[serde(default)]
-    namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     #[serde(default = "none")]
-    object: Option<T>,
+    pub(crate) object: Option<T>,
     #[serde(default = "none")]
-    old_object: Option<T>,
+    pub(crate) old_object: Option<T>,
 }
 
 fn none<T>() -> Option<T> {
     None
 }
 
-fn request<T: serde::de::DeserializeOwned>(
+pub(crate) fn request<T: serde::de::DeserializeOwned>(
     body: &Bytes,
 ) -> Result<ReviewRequest<T>, Box<Response>> {
     let review: Review<T> = serde_json::from_slice(body)
@@ -447,26 +295,6 @@ async fn scheduler_name(
         .map_err(|taken| taken.to_string())
 }
 
-/// The namespace's configs, summarized a page at a time (a page holds at most
-/// `CONFIG_PAGE` configs, each dropped once summarized).
-async fn namespace_summaries(
-    state: &AdmissionState,
-    namespace: &str,
-) -> Result<Vec<ConfigSummary>, kube::Error> {
-    let _turn = state.listings.acquire().await;
-    let api = Api::<PodPlacementConfig>::namespaced(state.client.clone(), namespace);
-    let mut summaries = Vec::new();
-    let mut params = ListParams::default().limit(CONFIG_PAGE);
-    loop {
-        let page = api.list(&params).await?;
-        summaries.extend(page.items.iter().map(ConfigSummary::of));
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(summaries),
-        }
-    }
-}
-
 async fn validate_pod_config(State(state): State<AdmissionState>, body: Bytes) -> Response {
     let request = match request::<WrittenConfig>(&body) {
         Ok(r) => r,
@@ -483,7 +311,8 @@ async fn validate_pod_config(State(state): State<AdmissionState>, body: Bytes) -
     let old = request.old_object.as_ref();
     // The cheap checks first: a write refused by its priority, its size or its pace never
     // has its rules compiled.
-    let verdict = match namespace_summaries(&state, &namespace).await {
+    let summaries = namespace_summaries(&state.client, &state.listings, &namespace).await;
+    let verdict = match summaries {
         Ok(others) => pod_config_priority(config, old, &namespace, &others)
             .and_then(|()| {
                 let cluster = state.rule_usage.total_without(&namespace, config.name());
@@ -505,118 +334,6 @@ async fn validate_pod_config(State(state): State<AdmissionState>, body: Bytes) -
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ppc(name: &str, priority: u8) -> ConfigSummary {
-        ConfigSummary {
-            name: name.into(),
-            priority,
-            rule_usage: RuleUsage::default(),
-        }
-    }
-
-    fn written(value: Value) -> WrittenConfig {
-        serde_json::from_value(value).unwrap()
-    }
-
-    #[test]
-    fn priorities_are_unique_per_namespace() {
-        let others = [ppc("a", 10), ppc("b", 20)];
-        let new = written(
-            json!({"metadata": {"name": "c", "namespace": "shop"}, "spec": {"priority": 10, "plugins": {}}}),
-        );
-        assert_eq!(
-            pod_config_priority(&new, None, "shop", &others).unwrap_err(),
-            "priority 10 is already used by PodPlacementConfig \"a\" in namespace \"shop\": give each PodPlacementConfig of a namespace its own priority"
-        );
-        let fresh =
-            written(json!({"metadata": {"name": "c"}, "spec": {"priority": 30, "plugins": {}}}));
-        assert!(pod_config_priority(&fresh, None, "shop", &others).is_ok());
-        // An update that keeps its priority, or the config itself, is no conflict.
-        let a_again =
-            written(json!({"metadata": {"name": "a"}, "spec": {"priority": 10, "plugins": {}}}));
-        assert!(pod_config_priority(&a_again, None, "shop", &others).is_ok());
-        let unchanged =
-            written(json!({"metadata": {"name": "d"}, "spec": {"priority": 20, "plugins": {}}}));
-        assert!(pod_config_priority(&unchanged, Some(&unchanged), "shop", &others).is_ok());
-        // MTO's default: two configs left at priority 0 conflict.
-        let zero = written(json!({"metadata": {"name": "z"}, "spec": {"plugins": {}}}));
-        assert!(pod_config_priority(&zero, None, "shop", &[ppc("y", 0)]).is_err());
-    }
-
-    /// A config of `rules` rules of `bytes` bytes each.
-    fn with_rules(name: &str, rules: usize, bytes: usize) -> WrittenConfig {
-        let expression = format!("'{}' == ''", "x".repeat(bytes - 8));
-        written(
-            json!({"metadata": {"name": name}, "spec": {"priority": 1, "plugins": {
-            "celArchitecturePlacement": {"enabled": true, "fallbackArchitectures": ["amd64"],
-                "rules": (0..rules).map(|i| json!({"name": format!("r{i}"), "expression": expression,
-                    "architectures": ["arm64"]})).collect::<Vec<_>>()}}}}),
-        )
-    }
-
-    #[test]
-    fn the_namespace_and_the_cluster_rule_budgets_are_kept() {
-        let full = with_rules("full", 1000, 1024);
-        assert_eq!(full.rule_usage().expression_bytes, 1024 * 1000);
-        let others = |configs: &[&WrittenConfig]| -> Vec<ConfigSummary> {
-            configs
-                .iter()
-                .map(|c| ConfigSummary {
-                    name: c.name().to_owned(),
-                    priority: c.spec.priority,
-                    rule_usage: c.rule_usage(),
-                })
-                .collect()
-        };
-        let none = RuleUsage::default();
-        // One config at the schema's limits fits a namespace; a second does not.
-        assert!(pod_config_budget(&full, None, "shop", &[], none).is_ok());
-        let second = with_rules("second", 10, 100);
-        assert_eq!(
-            pod_config_budget(&second, None, "shop", &others(&[&full]), none).unwrap_err(),
-            "PodPlacementConfig \"second\" would bring namespace \"shop\"'s PodPlacementConfigs to 1010 rules with 1025000 bytes of expressions, more than the 1000 rules with 1048576 bytes of expressions a namespace may have: use fewer or shorter rules"
-        );
-        // Rewriting the full one itself is not counting it twice.
-        assert!(pod_config_budget(&full, Some(&second), "shop", &others(&[&full]), none).is_ok());
-        // An update that does not grow its rules is never refused (a config stored
-        // before the budgets stays writable).
-        assert!(pod_config_budget(&second, Some(&second), "shop", &others(&[&full]), none).is_ok());
-        // The cluster's budget.
-        let cluster = RuleUsage {
-            rules: 9_999,
-            expression_bytes: 100,
-        };
-        let refused = pod_config_budget(&second, None, "bank", &[], cluster).unwrap_err();
-        assert!(
-            refused.contains("would bring the cluster's PodPlacementConfigs to 10009 rules")
-                && refused.contains("more than the 10000 rules with 2097152 bytes"),
-            "{refused}"
-        );
-    }
-
-    #[test]
-    fn a_namespace_rewriting_its_rules_in_a_loop_is_paced() {
-        let pace = RuleCheckPace::default();
-        let now = std::time::Instant::now();
-        let full = |generation: usize| {
-            let mut config = with_rules("full", 1000, 64);
-            if let Some(p) = config.spec.plugins.cel_architecture_placement.as_mut() {
-                for (i, rule) in p.rules.iter_mut().enumerate() {
-                    rule.expression = format!("self.metadata.name == '{}'", i + generation * 1000);
-                }
-            }
-            config
-        };
-        assert!(pod_config_pace(&full(0), None, "shop", &pace, now).is_ok());
-        assert!(pod_config_pace(&full(1), Some(&full(0)), "shop", &pace, now).is_ok());
-        let refused = pod_config_pace(&full(2), Some(&full(1)), "shop", &pace, now).unwrap_err();
-        assert_eq!(
-            refused,
-            "PodPlacementConfig \"full\" changes 1000 rule expressions, more than namespace \"shop\" may have checked now (a burst of 2000 and 1000 a minute): try again in 60 s"
-        );
-        // An update that leaves its expressions as they are costs nothing.
-        assert!(pod_config_pace(&full(1), Some(&full(1)), "shop", &pace, now).is_ok());
-    }
 
     #[test]
     fn a_namespace_selector_the_webhook_configuration_would_refuse_is_refused() {

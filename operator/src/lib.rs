@@ -24,6 +24,7 @@ pub mod operand_certificates;
 pub mod operand_image;
 pub mod operands;
 pub mod plan;
+pub mod pod_config_admission;
 pub mod reconcile;
 pub mod release;
 mod release_event;
