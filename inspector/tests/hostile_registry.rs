@@ -456,5 +456,9 @@ async fn one_registry_reached_by_two_names_has_one_share_of_the_body_budget() {
         held / 1024 / 1024,
         share / 1024 / 1024
     );
-    assert!(held > share / 2, "the bodies were not counted: {held}");
+    // One body of 3 MiB is counted twice while it is parsed.
+    assert!(
+        held >= 6 * 1024 * 1024,
+        "the bodies were not counted: {held}"
+    );
 }
