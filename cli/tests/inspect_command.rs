@@ -189,7 +189,10 @@ async fn the_inspector_service_answers_over_grpc_and_exports_metrics() {
         "{body}"
     );
     assert!(
-        body.contains("multiarch_inspector_registry_inspections_total{result=\"ok\"} 1"),
+        body.contains(&format!(
+            "multiarch_inspector_registry_inspections_total{{registry=\"{}\",result=\"ok\"}} 1",
+            reg.addr
+        )),
         "{body}"
     );
     assert!(

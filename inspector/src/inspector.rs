@@ -205,10 +205,7 @@ impl ImageInspector for Inspector {
                     Ok(_) => "ok",
                     Err(e) => e.metric_label(),
                 };
-                self.metrics
-                    .registry_inspections
-                    .get_or_create(&InspectionResultLabel { result })
-                    .inc();
+                self.metrics.count_inspection(image.registry(), result);
                 answer
             })
             .await

@@ -11,6 +11,42 @@ pub struct InspectionResultLabel {
     pub result: &'static str,
 }
 
+/// An inspection sent to a registry: the registry's host (see [`RegistryLabels`]) and
+/// the result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RegistryResultLabel {
+    pub registry: String,
+    pub result: &'static str,
+}
+
+/// The registries named in `registry` labels: the first [`RegistryLabels::MAX`] seen
+/// keep their own series, every later one is counted as `other`. Tenants name
+/// registries, so the label's values (and the series a scrape returns) must be bounded
+/// like every other map read from outside.
+#[derive(Debug, Default)]
+pub struct RegistryLabels(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl RegistryLabels {
+    pub const MAX: usize = 64;
+    pub const OTHER: &'static str = "other";
+
+    /// The label for `registry`.
+    pub fn label(&self, registry: &str) -> String {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.contains(registry) {
+            return registry.to_owned();
+        }
+        if seen.len() < Self::MAX {
+            seen.insert(registry.to_owned());
+            return registry.to_owned();
+        }
+        Self::OTHER.to_owned()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct InspectorMetrics {
     pub cache_hits: Counter,
@@ -18,8 +54,10 @@ pub struct InspectorMetrics {
     pub cache_entries: Gauge,
     /// Estimated bytes held by the cache's entries.
     pub cache_bytes: Gauge,
-    /// Inspections that went to a registry, by result (`ok` or an error label).
-    pub registry_inspections: Family<InspectionResultLabel, Counter>,
+    /// Inspections that went to a registry, by registry and result (`ok` or an error
+    /// label).
+    pub registry_inspections: Family<RegistryResultLabel, Counter>,
+    pub registry_labels: std::sync::Arc<RegistryLabels>,
     /// Inspections that failed before any registry was asked, reading the pod's pull
     /// credentials, by error label (`secret`, `pull_secrets_over_limit`).
     pub credential_failures: Family<InspectionResultLabel, Counter>,
@@ -34,6 +72,7 @@ impl Default for InspectorMetrics {
             cache_entries: Gauge::default(),
             cache_bytes: Gauge::default(),
             registry_inspections: Family::default(),
+            registry_labels: std::sync::Arc::default(),
             credential_failures: Family::default(),
             inspection_seconds: Histogram::new([
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -43,6 +82,14 @@ impl Default for InspectorMetrics {
 }
 
 impl InspectorMetrics {
+    /// Counts one inspection sent to `registry` that ended with `result`.
+    pub fn count_inspection(&self, registry: &str, result: &'static str) {
+        let registry = self.registry_labels.label(registry);
+        self.registry_inspections
+            .get_or_create(&RegistryResultLabel { registry, result })
+            .inc();
+    }
+
     /// Registers under `multiarch_inspector_*`.
     pub fn register(&self, registry: &mut Registry) {
         let sub = registry.sub_registry_with_prefix("multiarch_inspector");
@@ -68,7 +115,7 @@ impl InspectorMetrics {
         );
         sub.register(
             "registry_inspections",
-            "Inspections sent to a registry, by result",
+            "Inspections sent to a registry, by registry (the first 64 seen; later ones as `other`) and result",
             self.registry_inspections.clone(),
         );
         sub.register(
@@ -80,6 +127,47 @@ impl InspectorMetrics {
             "registry_inspection_duration_seconds",
             "Time to inspect an image at its registry",
             self.inspection_seconds.clone(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_labels_are_bounded_and_stable() {
+        let labels = RegistryLabels::default();
+        for i in 0..RegistryLabels::MAX {
+            assert_eq!(
+                labels.label(&format!("r{i}.example")),
+                format!("r{i}.example")
+            );
+        }
+        assert_eq!(labels.label("one-too-many.example"), RegistryLabels::OTHER);
+        // One already seen keeps its own label.
+        assert_eq!(labels.label("r0.example"), "r0.example");
+    }
+
+    #[test]
+    fn inspections_are_counted_by_registry_and_result() {
+        let metrics = InspectorMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.count_inspection("quay.io", "ok");
+        metrics.count_inspection("quay.io", "ok");
+        metrics.count_inspection("registry.example:5000", "unreachable");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                "multiarch_inspector_registry_inspections_total{registry=\"quay.io\",result=\"ok\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("multiarch_inspector_registry_inspections_total{registry=\"registry.example:5000\",result=\"unreachable\"} 1"),
+            "{text}"
         );
     }
 }

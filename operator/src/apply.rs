@@ -62,6 +62,9 @@ fn resource_of(api_version: &str, kind: &str) -> Option<(&'static str, &'static 
         ("monitoring.coreos.com/v1", "ServiceMonitor") => {
             ("monitoring.coreos.com", "servicemonitors", true)
         }
+        ("monitoring.coreos.com/v1", "PrometheusRule") => {
+            ("monitoring.coreos.com", "prometheusrules", true)
+        }
         _ => return None,
     })
 }

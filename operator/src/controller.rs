@@ -36,7 +36,7 @@ use tracing::warn;
 use crate::{
     apply::MANAGED_BY,
     context::{OperatorContext, node_architectures},
-    install::SERVICE_MONITOR_CRD,
+    install::{PROMETHEUS_RULE_CRD, SERVICE_MONITOR_CRD},
     reconcile::reconcile,
     step::ReconcileError,
 };
@@ -80,6 +80,10 @@ pub async fn run(
     .reconcile_all_on(changes(
         Api::<CustomResourceDefinition>::all(client.clone()),
         watcher::Config::default().fields(&format!("metadata.name={SERVICE_MONITOR_CRD}")),
+    ))
+    .reconcile_all_on(changes(
+        Api::<CustomResourceDefinition>::all(client.clone()),
+        watcher::Config::default().fields(&format!("metadata.name={PROMETHEUS_RULE_CRD}")),
     ))
     // PodPlacementConfigs coming and going: the no-pod-placement-config finalizer follows.
     .reconcile_all_on(changes(

@@ -83,6 +83,8 @@ pub struct Wanted<'a> {
 pub struct OptionalApis {
     /// prometheus-operator's `monitoring.coreos.com/v1` ServiceMonitors.
     pub service_monitors: bool,
+    /// Its PrometheusRules: multiarch's alerts.
+    pub prometheus_rules: bool,
 }
 
 /// The objects, in the order they are applied: access first, then the workloads, the
@@ -97,6 +99,8 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
     workloads.extend(install::webhook_workload(s)?);
     workloads.extend(install::gate_controller_workload(s)?);
     let mut monitors = vec![
+        // The operator's own metrics (routing, certificates' expiry) feed alerts too.
+        install::service_monitor(s, install::OPERATOR, "operator"),
         install::service_monitor(s, install::INSPECTOR, "inspector"),
         install::service_monitor(s, install::GATE_CONTROLLER, "gate-controller"),
         install::webhook_service_monitor(s),
@@ -143,6 +147,9 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
     all.extend(workloads);
     if wanted.apis.service_monitors {
         all.extend(monitors);
+    }
+    if wanted.apis.prometheus_rules {
+        all.push(install::prometheus_rule(s));
     }
     if let Some(mode) = wanted.plan.routing {
         all.push(install::mutating_webhook_configuration(
@@ -393,17 +400,34 @@ mod tests {
             &settings,
             OptionalApis {
                 service_monitors: true,
+                prometheus_rules: false,
             },
         )
         .unwrap();
         let monitors: Vec<&ObjectKey> =
             with.iter().filter(|k| k.kind == "ServiceMonitor").collect();
-        assert_eq!(monitors.len(), 6, "{monitors:?}");
+        assert_eq!(monitors.len(), 7, "{monitors:?}");
         assert!(
             monitors
                 .iter()
                 .all(|k| k.api_version == install::SERVICE_MONITOR_API_VERSION)
         );
         assert_eq!(with.len(), without.len() + monitors.len());
+        assert!(!with.iter().any(|k| k.kind == "PrometheusRule"));
+        let alerts = every_key(
+            &settings,
+            OptionalApis {
+                service_monitors: false,
+                prometheus_rules: true,
+            },
+        )
+        .unwrap();
+        let rules: Vec<&ObjectKey> = alerts
+            .iter()
+            .filter(|k| k.kind == "PrometheusRule")
+            .collect();
+        assert_eq!(rules.len(), 1, "{rules:?}");
+        assert_eq!(rules[0].api_version, install::PROMETHEUS_RULE_API_VERSION);
+        assert_eq!(alerts.len(), without.len() + 1);
     }
 }

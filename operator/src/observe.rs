@@ -292,6 +292,12 @@ pub async fn optional_apis(client: &kube::Client) -> Result<OptionalApis, Observ
             crate::install::SERVICE_MONITOR_RESOURCE,
         )
         .await?,
+        prometheus_rules: serves(
+            client,
+            crate::install::PROMETHEUS_RULE_API_VERSION,
+            crate::install::PROMETHEUS_RULE_RESOURCE,
+        )
+        .await?,
     })
 }
 

@@ -534,6 +534,30 @@ fn service_monitor_crd() -> Value {
     })
 }
 
+/// prometheus-operator's PrometheusRule CRD, likewise.
+fn prometheus_rule_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "prometheusrules.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com", "scope": "Namespaced",
+            "names": {"kind": "PrometheusRule", "plural": "prometheusrules", "singular": "prometheusrule", "listKind": "PrometheusRuleList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    })
+}
+
+fn rules(server: &FakeApiServer) -> Vec<String> {
+    let mut names: Vec<String> = server
+        .list("monitoring.coreos.com/prometheusrules")
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn monitors(server: &FakeApiServer) -> Vec<String> {
     let mut names: Vec<String> = server
         .list("monitoring.coreos.com/servicemonitors")
@@ -577,7 +601,7 @@ async fn service_monitors_follow_the_api_the_cluster_serves() {
         service_monitor_crd(),
     );
     eventually("a ServiceMonitor per component with metrics", || {
-        monitors(&server).len() == 6
+        monitors(&server).len() == 7
     })
     .await;
     assert_eq!(
@@ -587,9 +611,29 @@ async fn service_monitors_follow_the_api_the_cluster_serves() {
             "multiarch-enoexec-handler",
             "multiarch-gate-controller",
             "multiarch-inspector",
+            "multiarch-operator",
             "multiarch-scheduler",
             "multiarch-webhook"
         ]
+    );
+    assert!(
+        rules(&server).is_empty(),
+        "a PrometheusRule without its API"
+    );
+
+    // The alerts follow their own API the same way.
+    server.apply(
+        "apiextensions.k8s.io/customresourcedefinitions",
+        prometheus_rule_crd(),
+    );
+    eventually("the PrometheusRule of multiarch's alerts", || {
+        rules(&server) == ["multiarch"]
+    })
+    .await;
+    let rule = &server.list("monitoring.coreos.com/prometheusrules")[0];
+    assert_eq!(
+        rule["spec"]["groups"][0]["rules"].as_array().unwrap().len(),
+        multiarch_operator::install::ALERTS.len()
     );
 
     Api::<ClusterPodPlacementConfig>::all(client(&server))
@@ -598,5 +642,6 @@ async fn service_monitors_follow_the_api_the_cluster_serves() {
         .unwrap();
     cppc_gone(&server).await;
     assert_eq!(monitors(&server), [] as [String; 0]);
+    assert_eq!(rules(&server), [] as [String; 0]);
     operator.stop().await;
 }

@@ -16,6 +16,8 @@ use std::{
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::leader_election::LeaderGauge;
 use tracing::{error, info, warn};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,9 +65,17 @@ pub struct Tasks {
     shutdown: CancellationToken,
     exits: mpsc::UnboundedSender<Exit>,
     running: Arc<AtomicUsize>,
+    /// Whether this process leads each Lease it competes for: set by the electors its
+    /// tasks start, registered by the role.
+    leaders: LeaderGauge,
 }
 
 impl Tasks {
+    /// `multiarch_leader{lease}` for every Lease this process's roles compete for.
+    pub fn leaders(&self) -> &LeaderGauge {
+        &self.leaders
+    }
+
     /// The token every task must watch: cancelled when the role shuts down.
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
@@ -150,6 +160,7 @@ impl Supervisor {
                 shutdown,
                 exits,
                 running: Arc::new(AtomicUsize::new(0)),
+                leaders: LeaderGauge::default(),
             },
             exits: rx,
         }

@@ -89,6 +89,13 @@ async fn a_standby_works_once_the_holder_stops_renewing_and_releases_on_shutdown
                 .await
         }
     });
+    let leaders = tasks.leaders().clone();
+    assert_eq!(
+        leaders.value("multiarch-test"),
+        Some(0),
+        "a standby's metric"
+    );
+    assert_eq!(leaders.value("another-lease"), None);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !working.load(Ordering::SeqCst),
@@ -96,10 +103,18 @@ async fn a_standby_works_once_the_holder_stops_renewing_and_releases_on_shutdown
     );
     eventually("replica-b leads", || working.load(Ordering::SeqCst)).await;
     assert_eq!(holder(&server), "replica-b");
+    eventually("the metric says replica-b leads", || {
+        leaders.value("multiarch-test") == Some(1)
+    })
+    .await;
     shutdown.cancel();
     role.await.unwrap().unwrap();
     assert!(!working.load(Ordering::SeqCst));
     eventually("the lease is released", || holder(&server).is_null()).await;
+    eventually("the metric says it no longer leads", || {
+        leaders.value("multiarch-test") == Some(0)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

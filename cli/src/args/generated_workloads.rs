@@ -170,6 +170,7 @@ fn every_workload_the_operator_writes_parses_with_this_binary() {
         inspector_client_tls: &SecretData::new(),
         apis: OptionalApis {
             service_monitors: true,
+            prometheus_rules: true,
         },
         previous_scheduler_names: &["multiarch-scheduler".into()],
     })

@@ -36,12 +36,14 @@ impl Role {
     pub fn begin(log: &LogArgs, ready: bool) -> (Self, Option<FilterHandle>) {
         let log_filter = logging::init_from(log);
         let supervisor = Supervisor::new(shutdown::on_signal());
-        let role = Role {
+        let mut role = Role {
             tasks: supervisor.tasks(),
             supervisor,
             registry: Registry::default(),
             ready: Arc::new(AtomicBool::new(ready)),
         };
+        // Every role exports it; only the roles that compete for a Lease have values.
+        role.tasks.leaders().register(&mut role.registry);
         (role, log_filter)
     }
 

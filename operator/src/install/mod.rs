@@ -7,7 +7,9 @@
 //! The scheduler reads no Secrets: image inspection runs in `multiarch inspector`, the
 //! only operand with `get` on Secrets and ServiceAccounts.
 
+mod alerts;
 mod audit;
+mod dashboard;
 mod enoexec;
 mod gate_controller;
 mod inspector;
@@ -20,7 +22,12 @@ mod webhook;
 mod workload;
 
 pub use self::{
+    alerts::{
+        ALERTS, Alert, PROMETHEUS_RULE, PROMETHEUS_RULE_API_VERSION, PROMETHEUS_RULE_CRD,
+        PROMETHEUS_RULE_RESOURCE, RUNBOOKS_URL, Severity, prometheus_rule, rule_groups, runbooks,
+    },
     audit::{AUDIT_CLUSTER_ROLE, audit, audit_rules},
+    dashboard::{DASHBOARD, PANELS, dashboard, dashboard_config_map},
     enoexec::{
         HOST_CGROUP, HOST_RUN, enoexec_daemon_access, enoexec_daemon_rules,
         enoexec_daemon_workload, enoexec_handler_access, enoexec_handler_cluster_rules,
@@ -234,6 +241,22 @@ fn enoexec_folder(settings: &Settings) -> Result<Files, FlagsError> {
     Ok(files)
 }
 
+/// Alerts and the dashboard, for installs without the operator (the operator installs
+/// the PrometheusRule itself when the cluster serves its CRD).
+fn monitoring_folder(settings: &Settings) -> Files {
+    vec![
+        ("prometheus-rule.yaml", vec![prometheus_rule(settings)]),
+        ("dashboard.yaml", vec![dashboard_config_map(settings)]),
+        (
+            "kustomization.yaml",
+            vec![json!({
+                "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                "resources": ["prometheus-rule.yaml", "dashboard.yaml"],
+            })],
+        ),
+    ]
+}
+
 /// `(folder under manifests/, its files)` of every role, in the order `multiarch manifests`
 /// writes them. `manifests/kustomization.yaml` ([`root`]) installs the operator and the
 /// CRDs; the other folders are for installs without the operator.
@@ -246,6 +269,7 @@ pub fn folders() -> Result<Vec<(&'static str, Files)>, FlagsError> {
         ("gate-controller", gate_controller_folder(&settings)?),
         ("enoexec", enoexec_folder(&settings)?),
         ("audit", audit()),
+        ("monitoring", monitoring_folder(&settings)),
     ])
 }
 

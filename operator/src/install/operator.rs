@@ -91,7 +91,7 @@ pub fn operator_namespace_rules() -> Value {
         json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "delete"]}),
         json!({"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]}),
         json!({"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]}),
-        json!({"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]}),
+        json!({"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors", "prometheusrules"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]}),
         json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["get", "list", "watch", "create"]}),
         json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "resourceNames": operand_roles(), "verbs": ["patch", "update", "delete"]}),
         json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "resourceNames": operand_roles(), "verbs": ["escalate", "bind"]}),

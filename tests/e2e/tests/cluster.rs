@@ -63,6 +63,7 @@ const CHURN_NODE: &str = "e2e-churn-node";
 const CHURN_RATE: usize = 20;
 
 const SERVICE_MONITOR_CRD: &str = "servicemonitors.monitoring.coreos.com";
+const PROMETHEUS_RULE_CRD: &str = "prometheusrules.monitoring.coreos.com";
 
 #[path = "cluster/architecture_rules.rs"]
 mod architecture_rules;
@@ -213,15 +214,19 @@ fn run_readme(tier: &Tier, name: &str, env: &[(&str, &str)]) -> anyhow::Result<(
 
 fn install(tier: &Tier) -> anyhow::Result<()> {
     if tier.service_monitors {
-        let crd =
-            std::fs::read_to_string(tier.repo.join("tests/e2e/fixtures/servicemonitor-crd.yaml"))?;
-        tier.kubectl.apply(&crd)?;
-        tier.kubectl.run(&[
-            "wait",
-            &format!("crd/{SERVICE_MONITOR_CRD}"),
-            "--for=condition=Established",
-            "--timeout=60s",
-        ])?;
+        for (fixture, crd) in [
+            ("servicemonitor-crd.yaml", SERVICE_MONITOR_CRD),
+            ("prometheusrule-crd.yaml", PROMETHEUS_RULE_CRD),
+        ] {
+            let yaml = std::fs::read_to_string(tier.repo.join("tests/e2e/fixtures").join(fixture))?;
+            tier.kubectl.apply(&yaml)?;
+            tier.kubectl.run(&[
+                "wait",
+                &format!("crd/{crd}"),
+                "--for=condition=Established",
+                "--timeout=60s",
+            ])?;
+        }
     }
     run_readme(tier, "install", &[("IMAGE", &tier.image)])?;
     if let Some(config) = &tier.registries_config {
@@ -403,10 +408,23 @@ fn install(tier: &Tier) -> anyhow::Result<()> {
                     "multiarch-enoexec-handler",
                     "multiarch-gate-controller",
                     "multiarch-inspector",
+                    "multiarch-operator",
                     "multiarch-scheduler",
                     "multiarch-webhook"
                 ],
             "ServiceMonitors: {names:?}"
+        );
+        // The alerts, with the CRD: every one of the generated rule group's.
+        let rule = tier
+            .kubectl
+            .json(&["get", "prometheusrule", "multiarch", "-n", "multiarch"])?;
+        let alerts: Vec<&str> = rule["spec"]["groups"][0]["rules"]
+            .as_array()
+            .map(|rules| rules.iter().filter_map(|r| r["alert"].as_str()).collect())
+            .unwrap_or_default();
+        ensure!(
+            alerts.len() >= 12 && alerts.contains(&"MultiarchExecFormatError"),
+            "the PrometheusRule's alerts: {alerts:?}"
         );
     }
     Ok(())
@@ -1409,6 +1427,8 @@ fn uninstall(tier: &Tier) -> anyhow::Result<()> {
             "ServiceMonitors left: {}",
             monitors.len()
         );
+        let rules = tier.kubectl.items(&["prometheusrules", "-A"])?;
+        ensure!(rules.is_empty(), "PrometheusRules left: {}", rules.len());
     }
     Ok(())
 }
@@ -1469,8 +1489,10 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
         }
     }
     if tier.service_monitors {
-        tier.kubectl
-            .run(&["delete", "crd", SERVICE_MONITOR_CRD, "--ignore-not-found"])?;
+        for crd in [SERVICE_MONITOR_CRD, PROMETHEUS_RULE_CRD] {
+            tier.kubectl
+                .run(&["delete", "crd", crd, "--ignore-not-found"])?;
+        }
     }
     // Its pods need forcing (no kubelet for the fake node): before the namespaces.
     if tier
