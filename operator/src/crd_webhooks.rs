@@ -84,8 +84,26 @@ impl AdmissionState {
     }
 }
 
+/// What the objects of a configuration's review cost parsed, by the key that holds them:
+/// the many small ones a PodPlacementConfig may hold, as what they become in the
+/// costlier of the two parses the routes make (a `serde_json::Value`, whose non-empty
+/// object is a B-tree node of about 640 bytes; the typed `ArchitectureRule` and
+/// `ManagedFieldsEntry` are smaller), with room. An UPDATE of a config of the
+/// namespace's maximal rules, carried twice with the managed fields server-side apply
+/// records, is then about 16 MiB, within one address's 32 MiB (priced as the largest
+/// struct, it was 41 MiB and refused: found by the e2e hostile-tenant case). Any other
+/// object costs `json_shape::OBJECT_BYTES`.
+const CONFIG_REVIEW_PRICES: Prices = Prices {
+    by_key: &[
+        ("rules", 1024),
+        ("managedFields", 1024),
+        ("ownerReferences", 1024),
+    ],
+    subtrees: &[("fieldsV1", 1024), ("labels", 1024), ("annotations", 1024)],
+};
+
 pub fn router(state: AdmissionState) -> Router {
-    let bodies = Arc::new(RequestBodies::for_reviews(Prices::ANY));
+    let bodies = Arc::new(RequestBodies::for_reviews(CONFIG_REVIEW_PRICES));
     Router::new()
         .route(multiarch_crd::names::CONVERSION_PATH, post(convert))
         .route(VALIDATE_CPPC_PATH, post(validate_cluster_config))

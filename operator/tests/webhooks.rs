@@ -378,6 +378,37 @@ async fn a_namespace_may_hold_one_config_of_maximal_rules_and_no_more() {
         answer["response"]["status"]["message"],
         "PodPlacementConfig \"second\" would bring namespace \"shop\"'s PodPlacementConfigs to 2000 rules with 2048000 bytes of expressions, more than the 1000 rules with 1048576 bytes of expressions a namespace may have: use fewer or shorter rules"
     );
+    // Its rewrite: the API server's UPDATE review carries it twice, with the managed
+    // fields server-side apply records (an entry per rule): over 2 MB of JSON in 12,000
+    // objects, which a review must still be read for.
+    let managed = |config: &Value| {
+        let mut rules = serde_json::Map::new();
+        for rule in config["spec"]["plugins"]["celArchitecturePlacement"]["rules"]
+            .as_array()
+            .unwrap()
+        {
+            rules.insert(
+                format!("k:{{\"name\":\"{}\"}}", rule["name"].as_str().unwrap()),
+                json!({".": {}, "f:architectures": {}, "f:expression": {}, "f:name": {}}),
+            );
+        }
+        let mut config = config.clone();
+        config["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply",
+            "apiVersion": "multiarch.openshift.io/v1beta1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:priority": {}, "f:plugins": {"f:celArchitecturePlacement": {
+                "f:enabled": {}, "f:fallbackArchitectures": {}, "f:rules": rules}}}}}]);
+        config
+    };
+    let old = managed(&config("first", 1, 1000));
+    let mut new = old.clone();
+    new["spec"]["plugins"]["celArchitecturePlacement"]["rules"][0]["expression"] =
+        json!("self.metadata.name == 'rewritten'");
+    let update = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "b-2", "operation": "UPDATE", "namespace": "shop",
+            "object": new, "oldObject": old}});
+    assert!(update.to_string().len() > 2_000_000);
+    let answer = post(&operator, &bundle, path, &update).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
     // Configs without rules are not limited.
     let plain = json!({"metadata": {"name": "plain", "namespace": "shop"}, "spec": {"priority": 3, "plugins": {}}});
     let answer = post(&operator, &bundle, path, &review(plain)).await;

@@ -46,9 +46,13 @@ impl WebhookMetrics {
         let sub = registry.sub_registry_with_prefix("multiarch_webhook");
         sub.register(
             "reviews",
-            "Admission reviews by result (routed, gated, exempt, error)",
+            "Admission reviews by result (routed, gated, exempt, ignored, error)",
             self.reviews.clone(),
         );
+        // From the start, at 0: the first failed review is an increase an alert sees.
+        for result in ["routed", "gated", "exempt", "ignored", "error"] {
+            let _ = self.reviews.get_or_create(&ReviewResultLabel { result });
+        }
         sub.register(
             "admission_affinity",
             "Routed pods by whether the architecture constraint was written at admission (set, unsatisfiable, user_pinned) or not (timed_out, failed, busy)",

@@ -11,6 +11,18 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+/// Every outcome a report can have.
+pub const OUTCOMES: [&str; 8] = [
+    "reported",
+    "duplicate",
+    "outside_container",
+    "process_gone",
+    "unresolved",
+    "queue_full",
+    "write_failed",
+    "undecodable",
+];
+
 /// `multiarch_enoexec_daemon_events_total{outcome}`: what became of each kernel report.
 #[derive(Clone, Debug, Default)]
 pub struct DaemonMetrics {
@@ -31,13 +43,41 @@ impl DaemonMetrics {
             "Exec format errors the kernel program could not queue (ring buffer full)",
             self.lost.clone(),
         );
+        // Every outcome's series from the start, at 0: the node's first exec format
+        // error is then an increase an alert sees (a counter born at 1 is not one).
+        for outcome in OUTCOMES {
+            let _ = self.events.get_or_create(&OutcomeLabel { outcome });
+        }
     }
 
     pub fn count(&self, outcome: &'static str) {
+        debug_assert!(OUTCOMES.contains(&outcome), "{outcome} is no outcome");
         self.events.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
     pub fn get(&self, outcome: &'static str) -> u64 {
         self.events.get_or_create(&OutcomeLabel { outcome }).get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_is_exported_at_zero_before_the_first_report() {
+        let metrics = DaemonMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for outcome in OUTCOMES {
+            assert!(
+                text.contains(&format!(
+                    "multiarch_enoexec_daemon_events_total{{outcome=\"{outcome}\"}} 0"
+                )),
+                "{text}"
+            );
+        }
     }
 }

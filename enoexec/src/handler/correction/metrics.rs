@@ -8,6 +8,11 @@ use prometheus_client::{
     registry::Registry,
 };
 
+use super::verdict::NotCorrected;
+
+/// The reason of a pod whose images could not be read: not judged.
+pub const UNINSPECTABLE: &str = "uninspectable";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
     pub reason: &'static str,
@@ -43,6 +48,11 @@ impl CorrectionMetrics {
             "Misplaced pods left where they are, by reason (bare_pod, daemonset, dry_run, rate_limited, disruption_budget, not_routed, ...) or not judged (uninspectable)",
             self.not_corrected.clone(),
         );
+        // Every reason's series from the start, at 0: a counter born at 1 shows an alert
+        // no increase until its second change.
+        for reason in NotCorrected::LABELS.into_iter().chain([UNINSPECTABLE]) {
+            let _ = self.not_corrected.get_or_create(&ReasonLabel { reason });
+        }
     }
 
     pub fn skipped(&self, reason: &'static str) {

@@ -158,7 +158,7 @@ impl Correction {
             return Ok(Judgement::Placed);
         }
         let Some(containers) = self.images(pod).await else {
-            self.metrics.skipped("uninspectable");
+            self.metrics.skipped(metrics::UNINSPECTABLE);
             return Ok(Judgement::Unknown);
         };
         let missing = lacking(&containers, node_arch);

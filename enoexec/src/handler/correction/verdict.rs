@@ -91,6 +91,21 @@ pub enum NotCorrected {
 }
 
 impl NotCorrected {
+    /// Every [`label`](Self::label): the metric's series exist from the start, so the
+    /// first pod left where it is is an increase an alert sees.
+    pub const LABELS: [&'static str; 10] = [
+        "bare_pod",
+        "daemonset",
+        "unknown_controller",
+        "job_out_of_retries",
+        "not_routed",
+        "pinned",
+        "no_compatible_node",
+        "dry_run",
+        "rate_limited",
+        "disruption_budget",
+    ];
+
     /// A label for metrics.
     pub fn label(&self) -> &'static str {
         match self {
@@ -217,6 +232,24 @@ pub fn decide(pod: &Pod, facts: &Facts<'_>) -> Result<Controller, NotCorrected> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_reason_label_is_listed() {
+        let all = [
+            NotCorrected::BarePod,
+            NotCorrected::DaemonSet,
+            NotCorrected::UnknownController(String::new()),
+            NotCorrected::JobOutOfRetries,
+            NotCorrected::NotRouted(String::new()),
+            NotCorrected::PinnedWrongly(Vec::new()),
+            NotCorrected::NoCompatibleNode(Vec::new()),
+            NotCorrected::DryRun,
+            NotCorrected::RateLimited(""),
+            NotCorrected::DisruptionBudget(String::new()),
+        ];
+        let labels: Vec<&str> = all.iter().map(NotCorrected::label).collect();
+        assert_eq!(labels, NotCorrected::LABELS);
+    }
+
     use serde_json::json;
 
     use super::*;
