@@ -185,13 +185,13 @@ fn every_rule_has_a_code_a_severity_and_a_description() {
 }
 
 #[test]
-fn the_readme_rule_table_matches_the_rules() {
+fn the_docs_rule_table_matches_the_rules() {
     use multiarch_audit::bundle::findings::{RULE_TABLE_BEGIN, RULE_TABLE_END, rule_table};
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/audit.md")).unwrap();
     let start = readme
         .find(RULE_TABLE_BEGIN)
-        .expect("the README has no bundle rule table marker")
+        .expect("docs/audit.md has no bundle rule table marker")
         + RULE_TABLE_BEGIN.len();
     let end = readme[start..]
         .find(RULE_TABLE_END)
@@ -200,6 +200,6 @@ fn the_readme_rule_table_matches_the_rules() {
     let expected = rule_table();
     assert!(
         readme[start..end].trim() == expected.trim(),
-        "the README's bundle rule table differs from the rules; put this between its markers:\n{expected}"
+        "docs/audit.md's bundle rule table differs from the rules; put this between its markers:\n{expected}"
     );
 }

@@ -253,7 +253,7 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
     );
     assert_eq!(false_promise.verdict("amd64"), "runs");
     assert_eq!(false_promise.verdict("s390x"), "cannotRun");
-    // The table a person reads (the README shows this output).
+    // The table a person reads (docs/audit.md shows this output).
     let out = Command::new(env!("CARGO_BIN_EXE_multiarch"))
         .args(["audit", "--bundle"])
         .arg(dir.path().join("false-promise"))

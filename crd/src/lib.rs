@@ -19,6 +19,7 @@ pub mod names;
 pub mod placement;
 pub mod plugins;
 pub mod pod_placement_config;
+pub mod reference;
 pub mod render;
 mod schema;
 

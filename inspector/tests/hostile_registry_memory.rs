@@ -17,7 +17,7 @@ use multiarch_inspector::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The bound README states for this vector, for the whole test process. Measured:
+/// The bound docs/security.md states for this vector, for the whole test process. Measured:
 /// 85–121 MiB with the body budget, 143–185 MiB without it; the allocator makes it vary,
 /// so the budget's own high-water mark is asserted exactly below.
 const PEAK_RSS_BOUND: u64 = 160 * 1024 * 1024;

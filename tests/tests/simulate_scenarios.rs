@@ -241,7 +241,7 @@ fn volumes_pin_provision_and_priorities_preempt() {
     );
 }
 
-/// The README's SchedulingBasic figure comes from this file: it must stay valid.
+/// docs/performance.md's SchedulingBasic figure comes from this file: it must stay valid.
 #[test]
 fn the_scheduling_basic_benchmark_scenario_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -97,7 +97,7 @@ impl Rule {
     }
 
     /// What it checks and the operator-sdk rule it matches (or what it adds), for the
-    /// README's table.
+    /// table of `docs/audit.md`.
     pub fn describe(self) -> (&'static str, &'static str) {
         match self {
             Rule::ImageLacksClaimedPlatform => (
@@ -380,11 +380,11 @@ pub fn common_platforms(
     common
 }
 
-/// The README's rule table lies between these markers.
+/// The rule table of `docs/audit.md` lies between these markers.
 pub const RULE_TABLE_BEGIN: &str = "<!-- bundle-rules: generated from audit/src/bundle/findings.rs, checked by audit/tests/bundle_report.rs -->";
 pub const RULE_TABLE_END: &str = "<!-- /bundle-rules -->";
 
-/// The rules as the README's Markdown table.
+/// The rules as `docs/audit.md`'s Markdown table.
 pub fn rule_table() -> String {
     let mut out = String::from(
         "| Code | Severity | What it checks | operator-sdk rule it matches, or what it adds |\n|---|---|---|---|\n",

@@ -79,7 +79,7 @@ image without a build for that node, or a platform list that lies).
 3. The image lists the node's architecture and still fails: the image is mislabelled;
    fix the image, or pin the workload to an architecture that works with an
    architecture rule (`celArchitecturePlacement`).
-4. With `execFormatErrorCorrection` on, the handler moves pods of controllers to a
+4. With `plugins.misplacedPodCorrection` on, the handler moves pods of controllers to a
    compatible node; see `MultiarchMisplacedPodsNotCorrected` for those it cannot move.",
     },
     Alert {
@@ -269,7 +269,7 @@ A component's pod does not answer its metrics port: it is down, restarting, or i
 NetworkPolicy does not admit Prometheus.
 
 1. `kubectl get pods -n multiarch -o wide`; `kubectl describe pod` for restarts
-   (OOMKilled: see the README's Security section for what each role may hold).
+   (OOMKilled: docs/security.md says what each role may hold).
 2. Each role's NetworkPolicy admits its metrics port from any namespace; a cluster-wide
    default-deny policy of your own may not.",
     },

@@ -1,12 +1,43 @@
-//! The README's commands, as the tier runs them: a fenced `sh` block right after a line
-//! `<!-- e2e: NAME -->` is run word for word, so the quick start a user copies is the one
-//! the tier checked.
+//! The documentation's commands, as the tier runs them: a fenced `sh` block right after a
+//! line `<!-- e2e: NAME -->`, in the README or a page of `docs/`, is run word for word, so
+//! the install a user copies is the one the tier checked.
 
 use std::{path::Path, process::Command};
 
 use anyhow::{Context, bail};
 
-/// The block marked `name` in the README at `path`.
+/// The block marked `name` in the checkout at `repo`: in `README.md` or one of `docs/`,
+/// and in exactly one of them (two copies could drift apart).
+pub fn find_block(repo: &Path, name: &str) -> anyhow::Result<String> {
+    let mut files = vec![repo.join("README.md")];
+    let docs = repo.join("docs");
+    let mut pages: Vec<_> = std::fs::read_dir(&docs)
+        .with_context(|| format!("cannot read {}", docs.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    files.extend(pages);
+    let marker = format!("<!-- e2e: {name} -->");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        if text.lines().any(|l| l.trim() == marker) {
+            found.push((file, block(file, name)?));
+        }
+    }
+    match found.len() {
+        1 => Ok(found.remove(0).1),
+        0 => bail!("no {marker} in the README or docs/"),
+        _ => bail!(
+            "{marker} in more than one page: {:?}",
+            found.iter().map(|(f, _)| f).collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// The block marked `name` in the page at `path`.
 pub fn block(path: &Path, name: &str) -> anyhow::Result<String> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -69,11 +100,11 @@ mod tests {
         assert!(block_in("<!-- e2e: a -->\n```sh\nopen\n", "a").is_err());
     }
 
-    /// The tier runs these (tests/cluster.rs): a README edit that loses one fails here,
-    /// on machines without a cluster too.
+    /// The tier runs these (tests/cluster.rs): a documentation edit that loses one, or
+    /// copies one, fails here, on machines without a cluster too.
     #[test]
-    fn the_readme_has_every_block_the_tier_runs() {
-        let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    fn the_docs_have_every_block_the_tier_runs_once() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         for name in [
             "install",
             "registries",
@@ -81,10 +112,11 @@ mod tests {
             "configure",
             "uninstall",
         ] {
-            let script = block(&readme, name).unwrap();
+            let script = find_block(&repo, name).unwrap();
             assert!(script.contains("kubectl"), "{name}: {script}");
         }
         // The install sets the image it is given, not a fixed one.
-        assert!(block(&readme, "install").unwrap().contains("${IMAGE"));
+        assert!(find_block(&repo, "install").unwrap().contains("${IMAGE"));
+        assert!(find_block(&repo, "no-such-block").is_err());
     }
 }

@@ -70,6 +70,8 @@ mod architecture_rules;
 use architecture_rules::{NS_RULES, architecture_rules};
 #[path = "cluster/hostile_tenant.rs"]
 mod hostile_tenant;
+#[path = "cluster/prometheus.rs"]
+mod prometheus;
 use hostile_tenant::{NS_HOSTILE, NS_VICTIM, hostile_tenant};
 
 type Case = fn(&Tier) -> anyhow::Result<()>;
@@ -199,7 +201,7 @@ fn work_dir(tier: &Tier) -> anyhow::Result<std::path::PathBuf> {
 /// the cluster's kubectl first on PATH and its kubeconfig).
 fn run_readme(tier: &Tier, name: &str, env: &[(&str, &str)]) -> anyhow::Result<()> {
     let dir = work_dir(tier)?;
-    let script = readme::block(&tier.repo.join("README.md"), name)?;
+    let script = readme::find_block(&tier.repo, name)?;
     let path = format!(
         "{}:{}",
         dir.join("bin").display(),
@@ -208,7 +210,7 @@ fn run_readme(tier: &Tier, name: &str, env: &[(&str, &str)]) -> anyhow::Result<(
     let kubeconfig = tier.kubectl.kubeconfig.display().to_string();
     let mut all = vec![("PATH", path.as_str()), ("KUBECONFIG", kubeconfig.as_str())];
     all.extend_from_slice(env);
-    println!("e2e: running the README's <!-- e2e: {name} --> block");
+    println!("e2e: running the documented <!-- e2e: {name} --> block");
     readme::run(&script, &dir, &all)
 }
 
@@ -531,6 +533,23 @@ fn exec_format_errors(tier: &Tier) -> anyhow::Result<()> {
     let (node, node_arch) = tier.a_node()?;
     let foreign = tier.foreign_architecture()?;
     let image = tier.test_images.single(&foreign);
+    // A real Prometheus with the alert rules, scraping every component before the error
+    // (once: the vanilla pass).
+    let prometheus = match (tier.service_monitors, prometheus::available()) {
+        (true, _) => None,
+        (false, true) => {
+            let prometheus = prometheus::Prometheus::start(tier)?;
+            let targets = prometheus.targets_up(EVENT)?;
+            println!("e2e: Prometheus scrapes {targets} multiarch targets");
+            Some(prometheus)
+        }
+        (false, false) => {
+            println!(
+                "SKIPPED: e2e alerts: prometheus is not installed (Debian package prometheus; scripts/test installs it)"
+            );
+            None
+        }
+    };
     let mut pod = pods::sleeper(NS_ENOEXEC, "wrong-arch", &image);
     pod["spec"]["nodeName"] = json!(node);
     tier.kubectl.apply(&pod.to_string())?;
@@ -553,6 +572,21 @@ fn exec_format_errors(tier: &Tier) -> anyhow::Result<()> {
         message == expected,
         "ExecFormatError says {message:?}, not {expected:?}"
     );
+    if let Some(prometheus) = &prometheus {
+        let scraped = prometheus.metric_names()?;
+        let named = prometheus.names_in_rules()?;
+        let missing: Vec<&String> = named.iter().filter(|n| !scraped.contains(n)).collect();
+        ensure!(
+            missing.is_empty(),
+            "metrics the alert rules query that no component's endpoint serves: {missing:?}"
+        );
+        let labels = prometheus.firing("MultiarchExecFormatError", EVENT)?;
+        println!(
+            "e2e: every one of the {} metrics the alert rules query is scraped; MultiarchExecFormatError fired for {}",
+            named.len(),
+            labels["pod"]
+        );
+    }
     wait::until_true("the exec-format-error label", EVENT, || {
         let pod = pods::get(&tier.kubectl, NS_ENOEXEC, "wrong-arch")?;
         let label = &pod["metadata"]["labels"]["multiarch.openshift.io/exec-format-error"];
