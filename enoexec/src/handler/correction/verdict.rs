@@ -232,6 +232,10 @@ pub fn decide(pod: &Pod, facts: &Facts<'_>) -> Result<Controller, NotCorrected> 
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    use super::*;
+
     #[test]
     fn every_reason_label_is_listed() {
         let all = [
@@ -249,10 +253,6 @@ mod tests {
         let labels: Vec<&str> = all.iter().map(NotCorrected::label).collect();
         assert_eq!(labels, NotCorrected::LABELS);
     }
-
-    use serde_json::json;
-
-    use super::*;
 
     fn pod(owner: Option<(&str, &str)>, extra: serde_json::Value) -> Pod {
         let mut pod = json!({"metadata": {"name": "web-1", "namespace": "shop"},
