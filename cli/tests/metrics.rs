@@ -18,7 +18,7 @@ use multiarch_operator::{
     install::{ALERTS, PANELS},
     metrics::{ActionLabel, OperatorMetrics, ResultLabel, SecretLabel, StepLabel},
 };
-use multiarch_runtime::leader_election::LeaderGauge;
+use multiarch_runtime::leader_metric::LeaderGauge;
 use multiarch_scheduler::in_cluster::metrics::{
     AttemptResultLabel, DecidedByLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel,
 };

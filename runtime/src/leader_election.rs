@@ -19,11 +19,6 @@ use kube::{
     Api,
     api::{ObjectMeta, PostParams},
 };
-use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{family::Family, gauge::Gauge},
-    registry::Registry,
-};
 use std::future::Future;
 
 use tokio::sync::watch;
@@ -79,61 +74,6 @@ impl ElectionConfig {
     }
 }
 
-/// `multiarch_leader{lease}`: 1 while this replica holds the Lease, 0 while it waits
-/// for it. Summed over a role's replicas it is 1 when the role has a leader: an alert
-/// can tell a role without one (every replica up, none leading) from a role whose
-/// replicas are all down (`up`).
-#[derive(Clone, Debug, Default)]
-pub struct LeaderGauge(Family<LeaseLabel, Gauge>);
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LeaseLabel {
-    lease: String,
-}
-
-impl LeaderGauge {
-    pub const NAME: &'static str = "multiarch_leader";
-
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            Self::NAME,
-            "1 while this replica holds its role's Lease, 0 while it waits for it (by lease)",
-            self.0.clone(),
-        );
-    }
-
-    /// The value for `lease`, or `None` when this process does not compete for it.
-    pub fn value(&self, lease: &str) -> Option<i64> {
-        self.0
-            .get(&LeaseLabel {
-                lease: lease.to_owned(),
-            })
-            .map(|gauge| gauge.get())
-    }
-
-    /// Sets `lease`'s value.
-    pub fn set(&self, lease: &str, leading: bool) {
-        self.gauge(lease).set(i64::from(leading));
-    }
-
-    fn gauge(&self, lease: &str) -> Gauge {
-        self.0
-            .get_or_create(&LeaseLabel {
-                lease: lease.to_owned(),
-            })
-            .clone()
-    }
-
-    /// Keeps `lease`'s value equal to `leading` until shutdown.
-    fn follow(&self, lease: &str, leading: watch::Receiver<bool>, tasks: &Tasks) {
-        let gauge = self.gauge(lease);
-        gauge.set(i64::from(*leading.borrow()));
-        tasks.follow("leader metric", leading, SenderGone::KeepLast, move |now| {
-            gauge.set(i64::from(now));
-        });
-    }
-}
-
 pub struct Elector {
     api: Api<Lease>,
     config: ElectionConfig,
@@ -168,9 +108,17 @@ impl Leadership {
             };
         };
         let (alive_tx, alive_rx) = watch::channel(false);
-        tasks
-            .leaders()
-            .follow(&election.lease_name, leading.clone(), tasks);
+        // `multiarch_leader{lease}` follows whether this replica leads.
+        let gauge = tasks.leaders().gauge(&election.lease_name);
+        gauge.set(i64::from(*leading.borrow()));
+        tasks.follow(
+            "leader metric",
+            leading.clone(),
+            SenderGone::KeepLast,
+            move |now| {
+                gauge.set(i64::from(now));
+            },
+        );
         let elector = Elector::new(client.clone(), election);
         tasks.spawn_infallible("leader election", elector.run(leading_tx, alive_rx));
         Leadership {

@@ -14,6 +14,7 @@ pub mod follow;
 pub mod https_server;
 pub mod json_shape;
 pub mod leader_election;
+pub mod leader_metric;
 pub mod logging;
 pub mod mutual_tls;
 pub mod ops_server;

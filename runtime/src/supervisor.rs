@@ -17,7 +17,7 @@ use std::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::leader_election::LeaderGauge;
+use crate::leader_metric::LeaderGauge;
 use tracing::{error, info, warn};
 
 #[derive(Debug, thiserror::Error)]

@@ -22,7 +22,7 @@ pub const RUNBOOKS_URL: &str = "https://github.com/multiarch/multiarch/blob/main
 const GROUP: &str = "multiarch";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
+pub enum AlertSeverity {
     /// Pods are failing or will fail now: someone should look today.
     Warning,
     /// Something multiarch needs (a leader, a certificate) is about to be missing.
@@ -31,12 +31,12 @@ pub enum Severity {
     Info,
 }
 
-impl Severity {
+impl AlertSeverity {
     pub fn as_str(self) -> &'static str {
         match self {
-            Severity::Warning => "warning",
-            Severity::Critical => "critical",
-            Severity::Info => "info",
+            AlertSeverity::Warning => "warning",
+            AlertSeverity::Critical => "critical",
+            AlertSeverity::Info => "info",
         }
     }
 }
@@ -45,7 +45,7 @@ impl Severity {
 #[derive(Debug)]
 pub struct Alert {
     pub name: &'static str,
-    pub severity: Severity,
+    pub severity: AlertSeverity,
     /// How long the expression must hold before the alert fires (Prometheus duration).
     pub for_: &'static str,
     pub expr: &'static str,
@@ -60,7 +60,7 @@ pub struct Alert {
 pub const ALERTS: &[Alert] = &[
     Alert {
         name: "MultiarchExecFormatError",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "0m",
         expr: r#"sum by (namespace, pod) (increase(multiarch_enoexec_daemon_events_total{outcome="reported"}[10m])) > 0"#,
         summary: "A container failed with exec format error on the node of {{ $labels.pod }}",
@@ -84,7 +84,7 @@ image without a build for that node, or a platform list that lies).
     },
     Alert {
         name: "MultiarchMisplacedPodsNotCorrected",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "0m",
         expr: r#"sum by (reason) (increase(multiarch_misplaced_pods_not_corrected_total{reason!="dry_run"}[1h])) > 0"#,
         summary: "Pods on a node of the wrong architecture were not moved ({{ $labels.reason }})",
@@ -107,7 +107,7 @@ The pod carries a Warning event `Not moved: ...` with the full reason
     },
     Alert {
         name: "MultiarchSchedulerStalled",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "5m",
         expr: r#"sum(multiarch_scheduler_pending_pods{queue=~"active|backoff|waiting_for_images"}) > 0 and on() sum(increase(multiarch_scheduler_schedule_attempts_total[10m])) == 0"#,
         summary: "Pods wait for multiarch-scheduler and it has tried none for 10 minutes",
@@ -127,7 +127,7 @@ inspection) and it makes no attempt.
     },
     Alert {
         name: "MultiarchPodsUnschedulable",
-        severity: Severity::Info,
+        severity: AlertSeverity::Info,
         for_: "30m",
         expr: r#"sum(multiarch_scheduler_pending_pods{queue="unschedulable"}) > 0"#,
         summary: "Pods have waited at least 30 minutes for a node multiarch-scheduler can place them on",
@@ -146,7 +146,7 @@ say why, node by node, as kube-scheduler's do:
     },
     Alert {
         name: "MultiarchGatedPodsStuck",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "5m",
         expr: r#"max(mto_ppo_pods_gated) > 0 and on() sum(increase(mto_ppo_ctrl_processed_pods_total[10m])) == 0"#,
         summary: "Pods carry multiarch's scheduling gate and the gate controller has released none for 10 minutes",
@@ -167,7 +167,7 @@ none for 10 minutes.
     },
     Alert {
         name: "MultiarchGatingSlow",
-        severity: Severity::Info,
+        severity: AlertSeverity::Info,
         for_: "15m",
         expr: r#"histogram_quantile(0.99, sum by (le) (rate(mto_ppo_ctrl_time_to_process_gated_pod_seconds_bucket[10m]))) > 60"#,
         summary: "Gated pods wait more than a minute for their gate to be removed",
@@ -184,7 +184,7 @@ the gate goes) or a burst of pods larger than the controller's concurrency.
     },
     Alert {
         name: "MultiarchWebhookErrors",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "10m",
         expr: r#"sum(rate(multiarch_webhook_reviews_total{result="error"}[5m])) / sum(rate(multiarch_webhook_reviews_total[5m])) > 0.05"#,
         summary: "The webhook answers more than 5 % of reviews with an error: those pods are admitted unrouted",
@@ -201,7 +201,7 @@ their images' architectures.
     },
     Alert {
         name: "MultiarchWebhookSlow",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "10m",
         expr: r#"histogram_quantile(0.99, sum by (le) (rate(multiarch_webhook_review_duration_seconds_bucket[5m]))) > 2.5"#,
         summary: "The webhook's 99th-percentile answer takes over half its 5 s timeout",
@@ -219,7 +219,7 @@ without routing (`failurePolicy: Ignore`). Reviews this slow are close to that.
     },
     Alert {
         name: "MultiarchRegistryFailures",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "15m",
         expr: r#"sum by (registry) (rate(multiarch_inspector_registry_inspections_total{result=~"unreachable|timeout|server_error|tls|busy|refused"}[10m])) / sum by (registry) (rate(multiarch_inspector_registry_inspections_total[10m])) > 0.5"#,
         summary: "Most inspections of images at {{ $labels.registry }} fail",
@@ -242,7 +242,7 @@ architecture constraint.
     },
     Alert {
         name: "MultiarchNoLeader",
-        severity: Severity::Critical,
+        severity: AlertSeverity::Critical,
         for_: "5m",
         expr: "sum by (lease) (multiarch_leader) == 0",
         summary: "No replica holds the Lease {{ $labels.lease }}",
@@ -259,7 +259,7 @@ pods never released, reports never handled).
     },
     Alert {
         name: "MultiarchComponentDown",
-        severity: Severity::Warning,
+        severity: AlertSeverity::Warning,
         for_: "5m",
         expr: r#"up{job=~"multiarch-.*"} == 0"#,
         summary: "Prometheus cannot scrape {{ $labels.job }} at {{ $labels.instance }}",
@@ -275,7 +275,7 @@ NetworkPolicy does not admit Prometheus.
     },
     Alert {
         name: "MultiarchCertificateExpiresSoon",
-        severity: Severity::Critical,
+        severity: AlertSeverity::Critical,
         for_: "1h",
         expr: "min by (secret) (multiarch_operator_certificate_expiry_seconds) - time() < 14 * 86400",
         summary: "multiarch's certificate in {{ $labels.secret }} expires in less than 14 days",

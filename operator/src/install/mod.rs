@@ -23,8 +23,9 @@ mod workload;
 
 pub use self::{
     alerts::{
-        ALERTS, Alert, PROMETHEUS_RULE, PROMETHEUS_RULE_API_VERSION, PROMETHEUS_RULE_CRD,
-        PROMETHEUS_RULE_RESOURCE, RUNBOOKS_URL, Severity, prometheus_rule, rule_groups, runbooks,
+        ALERTS, Alert, AlertSeverity, PROMETHEUS_RULE, PROMETHEUS_RULE_API_VERSION,
+        PROMETHEUS_RULE_CRD, PROMETHEUS_RULE_RESOURCE, RUNBOOKS_URL, prometheus_rule, rule_groups,
+        runbooks,
     },
     audit::{AUDIT_CLUSTER_ROLE, audit, audit_rules},
     dashboard::{DASHBOARD, PANELS, dashboard, dashboard_config_map},
