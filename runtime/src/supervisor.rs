@@ -16,9 +16,9 @@ use std::{
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
 
 use crate::leader_metric::LeaderGauge;
-use tracing::{error, info, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
