@@ -6,6 +6,8 @@
 
 use std::{path::Path, process::Command};
 
+use multiarch_test_support::generated::assert_generated;
+
 /// `multiarch ARGS --help`, with no environment: clap prints an environment variable's
 /// current value beside its flag, and the page must not depend on the shell's.
 fn help(args: &[&str]) -> String {
@@ -70,16 +72,11 @@ fn the_flags_page_is_what_the_binary_prints() {
         "{generated}"
     );
     assert!(generated.contains("--metrics-addr"));
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/flags.md");
-    if std::env::var_os("MULTIARCH_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == generated,
-        "{} differs from the binary's help; regenerate with: MULTIARCH_BLESS=1 cargo test -p multiarch --test flags_reference",
-        path.display()
+    assert_generated(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/flags.md"),
+        &generated,
+        "the binary's help",
+        "cargo test -p multiarch --test flags_reference",
     );
 }
 

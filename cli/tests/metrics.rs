@@ -12,8 +12,10 @@ use multiarch_admission::{
     webhook::metrics::{ReviewResultLabel, WebhookMetrics},
 };
 use multiarch_enoexec::{daemon::metrics::DaemonMetrics, handler::metrics::HandlerMetrics};
-use multiarch_inspector::metrics::InspectionResultLabel;
-use multiarch_inspector::{metrics::InspectorMetrics, settings_file::ReloadMetrics};
+use multiarch_inspector::{
+    metrics::{InspectionResultLabel, InspectorMetrics},
+    settings_file::ReloadMetrics,
+};
 use multiarch_operator::{
     install::{ALERTS, PANELS},
     metrics::{ActionLabel, OperatorMetrics, ResultLabel, SecretLabel, StepLabel},
@@ -22,6 +24,7 @@ use multiarch_runtime::leader_metric::LeaderGauge;
 use multiarch_scheduler::in_cluster::metrics::{
     AttemptResultLabel, DecidedByLabel, HintLabel, QueueLabel, SchedulerMetrics, TypeLabel,
 };
+use multiarch_test_support::generated::assert_generated;
 use prometheus_client::{encoding::text::encode, registry::Registry};
 
 /// Each role's registry, registered as the role registers it (`cli/src/commands/`),
@@ -294,14 +297,10 @@ fn the_metrics_page_lists_every_metric_of_every_role() {
         generated.contains("`multiarch_scheduler_schedule_attempts_total` | counter | result |"),
         "{generated}"
     );
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/metrics.md");
-    if std::env::var_os("MULTIARCH_BLESS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == generated,
-        "{} differs from the roles' metrics; regenerate with: MULTIARCH_BLESS=1 cargo test -p multiarch --test metrics",
-        path.display()
+    assert_generated(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/metrics.md"),
+        &generated,
+        "the roles' metrics",
+        "cargo test -p multiarch --test metrics",
     );
 }

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use multiarch_crd::{reference::reference, render};
+use multiarch_test_support::generated::assert_generated;
 
 #[test]
 fn the_crd_reference_is_generated_from_the_crds() {
@@ -16,15 +17,10 @@ fn the_crd_reference_is_generated_from_the_crds() {
     ] {
         assert!(generated.contains(field), "no {field}");
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/crds.md");
-    if std::env::var_os("MULTIARCH_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == generated,
-        "{} differs from the CRDs; regenerate with: MULTIARCH_BLESS=1 cargo test -p multiarch-crd --test reference",
-        path.display()
+    assert_generated(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/crds.md"),
+        &generated,
+        "the CRDs",
+        "cargo test -p multiarch-crd --test reference",
     );
 }

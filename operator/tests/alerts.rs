@@ -10,6 +10,7 @@
 use std::{path::Path, process::Command};
 
 use multiarch_operator::install::{ALERTS, rule_groups, runbooks};
+use multiarch_test_support::generated::assert_generated;
 
 const TESTS: &str = include_str!("alerts/tests.yaml");
 
@@ -33,28 +34,19 @@ fn promtool_accepts_the_rules_and_every_alert_fires_and_stays_silent_as_tested()
     std::fs::write(&rules, serde_yaml_ng::to_string(&rule_groups()).unwrap()).unwrap();
     std::fs::write(dir.path().join("tests.yaml"), TESTS).unwrap();
 
-    let check = Command::new(promtool)
-        .args(["check", "rules"])
-        .arg(&rules)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "promtool check rules: {}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let test = Command::new(promtool)
-        .args(["test", "rules"])
-        .arg(dir.path().join("tests.yaml"))
-        .output()
-        .unwrap();
-    assert!(
-        test.status.success(),
-        "promtool test rules: {}{}",
-        String::from_utf8_lossy(&test.stdout),
-        String::from_utf8_lossy(&test.stderr)
-    );
+    for (verb, file) in [("check", rules), ("test", dir.path().join("tests.yaml"))] {
+        let out = Command::new(promtool)
+            .args([verb, "rules"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {verb} rules: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Each alert is tested firing (with its labels and annotations) and not firing.
@@ -85,15 +77,10 @@ fn every_alert_has_a_firing_and_a_silent_case() {
 
 #[test]
 fn the_runbooks_page_is_generated_from_the_alerts() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/alerts.md");
-    let generated = runbooks();
-    if std::env::var_os("MULTIARCH_BLESS").is_some() {
-        std::fs::write(&path, &generated).unwrap();
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == generated,
-        "{} differs from operator/src/install/alerts.rs; regenerate with: MULTIARCH_BLESS=1 cargo test -p multiarch-operator --test alerts",
-        path.display()
+    assert_generated(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/alerts.md"),
+        &runbooks(),
+        "operator/src/install/alerts.rs",
+        "cargo test -p multiarch-operator --test alerts",
     );
 }

@@ -520,52 +520,40 @@ async fn uninstall_strands_no_pod_and_removes_everything() {
     operator.stop().await;
 }
 
-/// prometheus-operator's ServiceMonitor CRD, as far as the API server needs it.
-fn service_monitor_crd() -> Value {
+/// A prometheus-operator CRD (`monitoring.coreos.com/v1`) of `kind`, as far as the API
+/// server needs it.
+fn monitoring_crd(kind: &str) -> Value {
+    let singular = kind.to_lowercase();
+    let plural = format!("{singular}s");
     json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+        "metadata": {"name": format!("{plural}.monitoring.coreos.com")},
         "spec": {
             "group": "monitoring.coreos.com", "scope": "Namespaced",
-            "names": {"kind": "ServiceMonitor", "plural": "servicemonitors", "singular": "servicemonitor", "listKind": "ServiceMonitorList"},
+            "names": {"kind": kind, "plural": plural, "singular": singular, "listKind": format!("{kind}List")},
             "versions": [{"name": "v1", "served": true, "storage": true,
                           "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
         },
     })
 }
 
-/// prometheus-operator's PrometheusRule CRD, likewise.
-fn prometheus_rule_crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "prometheusrules.monitoring.coreos.com"},
-        "spec": {
-            "group": "monitoring.coreos.com", "scope": "Namespaced",
-            "names": {"kind": "PrometheusRule", "plural": "prometheusrules", "singular": "prometheusrule", "listKind": "PrometheusRuleList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    })
+/// The sorted names of the `monitoring.coreos.com` objects of `plural`.
+fn monitoring_objects(server: &FakeApiServer, plural: &str) -> Vec<String> {
+    let mut names: Vec<String> = server
+        .list(&format!("monitoring.coreos.com/{plural}"))
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 fn rules(server: &FakeApiServer) -> Vec<String> {
-    let mut names: Vec<String> = server
-        .list("monitoring.coreos.com/prometheusrules")
-        .iter()
-        .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
-        .collect();
-    names.sort();
-    names
+    monitoring_objects(server, "prometheusrules")
 }
 
 fn monitors(server: &FakeApiServer) -> Vec<String> {
-    let mut names: Vec<String> = server
-        .list("monitoring.coreos.com/servicemonitors")
-        .iter()
-        .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
-        .collect();
-    names.sort();
-    names
+    monitoring_objects(server, "servicemonitors")
 }
 
 /// Seen on a real cluster without prometheus-operator: the API server answers a path of an
@@ -598,7 +586,7 @@ async fn service_monitors_follow_the_api_the_cluster_serves() {
 
     server.apply(
         "apiextensions.k8s.io/customresourcedefinitions",
-        service_monitor_crd(),
+        monitoring_crd("ServiceMonitor"),
     );
     eventually("a ServiceMonitor per component with metrics", || {
         monitors(&server).len() == 7
@@ -624,7 +612,7 @@ async fn service_monitors_follow_the_api_the_cluster_serves() {
     // The alerts follow their own API the same way.
     server.apply(
         "apiextensions.k8s.io/customresourcedefinitions",
-        prometheus_rule_crd(),
+        monitoring_crd("PrometheusRule"),
     );
     eventually("the PrometheusRule of multiarch's alerts", || {
         rules(&server) == ["multiarch"]

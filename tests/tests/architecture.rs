@@ -10,6 +10,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use multiarch_tests::files_with_extension;
 use regex::Regex;
 
 /// The crates whose sources are checked (the test-support crates under tests/ are not).
@@ -35,20 +36,7 @@ fn workspace() -> PathBuf {
 
 /// Every `.rs` file under `dir`, recursively.
 fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+    files_with_extension(dir, "rs")
 }
 
 /// Test code: `tests.rs` files and everything from a `#[cfg(test)]` module on.

@@ -9,6 +9,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use multiarch_tests::files_with_extension;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -16,17 +18,7 @@ fn repo() -> PathBuf {
 /// Every Markdown page: the README, CONTRIBUTING.md and `docs/**`.
 fn pages() -> Vec<PathBuf> {
     let mut pages = vec![repo().join("README.md"), repo().join("CONTRIBUTING.md")];
-    let mut dirs = vec![repo().join("docs")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                pages.push(path);
-            }
-        }
-    }
+    pages.extend(files_with_extension(&repo().join("docs"), "md"));
     pages.sort();
     pages
 }

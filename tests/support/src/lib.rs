@@ -6,6 +6,8 @@
 
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
+#[cfg(feature = "generated")]
+pub mod generated;
 #[cfg(feature = "kubeconfig")]
 pub mod kubeconfig;
 #[cfg(feature = "rbac")]
