@@ -223,6 +223,50 @@ async fn a_config_created_just_before_the_pod_applies() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_gate_removal_is_told_on_the_pod_and_retried() {
+    let server = FakeApiServer::start().await;
+    // The first write that would remove the gate is refused.
+    server.inject(
+        Fault::new(
+            Some(Method::PATCH),
+            "/api/v1/namespaces/shop/pods/refused",
+            Effect::Status(500),
+        )
+        .times(1),
+    );
+    let _c = controller(&server);
+    server.apply("pods", gated("refused", &["multi:1"], json!({})));
+    eventually("the refusal told on the pod", || {
+        reasons(&server, "refused").contains(&"ArchAwareSchedGateRemovalFailed".to_owned())
+    })
+    .await;
+    let failed: Vec<Value> = server
+        .list("events.k8s.io/events")
+        .into_iter()
+        .filter(|e| {
+            e["regarding"]["name"] == "refused" && e["reason"] == "ArchAwareSchedGateRemovalFailed"
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["type"], "Warning");
+    assert_eq!(
+        failed[0]["note"],
+        "Failed to remove the scheduling gate \"multiarch.openshift.io/scheduling-gate\": \
+         Internal error occurred: injected fault on /api/v1/namespaces/shop/pods/refused (500)"
+    );
+    // Retried: the next pass removes the gate, and says so.
+    let pod = ungated(&server, "refused").await;
+    assert_eq!(
+        required(&pod)[0]["matchExpressions"][0]["values"],
+        json!(["amd64", "arm64"])
+    );
+    eventually("the removal told on the pod", || {
+        reasons(&server, "refused").contains(&"ArchAwareSchedGateRemovalSuccess".to_owned())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_modified_between_read_and_write_is_processed_again() {
     let server = FakeApiServer::start().await;
     // The controller's write waits until the test has changed the pod under it.

@@ -20,7 +20,7 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions},
 };
 use multiarch_crd::names::{LABEL_SCHEDULING_GATE, SCHEDULING_GATE};
-use multiarch_runtime::event_recorder::EventRecorder;
+use multiarch_runtime::{event_reason::EventReason, event_recorder::EventRecorder};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -130,7 +130,13 @@ pub async fn ungate(
                 let note = format!(
                     "Removed the {SCHEDULING_GATE} scheduling gate without an architecture constraint: {why}"
                 );
-                publish(events, pod, "ArchAwareSchedGateRemovedByOperator", note).await;
+                publish(
+                    events,
+                    pod,
+                    EventReason::ArchAwareSchedGateRemovedByOperator,
+                    note,
+                )
+                .await;
                 return Ok(Released::Done);
             }
             Err(e) if code(&e) == Some(404) => return Ok(Released::Skipped),
@@ -258,7 +264,7 @@ pub async fn reset(
             publish(
                 events,
                 pod,
-                "CannotRecreateForDefaultScheduler",
+                EventReason::CannotRecreateForDefaultScheduler,
                 format!(
                     "Left as it is ({why}): the API server refuses to create this pod again, so it is not deleted; delete it when its creation is allowed again, or recreate it yourself: {refusal}"
                 ),
@@ -323,7 +329,7 @@ pub async fn reset(
                 publish(
                     events,
                     pod,
-                    "RecreatedForDefaultScheduler",
+                    EventReason::RecreatedForDefaultScheduler,
                     format!(
                         "Deleted so that {controller} recreates it for the default scheduler: {why}"
                     ),

@@ -12,7 +12,7 @@ use kube::{
     Api, ResourceExt,
     api::{DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams},
 };
-use multiarch_runtime::event_recorder::EventRecorder;
+use multiarch_runtime::{event_reason::EventReason, event_recorder::EventRecorder};
 use serde_json::Value;
 use tracing::{info, warn};
 
@@ -128,7 +128,7 @@ async fn replay(
                 publish(
                     events,
                     &pod,
-                    "RecreatedForDefaultScheduler",
+                    EventReason::RecreatedForDefaultScheduler,
                     format!("Recreated for the default scheduler: {why}"),
                 )
                 .await;

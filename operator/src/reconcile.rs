@@ -11,7 +11,7 @@ use multiarch_crd::{
     ClusterPodPlacementConfig, ClusterPodPlacementConfigStatus,
     names::{DEFAULT_SCHEDULER_NAME, KUBE_SCHEDULER_NAME, SINGLETON_NAME},
 };
-use multiarch_runtime::event_recorder::Severity;
+use multiarch_runtime::event_reason::EventReason;
 use tracing::warn;
 
 use crate::{
@@ -243,8 +243,7 @@ async fn finish_recreations(
             .events
             .publish(
                 &routing_event::reference(cppc),
-                Severity::Warning,
-                "PodNotRecreated",
+                EventReason::PodNotRecreated,
                 "Release",
                 note,
             )

@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use multiarch_crd::{ClusterPodPlacementConfig, PlacementMode};
-use multiarch_runtime::event_recorder::Severity;
+use multiarch_runtime::event_reason::EventReason;
 use tracing::{info, warn};
 
 use crate::context::OperatorContext;
@@ -27,23 +27,20 @@ pub async fn announce(
     after: Option<PlacementMode>,
     mode: PlacementMode,
 ) {
-    let (severity, reason, note) = match after {
+    let (reason, note) = match after {
         Some(PlacementMode::Scheduler) => (
-            Severity::Normal,
-            "RoutingToScheduler",
+            EventReason::RoutingToScheduler,
             format!(
                 "New pods in the selected namespaces now go to {}",
                 cppc.spec.placement_or_default().scheduler_name
             ),
         ),
         Some(PlacementMode::SchedulingGate) => (
-            Severity::Normal,
-            "RoutingToGate",
+            EventReason::RoutingToGate,
             "New pods in the selected namespaces are now gated and given an architecture affinity (gate mode)".to_owned(),
         ),
         None => (
-            Severity::Warning,
-            "RoutingOff",
+            EventReason::RoutingOff,
             format!(
                 "The webhook configuration was removed: the components of {} are not available, so new pods are admitted unchanged (see the Degraded condition)",
                 match mode {
@@ -56,7 +53,7 @@ pub async fn announce(
     info!(?before, ?after, "routing changed");
     if let Err(e) = ctx
         .events
-        .publish(&reference(cppc), severity, reason, "Route", note)
+        .publish(&reference(cppc), reason, "Route", note)
         .await
     {
         warn!(error = %e, "cannot publish the routing event");

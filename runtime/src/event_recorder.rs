@@ -25,6 +25,8 @@ use kube::{
 use lru::LruCache;
 use serde_json::json;
 
+use crate::event_reason::{EventReason, Severity};
+
 /// How long a published event can be continued as a series (kube's `Recorder`: 6 min).
 const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 /// Series remembered at most; the least recently continued go first.
@@ -59,13 +61,6 @@ struct Published {
     last: Timestamp,
 }
 
-/// Normal or Warning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    Normal,
-    Warning,
-}
-
 impl EventRecorder {
     /// Events reported as `controller` (`reportingController`), from replica `instance`.
     pub fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
@@ -85,14 +80,15 @@ impl EventRecorder {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Publishes `reason` (of its one severity) about `pod`, or continues its series.
     pub async fn publish(
         &self,
         pod: &ObjectReference,
-        severity: Severity,
-        reason: &str,
+        reason: EventReason,
         action: &str,
         note: String,
     ) -> Result<(), kube::Error> {
+        let severity = reason.severity();
         let note = truncate_note(note);
         let namespace = pod.namespace.clone().unwrap_or_else(|| "default".into());
         let key = SeriesKey {
@@ -100,7 +96,7 @@ impl EventRecorder {
             name: pod.name.clone().unwrap_or_default(),
             uid: pod.uid.clone(),
             warning: severity == Severity::Warning,
-            reason: reason.to_owned(),
+            reason: reason.as_str().to_owned(),
             action: action.to_owned(),
             note: note.clone(),
         };
@@ -150,15 +146,9 @@ impl EventRecorder {
             },
             event_time: Some(MicroTime(now)),
             action: Some(action.to_owned()),
-            reason: Some(reason.to_owned()),
+            reason: Some(reason.as_str().to_owned()),
             note: Some(note),
-            type_: Some(
-                match severity {
-                    Severity::Normal => "Normal",
-                    Severity::Warning => "Warning",
-                }
-                .to_owned(),
-            ),
+            type_: Some(severity.as_str().to_owned()),
             regarding: Some(pod.clone()),
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),

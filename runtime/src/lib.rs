@@ -9,6 +9,7 @@ pub mod byte_budget;
 pub mod client;
 pub mod controller;
 pub mod draining_queue;
+pub mod event_reason;
 pub mod event_recorder;
 pub mod follow;
 pub mod https_server;

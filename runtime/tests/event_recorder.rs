@@ -4,8 +4,9 @@
 #![allow(clippy::unwrap_used)]
 
 use multiarch_fake_apiserver::FakeApiServer;
-use multiarch_runtime::event_recorder::{
-    EventRecorder, NOTE_LENGTH_LIMIT, Severity, pod_reference,
+use multiarch_runtime::{
+    event_reason::EventReason,
+    event_recorder::{EventRecorder, NOTE_LENGTH_LIMIT, pod_reference},
 };
 use serde_json::Value;
 
@@ -28,8 +29,7 @@ async fn repeats_fold_into_a_series_and_a_changed_note_is_a_new_event() {
     let publish = |note: &str| {
         events.publish(
             &web,
-            Severity::Warning,
-            "FailedScheduling",
+            EventReason::FailedScheduling,
             "Scheduling",
             note.to_owned(),
         )
@@ -74,8 +74,7 @@ async fn repeats_fold_into_a_series_and_a_changed_note_is_a_new_event() {
     events
         .publish(
             &other,
-            Severity::Warning,
-            "FailedScheduling",
+            EventReason::FailedScheduling,
             "Scheduling",
             "0/2 nodes are available: 2 Insufficient cpu.".into(),
         )
@@ -94,8 +93,7 @@ async fn a_note_over_the_api_s_limit_is_cut_and_still_published() {
     events
         .publish(
             &web,
-            Severity::Warning,
-            "FailedScheduling",
+            EventReason::FailedScheduling,
             "Scheduling",
             "x".repeat(5000),
         )
@@ -112,19 +110,21 @@ async fn a_note_over_the_api_s_limit_is_cut_and_still_published() {
 async fn an_event_the_server_expired_starts_a_new_series() {
     let server = FakeApiServer::start().await;
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
-    let events = EventRecorder::new(client, "multiarch-gate", "replica-a");
+    let events = EventRecorder::new(client, "multiarch-gate-controller", "replica-a");
     let web = pod_reference("shop", "web", None);
     let publish = || {
         events.publish(
             &web,
-            Severity::Normal,
-            "ArchAwareGated",
-            "Gate",
+            EventReason::ArchAwareSchedGateAdded,
+            "PlacingByArchitecture",
             "gated".into(),
         )
     };
     publish().await.unwrap();
     let first = events_for(&server, "web");
+    // The type is the reason's.
+    assert_eq!(first[0]["type"], "Normal");
+    assert_eq!(first[0]["reason"], "ArchAwareSchedGateAdded");
     server.delete(
         "events.k8s.io/events",
         "shop",

@@ -8,15 +8,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
     runtime::controller::Action,
 };
+use multiarch_crd::names::SCHEDULING_GATE;
 use multiarch_runtime::{
     backoff::Backoff,
-    event_recorder::{Severity, pod_reference},
+    event_reason::EventReason,
+    event_recorder::pod_reference,
     placement_config::{CATCH_UP, CurrentError, PlacementConfigs, current_for},
 };
 use tracing::debug;
@@ -24,9 +26,7 @@ use tracing::debug;
 use super::{
     context::GateContext,
     inspect::inspect,
-    process::{
-        EventType, GateInputs, Inspection, architecture_rule, has_gate, needs_inspection, process,
-    },
+    process::{GateInputs, Inspection, architecture_rule, has_gate, needs_inspection, process},
     rule_override,
 };
 
@@ -168,28 +168,30 @@ async fn pass(
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Pass::Conflict),
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Pass::Done),
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            // MTO's event for a refused write: the pod stays gated and the pass is
+            // retried with backoff (the caller's), so the pod's events say why it waits.
+            if !has_gate(&done.pod) {
+                let note = format!(
+                    "Failed to remove the scheduling gate \"{SCHEDULING_GATE}\": {}",
+                    api_answer(&e)
+                );
+                let reference = pod_reference(namespace, name, pod.uid());
+                publish(
+                    context,
+                    &reference,
+                    EventReason::ArchAwareSchedGateRemovalFailed,
+                    note,
+                )
+                .await;
+            }
+            return Err(e.into());
+        }
     }
     context.metrics.processed.inc();
     let reference = pod_reference(namespace, name, pod.uid());
     for event in done.events {
-        let severity = match event.type_ {
-            EventType::Warning => Severity::Warning,
-            EventType::Normal => Severity::Normal,
-        };
-        if let Err(e) = context
-            .events
-            .publish(
-                &reference,
-                severity,
-                event.reason,
-                "PlacingByArchitecture",
-                event.message,
-            )
-            .await
-        {
-            debug!(error = %e, "cannot publish event");
-        }
+        publish(context, &reference, event.reason, event.message).await;
     }
     if let Some(rule) = rule {
         rule_override::report(context, &pod, &reference, &rule).await;
@@ -258,14 +260,12 @@ async fn configuration_unreadable(
     };
     let max = context.options.max_attempts.max(1);
     let cause = match &error {
-        CurrentError::Api(kube::Error::Api(status)) => {
-            format!("{} ({})", status.message, status.code)
-        }
+        CurrentError::Api(e) => api_answer(e),
         other => other.to_string(),
     };
     let (reason, note, outcome) = if failures < max {
         (
-            "ArchAwareConfigurationUnreadable",
+            EventReason::ArchAwareConfigurationUnreadable,
             format!(
                 "cannot read the placement configuration (attempt {failures} of {max}; the gate stays until it is read): {cause}"
             ),
@@ -274,7 +274,7 @@ async fn configuration_unreadable(
     } else {
         unreadable(context).remove(&key(&namespace, &name));
         (
-            "ArchAwarePlacedWithoutConfiguration",
+            EventReason::ArchAwarePlacedWithoutConfiguration,
             format!(
                 "cannot read the placement configuration after {failures} attempts; placing by the images' architectures without preferences or fallback: {cause}"
             ),
@@ -283,18 +283,25 @@ async fn configuration_unreadable(
     };
     tracing::warn!(pod = %key(&namespace, &name), failures, "{note}");
     let reference = pod_reference(&namespace, &name, pod.uid());
+    publish(context, &reference, reason, note).await;
+    outcome
+}
+
+/// The API server's answer, as an event's note quotes it.
+fn api_answer(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        other => other.to_string(),
+    }
+}
+
+/// An event on the pod; one that cannot be published is logged (the pass goes on).
+async fn publish(context: &GateContext, pod: &ObjectReference, reason: EventReason, note: String) {
     if let Err(e) = context
         .events
-        .publish(
-            &reference,
-            Severity::Warning,
-            reason,
-            "PlacingByArchitecture",
-            note,
-        )
+        .publish(pod, reason, "PlacingByArchitecture", note)
         .await
     {
-        debug!(error = %e, "cannot publish event");
+        debug!(pod = ?pod.name, reason = reason.as_str(), error = %e, "cannot publish event");
     }
-    outcome
 }

@@ -31,6 +31,7 @@ use multiarch_policy::{
         sources_annotation,
     },
 };
+use multiarch_runtime::event_reason::EventReason;
 
 const KNOWN_ARCHS: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 
@@ -58,16 +59,10 @@ pub enum Inspection {
     NotNeeded,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
+/// An event the pass publishes on the pod (its type is the reason's).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateEvent {
-    pub type_: EventType,
-    pub reason: &'static str,
+    pub reason: EventReason,
     pub message: String,
 }
 
@@ -134,20 +129,8 @@ fn remove_gate(pod: &mut Pod) {
     set_label(pod, LABEL_SCHEDULING_GATE, "removed");
 }
 
-fn normal(reason: &'static str, message: String) -> GateEvent {
-    GateEvent {
-        type_: EventType::Normal,
-        reason,
-        message,
-    }
-}
-
-fn warning(reason: &'static str, message: String) -> GateEvent {
-    GateEvent {
-        type_: EventType::Warning,
-        reason,
-        message,
-    }
+fn event(reason: EventReason, message: String) -> GateEvent {
+    GateEvent { reason, message }
 }
 
 /// One pass. `None` when the pod is not (or no longer) gated by us.
@@ -165,15 +148,15 @@ pub fn process(
     // created from generateName do not have at admission. The controller sees every gated
     // pod; its first pass (no inspection attempt counted yet) announces the gate instead.
     if first_pass(&pod) {
-        events.push(normal(
-            "ArchAwareSchedGateAdded",
+        events.push(event(
+            EventReason::ArchAwareSchedGateAdded,
             format!("Successfully gated with the {SCHEDULING_GATE} scheduling gate"),
         ));
     }
     let rule = architecture_rule(&pod, inputs);
     if ignored(&pod, inputs, rule.as_ref()) {
         remove_gate(&mut pod);
-        events.push(warning("ArchAwareGatedPodIgnored", "The gated pod has been modified and is no longer eligible for architecture-aware scheduling".into()));
+        events.push(event(EventReason::ArchAwareGatedPodIgnored, "The gated pod has been modified and is no longer eligible for architecture-aware scheduling".into()));
         return Some(Processed {
             pod,
             events,
@@ -219,8 +202,8 @@ pub fn process(
     if let Some(rule) = &rule {
         decided_by_rule(&mut pod, rule, &mut events);
         remove_gate(&mut pod);
-        events.push(normal(
-            "ArchAwareSchedGateRemovalSuccess",
+        events.push(event(
+            EventReason::ArchAwareSchedGateRemovalSuccess,
             format!("Successfully removed the {SCHEDULING_GATE} scheduling gate"),
         ));
         return Some(Processed {
@@ -232,8 +215,8 @@ pub fn process(
     match inspection {
         Inspection::NotNeeded => {
             set_label(&mut pod, LABEL_NODE_AFFINITY, "not-set");
-            events.push(normal(
-                "ArchAwarePredicatesConflict",
+            events.push(event(
+                EventReason::ArchAwarePredicatesConflict,
                 "All the scheduling predicates already include architecture-specific constraints"
                     .into(),
             ));
@@ -243,8 +226,8 @@ pub fn process(
             if let Some(labels) = pod.metadata.labels.as_mut() {
                 labels.remove(LABEL_INSPECT_ERROR);
             }
-            events.push(normal(
-                "ArchAwareOperatorBundle",
+            events.push(event(
+                EventReason::ArchAwareOperatorBundle,
                 "The pod's images are operator bundle images (manifests, never executed): they run on every architecture, so no architecture constraint was set".into(),
             ));
         }
@@ -261,8 +244,8 @@ pub fn process(
             match &requirement {
                 ArchRequirement::In(archs) => {
                     label_architectures(&mut pod, archs);
-                    events.push(normal(
-                        "ArchAwarePredicateSet",
+                    events.push(event(
+                        EventReason::ArchAwarePredicateSet,
                         format!(
                             "Set the supported architectures to {{{}}}",
                             archs.join(", ")
@@ -270,8 +253,8 @@ pub fn process(
                     ));
                 }
                 ArchRequirement::NoSupportedArch => {
-                    events.push(normal(
-                        "NoSupportedArchitecturesFound",
+                    events.push(event(
+                        EventReason::NoSupportedArchitecturesFound,
                         "Pod cannot be scheduled due to incompatible image architectures; container images have no supported architectures in common".into(),
                     ));
                 }
@@ -294,28 +277,28 @@ pub fn process(
                 .get_or_insert_with(Default::default)
                 .insert(ANNOTATION_INSPECT_ERROR.into(), short);
             if attempts < inputs.max_attempts {
-                events.push(warning("ArchAwareInspectionError", format!("The images' architectures could not be read; retrying with backoff. Registry error: {error}")));
+                events.push(event(EventReason::ArchAwareInspectionError, format!("The images' architectures could not be read; retrying with backoff. Registry error: {error}")));
                 return Some(Processed {
                     pod,
                     events,
                     retry: Some(attempts),
                 });
             }
-            events.push(warning("ArchAwareInspectionError", format!("The images' architectures could not be read after {attempts} attempts. Registry error: {error}")));
+            events.push(event(EventReason::ArchAwareInspectionError, format!("The images' architectures could not be read after {attempts} attempts. Registry error: {error}")));
             match inputs.fallback_architecture {
                 Some(fallback) => {
                     merge_required(&mut pod, &ArchRequirement::In(vec![fallback.to_owned()]));
                     set_label(&mut pod, LABEL_FALLBACK, fallback);
                     set_label(&mut pod, LABEL_NODE_AFFINITY, "set");
-                    events.push(warning("ArchAwareFallbackPredicateSet", format!("Image inspection failed; setting the nodeAffinity to the fallback architecture: {{{fallback}}}")));
+                    events.push(event(EventReason::ArchAwareFallbackPredicateSet, format!("Image inspection failed; setting the nodeAffinity to the fallback architecture: {{{fallback}}}")));
                 }
                 None => set_label(&mut pod, LABEL_NODE_AFFINITY, "not-set"),
             }
         }
     }
     remove_gate(&mut pod);
-    events.push(normal(
-        "ArchAwareSchedGateRemovalSuccess",
+    events.push(event(
+        EventReason::ArchAwareSchedGateRemovalSuccess,
         format!("Successfully removed the {SCHEDULING_GATE} scheduling gate"),
     ));
     Some(Processed {
@@ -352,8 +335,8 @@ fn decided_by_rule(pod: &mut Pod, rule: &ArchitectureDecision, events: &mut Vec<
         .annotations
         .get_or_insert_with(Default::default)
         .insert(ANNOTATION_ARCHITECTURE_RULE.into(), rule.source());
-    events.push(normal(
-        "ArchAwarePredicateSet",
+    events.push(event(
+        EventReason::ArchAwarePredicateSet,
         format!(
             "Set the supported architectures to {{{}}} by {}",
             archs.join(", "),
@@ -388,21 +371,21 @@ fn preference_events(preferences: &[ArchPreference]) -> Vec<GateEvent> {
                 .map(|p| p.architecture.as_str())
                 .collect();
             if skipped.is_empty() {
-                normal(
-                    "ArchAwarePredicateSet",
+                event(
+                    EventReason::ArchAwarePredicateSet,
                     format!("Applied all architecture preferences from configuration source: {source}"),
                 )
             } else if skipped.len() < of_source().count() {
-                normal(
-                    "ArchAwarePredicateSet",
+                event(
+                    EventReason::ArchAwarePredicateSet,
                     format!(
                         "Applied some architecture preferences from configuration; others were already set source: {source}, skipped: {}",
                         skipped.join(", ")
                     ),
                 )
             } else {
-                normal(
-                    "ArchAwarePreferredAffinityDuplicates",
+                event(
+                    EventReason::ArchAwarePreferredAffinityDuplicates,
                     format!(
                         "Skipped all architecture preferences from configuration; all were already set source: {source}, architectures: {}",
                         skipped.join(", ")

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::ResourceExt;
 use multiarch_policy::architecture_rules::ArchitectureDecision;
-use multiarch_runtime::event_recorder::Severity;
+use multiarch_runtime::event_reason::EventReason;
 use tracing::{debug, info};
 
 use super::{context::GateContext, inspect::inspect, process::Inspection};
@@ -38,8 +38,7 @@ pub(super) async fn report(
         .events
         .publish(
             reference,
-            Severity::Warning,
-            "ArchitectureRuleOverridesImages",
+            EventReason::ArchitectureRuleOverridesImages,
             "PlacingByArchitecture",
             note,
         )

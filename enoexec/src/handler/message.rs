@@ -13,8 +13,6 @@ pub struct Failure<'a> {
     pub executable: Option<&'a str>,
 }
 
-pub const REASON: &str = "ExecFormatError";
-
 /// e.g. `container app (image quay.io/x/y:1) cannot run /app on this arm64 node: exec
 /// format error; the image has no arm64 build`.
 pub fn message(failure: &Failure<'_>) -> String {

@@ -12,12 +12,12 @@ use kube::{
 use multiarch_crd::ENoExecEvent;
 use multiarch_inspector::InspectRequest;
 use multiarch_plugins::model::pod::PodInfo;
-use multiarch_runtime::event_recorder::{Severity, pod_reference};
+use multiarch_runtime::{event_reason::EventReason, event_recorder::pod_reference};
 use tracing::{info, warn};
 
 use super::{
     EXEC_FORMAT_ERROR_LABEL, HandlerContext, NODE_ARCH_LABEL,
-    message::{Failure, REASON, message},
+    message::{Failure, message},
 };
 
 /// How often a report waiting for the kubelet's status looks again.
@@ -106,8 +106,7 @@ impl HandlerContext {
         self.events
             .publish(
                 &reference,
-                Severity::Warning,
-                REASON,
+                EventReason::ExecFormatError,
                 "DetectExecFormatError",
                 note.clone(),
             )

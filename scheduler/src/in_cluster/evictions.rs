@@ -13,7 +13,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, Preconditions},
 };
 use multiarch_plugins::model::pod::PodInfo;
-use multiarch_runtime::rate_limit::TokenBucket;
+use multiarch_runtime::{event_reason::EventReason, rate_limit::TokenBucket};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -147,8 +147,7 @@ impl Evictions {
                     info!(preemptor = %preemptor_key, victim = %victim.key(), node = %preemption.node, "preempted");
                     self.reports.send(PodReport::about(
                         victim,
-                        false,
-                        "Preempted",
+                        EventReason::Preempted,
                         "Preempting",
                         format!(
                             "Preempted by pod {preemptor_uid} on node {}",

@@ -13,7 +13,8 @@ use kube::{
 };
 use multiarch_runtime::{
     draining_queue::DrainingQueue,
-    event_recorder::{EventRecorder, Severity, pod_reference},
+    event_reason::EventReason,
+    event_recorder::{EventRecorder, pod_reference},
     rate_limit::TokenBucket,
     supervisor::Tasks,
 };
@@ -27,8 +28,7 @@ use super::{metrics::SchedulerMetrics, pod_identity};
 /// An event about a pod.
 #[derive(Debug)]
 pub struct ReportEvent {
-    pub warning: bool,
-    pub reason: &'static str,
+    pub reason: EventReason,
     pub action: &'static str,
     pub note: String,
 }
@@ -50,8 +50,7 @@ impl PodReport {
     /// An event (and, with `condition`, the PodScheduled condition) about `pod`.
     pub fn about(
         pod: &multiarch_plugins::model::pod::PodInfo,
-        warning: bool,
-        reason: &'static str,
+        reason: EventReason,
         action: &'static str,
         note: String,
         condition: Option<&'static str>,
@@ -61,7 +60,6 @@ impl PodReport {
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             event: Some(ReportEvent {
-                warning,
                 reason,
                 action,
                 note,
@@ -190,24 +188,13 @@ impl PodReports {
                 let reference =
                     pod_reference(&report.namespace, &report.name, Some(report.uid.clone()));
                 if let Some(event) = &report.event {
-                    let severity = if event.warning {
-                        Severity::Warning
-                    } else {
-                        Severity::Normal
-                    };
                     limiter.acquire().await;
                     if let Err(e) = events
-                        .publish(
-                            &reference,
-                            severity,
-                            event.reason,
-                            event.action,
-                            event.note.clone(),
-                        )
+                        .publish(&reference, event.reason, event.action, event.note.clone())
                         .await
                     {
                         writer_metrics.reports_failed.inc();
-                        warn!(pod = %format!("{}/{}", report.namespace, report.name), reason = event.reason, error = %e, "cannot publish the pod's event");
+                        warn!(pod = %format!("{}/{}", report.namespace, report.name), reason = event.reason.as_str(), error = %e, "cannot publish the pod's event");
                     }
                 }
                 if let Some(patch) = report.status_patch() {

@@ -17,6 +17,7 @@ use multiarch_plugins::{
     profile::Profile,
 };
 use multiarch_runtime::{
+    event_reason::EventReason,
     leader_election::{Leadership, LostLease},
     placement_config::PlacementConfigs,
 };
@@ -291,8 +292,7 @@ impl Loop {
                     self.last_failure.insert(pod.uid.clone(), message.clone());
                     self.reports.send(PodReport::about(
                         &pod,
-                        true,
-                        "FailedScheduling",
+                        EventReason::FailedScheduling,
                         "Scheduling",
                         message,
                         Some("Unschedulable"),
@@ -351,8 +351,7 @@ impl Loop {
             self.last_failure.insert(pod.uid.clone(), message.clone());
             self.reports.send(PodReport::about(
                 &pod,
-                true,
-                "UnreadableResourceRequest",
+                EventReason::UnreadableResourceRequest,
                 "Scheduling",
                 message,
                 None,
@@ -410,8 +409,7 @@ impl Loop {
             self.metrics.architecture_rule_overrides.inc();
             self.reports.send(PodReport::about(
                 pod,
-                true,
-                "ArchitectureRuleOverridesImages",
+                EventReason::ArchitectureRuleOverridesImages,
                 "Scheduling",
                 overrides.message,
                 None,
@@ -486,8 +484,7 @@ impl Loop {
                     self.report_rule(&pod, architecture_rule.as_ref(), rule_override);
                     let mut report = PodReport::about(
                         &pod,
-                        true,
-                        "FailedScheduling",
+                        EventReason::FailedScheduling,
                         "Scheduling",
                         message,
                         Some(kind.as_str()),
@@ -520,8 +517,7 @@ impl Loop {
                 self.last_failure.remove(uid);
                 self.reports.send(PodReport::about(
                     pod,
-                    false,
-                    "Scheduled",
+                    EventReason::Scheduled,
                     "Binding",
                     flight.message,
                     None,
@@ -539,8 +535,7 @@ impl Loop {
                 let note = format!("Binding rejected: {reason}");
                 self.reports.send(PodReport::about(
                     pod,
-                    true,
-                    "FailedScheduling",
+                    EventReason::FailedScheduling,
                     "Scheduling",
                     note.clone(),
                     Some(FailureKind::SchedulerError.as_str()),

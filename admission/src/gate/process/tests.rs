@@ -62,7 +62,7 @@ fn sets_required_affinity_and_removes_the_gate_in_one_pass() {
         Some("")
     );
     assert_eq!(label(&done.pod, "multiarch.openshift.io/arm64"), Some(""));
-    let reasons: Vec<&str> = done.events.iter().map(|e| e.reason).collect();
+    let reasons: Vec<&str> = done.events.iter().map(|e| e.reason.as_str()).collect();
     assert_eq!(
         reasons,
         [
@@ -95,7 +95,7 @@ fn inspection_failures_retry_then_fall_back() {
     let gate_added = |events: &[GateEvent]| {
         events
             .iter()
-            .filter(|e| e.reason == "ArchAwareSchedGateAdded")
+            .filter(|e| e.reason == EventReason::ArchAwareSchedGateAdded)
             .count()
     };
     assert_eq!(gate_added(&first.events), 1);
@@ -122,7 +122,7 @@ fn inspection_failures_retry_then_fall_back() {
         third
             .events
             .iter()
-            .any(|e| e.reason == "ArchAwareFallbackPredicateSet")
+            .any(|e| e.reason == EventReason::ArchAwareFallbackPredicateSet)
     );
     // Without a fallback the pod is ungated without affinity.
     let mut p = second.pod.clone();
@@ -154,7 +154,7 @@ fn ignored_and_already_constrained_pods() {
     };
     let done = process(&daemon, &inputs(None, None), Inspection::NotNeeded).unwrap();
     assert!(!has_gate(&done.pod));
-    assert_eq!(done.events[1].reason, "ArchAwareGatedPodIgnored");
+    assert_eq!(done.events[1].reason, EventReason::ArchAwareGatedPodIgnored);
     // Architecture pinned by nodeSelector, preferences enabled: preferred added, required untouched.
     let plugins: ClusterPlugins = serde_json::from_value(json!({"nodeAffinityScoring": {"enabled": true, "platforms": [{"architecture": "arm64", "weight": 10}]}})).unwrap();
     let pinned = gated(json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}));
@@ -173,7 +173,7 @@ fn ignored_and_already_constrained_pods() {
     assert!(
         done.events
             .iter()
-            .any(|e| e.reason == "ArchAwarePredicatesConflict")
+            .any(|e| e.reason == EventReason::ArchAwarePredicatesConflict)
     );
     assert!(!has_gate(&done.pod));
     // Not gated by us: nothing to do.
@@ -198,7 +198,7 @@ fn no_common_architecture_keeps_the_pod_pending_with_a_reason() {
     assert!(
         done.events
             .iter()
-            .any(|e| e.reason == "NoSupportedArchitecturesFound")
+            .any(|e| e.reason == EventReason::NoSupportedArchitecturesFound)
     );
 }
 
@@ -246,7 +246,7 @@ fn preference_events_name_each_source_in_priority_order() {
         .events
         .iter()
         .filter(|e| e.message.contains("source:"))
-        .map(|e| (e.reason, e.message.as_str()))
+        .map(|e| (e.reason.as_str(), e.message.as_str()))
         .collect();
     assert_eq!(
         preference_events,
@@ -361,7 +361,7 @@ fn a_rule_decides_without_inspection_and_names_itself() {
     let reasons: Vec<(&str, &str)> = done
         .events
         .iter()
-        .map(|e| (e.reason, e.message.as_str()))
+        .map(|e| (e.reason.as_str(), e.message.as_str()))
         .collect();
     assert!(
         reasons.contains(&(

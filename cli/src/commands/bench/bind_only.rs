@@ -15,7 +15,8 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 use multiarch_runtime::{
-    event_recorder::{EventRecorder, Severity, pod_reference},
+    event_reason::EventReason,
+    event_recorder::{EventRecorder, pod_reference},
     rate_limit::TokenBucket,
 };
 
@@ -75,7 +76,7 @@ pub async fn bind_all(
                     reference.namespace.clone().unwrap_or_default()
                 );
                 if let Err(e) = events
-                    .publish(&reference, Severity::Normal, "Scheduled", "Binding", note)
+                    .publish(&reference, EventReason::Scheduled, "Binding", note)
                     .await
                 {
                     tracing::warn!(pod = %name, error = %e, "bind-only: event refused");

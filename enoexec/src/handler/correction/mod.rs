@@ -30,7 +30,10 @@ use kube::{
 use multiarch_crd::{ClusterPodPlacementConfig, MisplacedPodCorrection, names::SINGLETON_NAME};
 use multiarch_inspector::{ImageInspector, ImageRef, InspectRequest};
 use multiarch_plugins::model::{pod::PodInfo, selectors::LabelSelector};
-use multiarch_runtime::event_recorder::{EventRecorder, Severity, pod_reference};
+use multiarch_runtime::{
+    event_reason::EventReason,
+    event_recorder::{EventRecorder, pod_reference},
+};
 use tracing::{info, warn};
 
 use self::{
@@ -40,8 +43,6 @@ use self::{
 };
 
 pub use multiarch_crd::names::LABEL_MISPLACED as MISPLACED_LABEL;
-pub const EVICTED_REASON: &str = "MisplacedPodEvicted";
-pub const NOT_CORRECTED_REASON: &str = "MisplacedPodNotCorrected";
 
 /// What one look at a pod came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -260,8 +261,7 @@ impl Correction {
         self.publish(
             pod,
             Some(&controller),
-            Severity::Normal,
-            EVICTED_REASON,
+            EventReason::MisplacedPodEvicted,
             note,
         )
         .await;
@@ -288,8 +288,7 @@ impl Correction {
         self.publish(
             pod,
             controller.as_ref(),
-            Severity::Warning,
-            NOT_CORRECTED_REASON,
+            EventReason::MisplacedPodNotCorrected,
             note,
         )
         .await;
@@ -301,8 +300,7 @@ impl Correction {
         &self,
         pod: &Pod,
         controller: Option<&Controller>,
-        severity: Severity,
-        reason: &str,
+        reason: EventReason,
         note: String,
     ) {
         let namespace = pod.namespace().unwrap_or_default();
@@ -320,13 +318,7 @@ impl Correction {
         for object in &regarding {
             if let Err(e) = self
                 .events
-                .publish(
-                    object,
-                    severity,
-                    reason,
-                    "CorrectMisplacedPod",
-                    note.clone(),
-                )
+                .publish(object, reason, "CorrectMisplacedPod", note.clone())
                 .await
             {
                 warn!(pod = %pod.name_any(), error = %e, "cannot publish the event");
