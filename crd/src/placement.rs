@@ -125,6 +125,9 @@ pub enum ScorePluginName {
     PodTopologySpread,
     /// Prefers nodes that match the pod's preferred pod (anti-)affinity (default weight 2).
     InterPodAffinity,
+    /// Prefers nodes that already have the pod's images, by size and spread (default
+    /// weight 1).
+    ImageLocality,
 }
 
 impl ScorePluginName {
@@ -136,7 +139,8 @@ impl ScorePluginName {
             | ScorePluginName::PodTopologySpread
             | ScorePluginName::InterPodAffinity => 2,
             ScorePluginName::NodeResourcesFit
-            | ScorePluginName::NodeResourcesBalancedAllocation => 1,
+            | ScorePluginName::NodeResourcesBalancedAllocation
+            | ScorePluginName::ImageLocality => 1,
         }
     }
 }

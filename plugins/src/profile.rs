@@ -11,12 +11,13 @@ use crate::{
     model::{cluster::ClusterState, pod::PodInfo},
     plugins::{
         balanced_allocation::BalancedAllocation, image_architecture::ImageArchitecture,
-        inter_pod_affinity::InterPodAffinity, node_affinity::NodeAffinity, node_name::NodeName,
-        node_ports::NodePorts, node_resources_fit::NodeResourcesFit,
-        node_unschedulable::NodeUnschedulable, node_volume_limits::NodeVolumeLimits,
-        pod_topology_spread::PodTopologySpread, taint_toleration::TaintToleration,
-        unsupported_features::UnsupportedFeatures, volume_binding::VolumeBinding,
-        volume_restrictions::VolumeRestrictions, volume_zone::VolumeZone,
+        image_locality::ImageLocality, inter_pod_affinity::InterPodAffinity,
+        node_affinity::NodeAffinity, node_name::NodeName, node_ports::NodePorts,
+        node_resources_fit::NodeResourcesFit, node_unschedulable::NodeUnschedulable,
+        node_volume_limits::NodeVolumeLimits, pod_topology_spread::PodTopologySpread,
+        taint_toleration::TaintToleration, unsupported_features::UnsupportedFeatures,
+        volume_binding::VolumeBinding, volume_restrictions::VolumeRestrictions,
+        volume_zone::VolumeZone,
     },
 };
 
@@ -81,6 +82,7 @@ impl Profile {
                 ScorePluginName::NodeResourcesBalancedAllocation,
                 balanced.clone(),
             ),
+            (ScorePluginName::ImageLocality, Arc::new(ImageLocality)),
         ]
         .into_iter()
         .map(|(name, plugin)| WeightedScorer {
@@ -216,6 +218,7 @@ mod tests {
                 ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
                 ("NodeResourcesBalancedAllocation", 1),
+                ("ImageLocality", 1),
             ]
         );
         assert_eq!(profile.percentage_of_nodes_to_score, 0);

@@ -14,6 +14,7 @@ use super::{
     affinity_terms::AffinityTerms,
     disruption_budget::DisruptionBudget,
     hostname_index::HostnameIndex,
+    image_states::{ImageStates, NodeImages},
     local_volume_nodes::{LocalVolumeNodes, LocalVolumes},
     node::NodeInfo,
     platform_index::PlatformIndex,
@@ -77,6 +78,8 @@ pub struct ClusterState {
     local_volume_nodes: LocalVolumeNodes,
     /// Zone names, one allocation per zone (see `NodeInfo::zone`).
     zones: SharedNames,
+    /// The images the nodes report, each name once (see `NodeInfo::images`).
+    images: ImageStates,
 }
 
 impl ClusterState {
@@ -104,6 +107,11 @@ impl ClusterState {
             .get(position)
             .filter(|entry| std::ptr::eq(*entry, node))
             .map(|_| position)
+    }
+
+    /// The images the nodes report (`ImageLocality`).
+    pub fn image_states(&self) -> &ImageStates {
+        &self.images
     }
 
     /// Node positions by platform bit (see [`PlatformIndex`]).
@@ -233,6 +241,29 @@ impl ClusterState {
             self.zones.share(zone);
         }
         self.storage.intern_hostname(&mut fresh.hostname);
+        // The report becomes ids in the cluster's image table (the old report's counts
+        // give way to the new one's).
+        let known = self.index.get(&fresh.name).map(|&i| &self.nodes[i].images);
+        fresh.images = match (&fresh.images, known) {
+            (NodeImages::Reported(reported), Some(NodeImages::Known(old))) => {
+                NodeImages::Known(self.images.update_node(old, reported))
+            }
+            (NodeImages::Reported(reported), _) => {
+                NodeImages::Known(self.images.add_node(reported))
+            }
+            // The node's own fields again (ids this table counts already).
+            (NodeImages::Known(ids), Some(NodeImages::Known(old))) if ids == old => {
+                NodeImages::Known(ids.clone())
+            }
+            // No report, or ids from elsewhere, which this table never counted.
+            (NodeImages::Known(_), known) => {
+                if let Some(old) = known {
+                    let old = old.ids().to_vec();
+                    self.images.remove_node(&old);
+                }
+                NodeImages::default()
+            }
+        };
         if let Some(&i) = self.index.get(&fresh.name) {
             if self.nodes[i].platform_bit != fresh.platform_bit {
                 self.platforms.remove(i, self.nodes[i].platform_bit);
@@ -296,6 +327,7 @@ impl ClusterState {
         }
         self.platforms.remove(i, node.platform_bit);
         self.hostnames.remove(i, node.hostname.as_deref());
+        self.images.remove_node(node.images.ids());
         if i < last {
             self.platforms.moved(last, i, self.nodes[i].platform_bit);
             self.hostnames

@@ -6,6 +6,7 @@ pub mod controller_counts;
 pub mod disruption_budget;
 pub mod hostname;
 pub mod hostname_index;
+pub mod image_states;
 pub mod local_volume_nodes;
 pub mod node;
 pub mod nominated;

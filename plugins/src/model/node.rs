@@ -9,6 +9,7 @@ use thin_vec::ThinVec;
 use super::{
     controller_counts::ControllerCounts,
     hostname::Hostname,
+    image_states::NodeImages,
     platform::{Platform, platform_bit},
     pod::{HostPort, PodInfo},
     quantity::{InvalidQuantity, parse_scaled},
@@ -66,6 +67,8 @@ pub struct NodeInfo {
     pub hostname: Option<Hostname>,
     pub name: String,
     pub platform: Platform,
+    /// What `status.images` reports (read by `ImageLocality`'s scoring only).
+    pub images: NodeImages,
 }
 
 impl NodeInfo {
@@ -74,6 +77,7 @@ impl NodeInfo {
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let spec = node.spec.clone().unwrap_or_default();
         let status = node.status.clone().unwrap_or_default();
+        let images = NodeImages::reported(&status);
         let info = status.node_info.as_ref();
         let os = labels
             .get(NODE_OS_LABEL)
@@ -123,6 +127,7 @@ impl NodeInfo {
             allocatable,
             allowed_pods,
             labels,
+            images,
             ..NodeInfo::default()
         })
     }
@@ -149,6 +154,7 @@ impl NodeInfo {
         self.platform_bit = fresh.platform_bit;
         self.allocatable = fresh.allocatable;
         self.allowed_pods = fresh.allowed_pods;
+        self.images = fresh.images;
     }
 
     /// The node without its pods (what an update replaced).
@@ -165,6 +171,7 @@ impl NodeInfo {
             allowed_pods: self.allowed_pods,
             zone: self.zone.clone(),
             hostname: self.hostname.clone(),
+            images: self.images.clone(),
             ..NodeInfo::default()
         }
     }
@@ -252,6 +259,20 @@ impl NodeBuilder {
         if let Some(status) = self.node.status.as_mut() {
             status.capacity = Some(map.clone());
             status.allocatable = Some(map);
+        }
+        self
+    }
+
+    /// An image in `status.images` under `names`, of `size_bytes`.
+    pub fn image(mut self, names: &[&str], size_bytes: i64) -> Self {
+        if let Some(status) = self.node.status.as_mut() {
+            status
+                .images
+                .get_or_insert_with(Vec::new)
+                .push(core::ContainerImage {
+                    names: Some(names.iter().map(|n| (*n).to_owned()).collect()),
+                    size_bytes: Some(size_bytes),
+                });
         }
         self
     }

@@ -2,6 +2,7 @@
 
 pub mod balanced_allocation;
 pub mod image_architecture;
+pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;

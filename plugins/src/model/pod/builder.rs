@@ -200,6 +200,22 @@ impl PodBuilder {
         self
     }
 
+    /// An `image` volume of `reference`.
+    pub fn image_volume(mut self, volume: &str, reference: &str) -> Self {
+        self.spec()
+            .volumes
+            .get_or_insert_with(Vec::new)
+            .push(core::Volume {
+                name: volume.into(),
+                image: Some(core::ImageVolumeSource {
+                    reference: Some(reference.into()),
+                    pull_policy: None,
+                }),
+                ..Default::default()
+            });
+        self
+    }
+
     /// A generic ephemeral volume (its claim is `<pod>-<volume>`).
     pub fn ephemeral(mut self, volume: &str) -> Self {
         self.spec()

@@ -119,6 +119,12 @@ impl PodInfo {
             affinity,
             anti_affinity,
             images,
+            image_volumes: spec
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| v.image.as_ref()?.reference.clone())
+                .collect(),
             scheduling_gates: spec
                 .scheduling_gates
                 .iter()

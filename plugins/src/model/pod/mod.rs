@@ -42,6 +42,9 @@ pub struct PodInfo {
     /// Containers and init containers, in spec order (ephemeral containers are added after
     /// scheduling and never decide placement).
     pub images: Vec<ContainerImage>,
+    /// The references of `image` volumes (`ImageLocality` counts them; they are never
+    /// executed, so their architectures do not matter).
+    pub image_volumes: thin_vec::ThinVec<String>,
     pub scheduling_gates: Vec<String>,
     pub deleting: bool,
     /// Claims, unshareable disks and attachable in-tree volumes (the volume plugins).
@@ -200,6 +203,7 @@ impl PodInfo {
             affinity,
             anti_affinity,
             images,
+            image_volumes,
             scheduling_gates,
             deleting,
             volumes,
@@ -232,6 +236,7 @@ impl PodInfo {
             && *affinity == other.affinity
             && *anti_affinity == other.anti_affinity
             && *images == other.images
+            && *image_volumes == other.image_volumes
             && *scheduling_gates == other.scheduling_gates
             && *deleting == other.deleting
             && *volumes == other.volumes

@@ -220,6 +220,48 @@ fn scoring_prefers_the_configured_architecture() {
     }
 }
 
+#[test]
+fn scoring_prefers_the_node_that_has_the_image_and_its_weight_turns_it_off() {
+    let mut cluster = ClusterState::new();
+    for name in ["cold-1", "warm", "cold-2"] {
+        let node = NodeBuilder::new(name, "amd64");
+        // 500 MB on one node of three: ImageLocality scores it 14, the others 0.
+        let node = if name == "warm" {
+            node.image(&["app:1", "app@sha256:aa"], 500 * 1024 * 1024)
+        } else {
+            node
+        };
+        cluster.upsert_node(node.info());
+    }
+    let f = fixture(cluster, &["amd64"], "100m");
+    let mut rng = SmallRng::seed_from_u64(3);
+    for _ in 0..10 {
+        let placed = run(
+            &Profile::default(),
+            &f.ctx(),
+            &mut Rotation::default(),
+            &mut rng,
+        )
+        .unwrap();
+        assert_eq!(f.cluster.nodes()[placed.node].name, "warm");
+    }
+    // Weight 0: the three nodes tie again and each is chosen.
+    let off = Profile::new(&multiarch_crd::PlacementSpec {
+        scoring: vec![multiarch_crd::ScorePluginWeight {
+            name: multiarch_crd::ScorePluginName::ImageLocality,
+            weight: 0,
+        }],
+        ..multiarch_crd::PlacementSpec::default()
+    });
+    let chosen: HashSet<String> = (0..60)
+        .map(|_| {
+            let placed = run(&off, &f.ctx(), &mut Rotation::default(), &mut rng).unwrap();
+            f.cluster.nodes()[placed.node].name.clone()
+        })
+        .collect();
+    assert_eq!(chosen.len(), 3, "{chosen:?}");
+}
+
 /// The parallel walk finds what the sequential one finds: the same feasible nodes, the
 /// same failures and the same count of nodes evaluated, whatever the threads do.
 #[test]
