@@ -124,8 +124,24 @@ async fn a_wait_for_first_consumer_claim_is_provisioned_where_the_image_runs() {
         pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"],
         "arm-1"
     );
-    // Not bound before its claim is.
+    // Not bound before its claim is, and nominated there meanwhile (kube-scheduler's
+    // NominatedNodeNameForExpectation), written before PreBind's first volume write.
     assert!(node_of(&server, "app").is_none());
+    let pod_status =
+        |server: &FakeApiServer| server.get("pods", "shop", "app").unwrap()["status"].clone();
+    assert_eq!(pod_status(&server)["nominatedNodeName"], "arm-1");
+    let requests = server.requests();
+    let position = |what: &str| {
+        requests
+            .iter()
+            .position(|r| r.starts_with(what))
+            .unwrap_or_else(|| panic!("no {what} in {requests:?}"))
+    };
+    assert!(
+        position("PATCH /api/v1/namespaces/shop/pods/app/status")
+            < position("PATCH /api/v1/namespaces/shop/persistentvolumeclaims/data"),
+        "{requests:?}"
+    );
     // The provisioner creates the volume; the PV controller binds the claim.
     let mut pv = local_volume("pvc-1", "fast", "arm-1");
     pv["spec"]["claimRef"] = json!({"kind": "PersistentVolumeClaim", "namespace": "shop", "name": "data", "uid": pvc["metadata"]["uid"]});
@@ -134,7 +150,49 @@ async fn a_wait_for_first_consumer_claim_is_provisioned_where_the_image_runs() {
     complete_binding(&server, "data", "pvc-1");
     eventually("app bound", || node_of(&server, "app").is_some()).await;
     assert_eq!(node_of(&server, "app").as_deref(), Some("arm-1"));
+    // The binding ended the nomination (the API server clears it, as 1.35+ does).
+    assert!(pod_status(&server)["nominatedNodeName"].is_null());
     assert_rbac_grants_everything(&server, &[]);
+    runtime.shutdown().await.unwrap();
+}
+
+/// A binding that fails after PreBind nominated the node takes the nomination back (as
+/// kube-scheduler's failed binding cycle does): the pod is not going there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_binding_takes_back_the_nomination_prebind_made() {
+    let server = FakeApiServer::start().await;
+    server.apply("nodes", node("arm-1", "arm64", "4"));
+    server.apply(
+        "storage.k8s.io/storageclasses",
+        storage_class("fast", "csi.example.com"),
+    );
+    server.apply("persistentvolumeclaims", claim("data", "fast"));
+    // Every binding is refused: the pod is never bound in this test.
+    server.fail_next_bindings(500, 10_000);
+    let runtime = start(&server, "a", false);
+    server.apply("pods", with_claim(pod("app", "arm:1", "100m"), "data"));
+    let nominated =
+        || server.get("pods", "shop", "app").unwrap()["status"]["nominatedNodeName"].clone();
+    eventually("the nomination before PreBind", || nominated() == "arm-1").await;
+    let pvc = server
+        .get("persistentvolumeclaims", "shop", "data")
+        .unwrap();
+    let mut pv = local_volume("pvc-1", "fast", "arm-1");
+    pv["spec"]["claimRef"] = json!({"kind": "PersistentVolumeClaim", "namespace": "shop", "name": "data", "uid": pvc["metadata"]["uid"]});
+    pv["status"]["phase"] = json!("Bound");
+    server.apply("persistentvolumes", pv);
+    complete_binding(&server, "data", "pvc-1");
+    eventually("the refused binding told on the pod", || {
+        server.get("pods", "shop", "app").unwrap()["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulerError")
+            })
+    })
+    .await;
+    eventually("the nomination taken back", || nominated().is_null()).await;
+    assert!(node_of(&server, "app").is_none());
     runtime.shutdown().await.unwrap();
 }
 

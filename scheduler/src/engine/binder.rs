@@ -12,6 +12,8 @@ pub struct Binding {
     pub uid: String,
     pub node: String,
     pub volumes: VolumeBindingPlan,
+    /// The pod's `status.nominatedNodeName` when it was decided about.
+    pub nominated: Option<String>,
 }
 
 impl Binding {
@@ -22,6 +24,7 @@ impl Binding {
             uid: pod.uid.clone(),
             node: node.to_owned(),
             volumes,
+            nominated: pod.nominated_node.clone(),
         }
     }
 }

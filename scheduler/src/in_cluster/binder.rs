@@ -19,17 +19,19 @@ use std::{
 use k8s_openapi::api::core::v1::{Binding as K8sBinding, ObjectReference, Pod};
 use kube::{
     Api,
-    api::{ObjectMeta, PostParams},
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
+use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 use multiarch_runtime::rate_limit::TokenBucket;
 
 use super::{
     inbox::{BindOutcome, LoopMessage},
     metrics::SchedulerMetrics,
-    volume_writer,
+    pod_identity, volume_writer,
 };
 use crate::engine::binder::{Binder, Binding};
 
@@ -215,8 +217,37 @@ impl Shared {
         let _ = task.await;
     }
 
+    /// kube-scheduler's `NominatedNodeNameForExpectation` (on by default since 1.35):
+    /// before PreBind works on a pod's volumes, which can take minutes, the pod's
+    /// `status.nominatedNodeName` says where it is about to be bound, so cluster
+    /// autoscalers and other schedulers count it there. Written before the volumes, in
+    /// the binding's own order; the API server clears it when the pod is bound. A failed
+    /// write is logged and the binding goes on, as in kube-scheduler.
+    async fn nominate(&self, binding: &Binding) {
+        if binding.nominated.as_deref() == Some(binding.node.as_str()) {
+            return;
+        }
+        self.limiter.acquire().await;
+        let patch = pod_identity::for_pod_uid(
+            json!({"status": {"nominatedNodeName": binding.node}}),
+            &binding.uid,
+        );
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &binding.namespace);
+        if let Err(e) = api
+            .patch_status(
+                &binding.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
+            .await
+        {
+            warn!(pod = %format!("{}/{}", binding.namespace, binding.name), node = %binding.node, error = %e, "cannot set the nominated node before binding the pod's volumes");
+        }
+    }
+
     async fn bind(&self, binding: &Binding) -> BindOutcome {
         if !binding.volumes.is_empty() {
+            self.nominate(binding).await;
             let started = std::time::Instant::now();
             let result = volume_writer::bind_volumes(
                 &self.client,

@@ -533,13 +533,17 @@ impl Loop {
                     .get_or_create(&AttemptResultLabel { result: "error" })
                     .inc();
                 let note = format!("Binding rejected: {reason}");
-                self.reports.send(PodReport::about(
+                let mut report = PodReport::about(
                     pod,
                     EventReason::FailedScheduling,
                     "Scheduling",
                     note.clone(),
                     Some(FailureKind::SchedulerError.as_str()),
-                ));
+                );
+                // As kube-scheduler after a failed binding cycle: the node the binder
+                // may have nominated is not where the pod goes.
+                report.nomination = Some(None);
+                self.reports.send(report);
                 self.last_failure.insert(uid.to_owned(), note);
                 self.core.binding_failed(flight.pod, flight.attempts, now);
             }

@@ -1180,6 +1180,11 @@ fn bind(shared: &Shared, target: &Target, name: &str, body: &Value) -> Response 
         &json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-22T00:00:01Z"}]}}),
         true,
     );
+    // ClearingNominatedNodeNameAfterBinding (beta, on by default since 1.35): a bound
+    // pod's nomination is over.
+    if let Some(status) = bound["status"].as_object_mut() {
+        status.remove("nominatedNodeName");
+    }
     store.write(key, Some(bound), &shared.changes);
     json_response(
         201,

@@ -37,6 +37,41 @@ fn binding(name: &str, uid: &str, node: &str) -> Binding {
     }
 }
 
+/// The binding ends the pod's nomination (ClearingNominatedNodeNameAfterBinding, on by
+/// default since 1.35), as recorded from kube-apiserver 1.36.2.
+#[tokio::test]
+async fn binding_clears_the_nomination_like_the_recorded_server() {
+    let recorded: serde_json::Value = serde_json::from_str(include_str!(
+        "../../fixtures/apiserver/pod-status-after-binding.json"
+    ))
+    .unwrap();
+    assert!(recorded["statusAfterBinding"]["nominatedNodeName"].is_null());
+    let server = FakeApiServer::start().await;
+    let mut nominated = pod("web-1");
+    nominated["status"]["nominatedNodeName"] = recorded["nominatedNodeNameBefore"].clone();
+    let created = server.apply("pods", nominated);
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+    let pods: Api<Pod> = Api::namespaced(client(&server), "default");
+    pods.create_subresource::<Binding, serde_json::Value>(
+        "binding",
+        "web-1",
+        &PostParams::default(),
+        &(binding("web-1", &uid, "n1")),
+    )
+    .await
+    .unwrap();
+    let status = &server.get("pods", "default", "web-1").unwrap()["status"];
+    assert!(status["nominatedNodeName"].is_null(), "{status}");
+    assert_eq!(
+        status["conditions"][0]["type"],
+        recorded["statusAfterBinding"]["conditions"][0]["type"]
+    );
+    assert_eq!(
+        status["conditions"][0]["status"],
+        recorded["statusAfterBinding"]["conditions"][0]["status"]
+    );
+}
+
 #[tokio::test]
 async fn binding_answers_like_the_recorded_server() {
     let server = FakeApiServer::start().await;
