@@ -700,3 +700,42 @@ async fn a_pod_with_an_unreadable_request_is_told_why() {
     assert_eq!(node_of(&server, "odd"), None);
     runtime.shutdown().await.unwrap();
 }
+
+/// ImageLocality against the API server's objects: of three equal nodes, the one whose
+/// `status.images` reports the pod's image (800 MB) gets the pods, as kube-scheduler's
+/// default profile would place them; a node that stops reporting it no longer does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_go_where_their_image_already_is() {
+    let server = FakeApiServer::start().await;
+    for name in ["amd-1", "amd-2", "amd-3"] {
+        let mut node = node(name, "amd64", "8");
+        if name == "amd-2" {
+            node["status"]["images"] = json!([
+                {"names": ["amd:1", "registry.example/amd@sha256:00"], "sizeBytes": 800 * 1024 * 1024},
+            ]);
+        }
+        server.apply("nodes", node);
+    }
+    let runtime = start(&server, "a", false);
+    for name in ["w1", "w2", "w3"] {
+        server.apply("pods", pod(name, "amd:1", "100m"));
+        eventually("bound", || node_of(&server, name).is_some()).await;
+        assert_eq!(node_of(&server, name).as_deref(), Some("amd-2"), "{name}");
+    }
+    // amd-2 reports other images now and amd-3 the pod's: the next pod goes to amd-3.
+    // (The node and pod watches are separate streams, so the updates are made while no
+    // scheduler runs: the next one starts from them. How an update moves the counts is
+    // the cluster model's test.)
+    runtime.shutdown().await.unwrap();
+    let mut amd2 = server.get("nodes", "", "amd-2").unwrap();
+    amd2["status"]["images"] = json!([{"names": ["other:1"], "sizeBytes": 800 * 1024 * 1024}]);
+    server.apply("nodes", amd2);
+    let mut amd3 = server.get("nodes", "", "amd-3").unwrap();
+    amd3["status"]["images"] = json!([{"names": ["amd:1"], "sizeBytes": 800 * 1024 * 1024}]);
+    server.apply("nodes", amd3);
+    let runtime = start(&server, "a", false);
+    server.apply("pods", pod("w4", "amd:1", "100m"));
+    eventually("w4 bound", || node_of(&server, "w4").is_some()).await;
+    assert_eq!(node_of(&server, "w4").as_deref(), Some("amd-3"));
+    runtime.shutdown().await.unwrap();
+}
