@@ -4,13 +4,12 @@
 use std::sync::Arc;
 
 use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
+use multiarch_crd::Architecture;
 use multiarch_plugins::{
     image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, node::NodeBuilder, pod::PodBuilder},
     testing::{Fixture, known},
 };
-
-const ARCHS: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 
 /// `nodes` SchedulingBasic nodes (architectures round-robin, three zones) with
 /// `init_pods` pods already bound, round-robin.
@@ -18,10 +17,13 @@ pub fn cluster(nodes: usize, init_pods: usize) -> ClusterState {
     let mut cluster = ClusterState::new();
     for i in 0..nodes {
         cluster.upsert_node(
-            NodeBuilder::new(&format!("node-{i}"), ARCHS[i % ARCHS.len()])
-                .capacity("4", "32Gi", 110)
-                .label("topology.kubernetes.io/zone", &format!("zone-{}", i % 3))
-                .info(),
+            NodeBuilder::new(
+                &format!("node-{i}"),
+                Architecture::NAMES[i % Architecture::NAMES.len()],
+            )
+            .capacity("4", "32Gi", 110)
+            .label("topology.kubernetes.io/zone", &format!("zone-{}", i % 3))
+            .info(),
         );
     }
     for i in 0..init_pods {

@@ -26,8 +26,16 @@ impl Architecture {
         Architecture::S390x,
     ];
 
+    /// The names of [`ALL`](Self::ALL), in the same order.
+    pub const NAMES: [&'static str; 4] = [
+        Architecture::ALL[0].as_str(),
+        Architecture::ALL[1].as_str(),
+        Architecture::ALL[2].as_str(),
+        Architecture::ALL[3].as_str(),
+    ];
+
     /// The name as nodes carry it in `kubernetes.io/arch`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Architecture::Amd64 => "amd64",
             Architecture::Arm64 => "arm64",

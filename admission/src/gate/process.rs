@@ -9,7 +9,7 @@ pub use multiarch_crd::names::{
     LABEL_INSPECT_ERROR_COUNT,
 };
 use multiarch_crd::{
-    ClusterPlugins,
+    Architecture, ClusterPlugins,
     names::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
@@ -32,8 +32,6 @@ use multiarch_policy::{
     },
 };
 use multiarch_runtime::event_reason::EventReason;
-
-const KNOWN_ARCHS: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 
 /// What the controller knows besides the pod.
 pub struct GateInputs<'a> {
@@ -316,7 +314,10 @@ fn label_architectures(pod: &mut Pod, archs: &[String]) {
         "multiarch.openshift.io/multi-arch"
     };
     set_label(pod, kind, "");
-    for arch in archs.iter().filter(|a| KNOWN_ARCHS.contains(&a.as_str())) {
+    for arch in archs
+        .iter()
+        .filter(|a| Architecture::NAMES.contains(&a.as_str()))
+    {
         set_label(pod, &format!("multiarch.openshift.io/{arch}"), "");
     }
 }

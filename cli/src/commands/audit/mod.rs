@@ -21,6 +21,7 @@ use multiarch_audit::{
     report::AuditReport,
     workloads::{ImageQuery, Manifests},
 };
+use multiarch_crd::Architecture;
 use multiarch_inspector::{
     ImageInspector,
     secrets::{KubeSecrets, SecretSource},
@@ -35,9 +36,6 @@ use crate::args::{AuditArgs, AuditFormat};
 
 /// Exit code when `--require-arch` is not met (1 is for errors).
 const REQUIREMENT_NOT_MET: u8 = 3;
-/// What `--arch` defaults to without a cluster.
-const EVERY_ARCHITECTURE: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
-
 /// The images' answers: offline from a file, or from the registries.
 async fn resolve(
     args: &AuditArgs,
@@ -114,7 +112,8 @@ fn targets(
             "the cluster has no node labelled kubernetes.io/arch: name the architectures with --arch"
         ),
         Some(nodes) => Ok(nodes.keys().cloned().collect()),
-        None => Ok(EVERY_ARCHITECTURE.map(String::from).to_vec()),
+        // Without a cluster, `--arch` defaults to every architecture.
+        None => Ok(Architecture::NAMES.map(String::from).to_vec()),
     }
 }
 
