@@ -243,6 +243,30 @@ fn pods_the_scheduler_cannot_place_stay_with_the_default_scheduler_and_are_gated
     assert!(pod["spec"]["schedulingGates"].is_null());
 }
 
+/// A container asking for a DeviceClass's extended resource (DRAExtendedResource, on by
+/// default in 1.36) is placed by kube-scheduler's DynamicResources plugin: the gate path.
+#[test]
+fn pods_asking_for_a_device_class_s_extended_resource_stay_with_the_default_scheduler() {
+    let mut request = fixture("admissionreview-request-1.json");
+    request["request"]["object"]["spec"]["containers"][0]["resources"] =
+        json!({"limits": {"deviceclass.resource.kubernetes.io/gpu.example.com": "1"}});
+    let (_, pod) = admit(&request, &config(PlacementMode::Scheduler));
+    assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
+    assert_eq!(
+        pod["spec"]["schedulingGates"],
+        json!([{"name": "multiarch.openshift.io/scheduling-gate"}])
+    );
+    let (_, decision) = review(
+        &serde_json::to_vec(&request).unwrap(),
+        &config(PlacementMode::Scheduler),
+    )
+    .unwrap();
+    assert_eq!(
+        decision.unwrap().unsupported,
+        [multiarch_policy::routing::Unsupported::DeviceClassExtendedResources]
+    );
+}
+
 #[test]
 fn gate_mode_adds_the_gate_and_mtos_labels() {
     let request = fixture("admissionreview-request-1.json");

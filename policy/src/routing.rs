@@ -11,13 +11,22 @@ pub enum Unsupported {
     /// `spec.resourceClaims`: dynamic resource allocation needs the DynamicResources
     /// plugin to allocate devices before binding.
     DynamicResourceClaims,
+    /// A container requests `deviceclass.resource.kubernetes.io/<class>`: an extended
+    /// resource that only a DeviceClass provides (DRAExtendedResource, on by default
+    /// since 1.36), allocated by kube-scheduler's DynamicResources plugin.
+    DeviceClassExtendedResources,
 }
+
+/// The prefix of the extended resource every DeviceClass provides by its name
+/// (`resourceapi.ResourceDeviceClassPrefix`).
+pub const DEVICE_CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
 
 impl Unsupported {
     /// A label for metrics.
     pub fn as_str(self) -> &'static str {
         match self {
             Unsupported::DynamicResourceClaims => "dynamic_resource_claims",
+            Unsupported::DeviceClassExtendedResources => "device_class_extended_resources",
         }
     }
 
@@ -25,6 +34,9 @@ impl Unsupported {
     pub fn describe(self) -> &'static str {
         match self {
             Unsupported::DynamicResourceClaims => "dynamic resource claims (spec.resourceClaims)",
+            Unsupported::DeviceClassExtendedResources => {
+                "extended resources of a DeviceClass (deviceclass.resource.kubernetes.io/...)"
+            }
         }
     }
 }
@@ -35,7 +47,26 @@ pub fn unsupported(spec: &PodSpec) -> Vec<Unsupported> {
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         found.push(Unsupported::DynamicResourceClaims);
     }
+    if requests_device_class_resources(spec) {
+        found.push(Unsupported::DeviceClassExtendedResources);
+    }
     found
+}
+
+/// Whether a container or init container requests (or limits: an extended resource's
+/// request defaults to its limit) a DeviceClass's extended resource.
+fn requests_device_class_resources(spec: &PodSpec) -> bool {
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .filter_map(|c| c.resources.as_ref())
+        .flat_map(|r| {
+            r.requests
+                .iter()
+                .chain(r.limits.iter())
+                .flat_map(|m| m.keys())
+        })
+        .any(|name| name.starts_with(DEVICE_CLASS_RESOURCE_PREFIX))
 }
 
 /// The sentence the scheduler's refusal and the webhook's log share.
@@ -71,10 +102,76 @@ mod tests {
         };
         let found = unsupported(&claims);
         assert_eq!(found, [Unsupported::DynamicResourceClaims]);
+        assert_eq!(found[0].as_str(), "dynamic_resource_claims");
         assert_eq!(
             explain(&found),
             "pod uses dynamic resource claims (spec.resourceClaims), which multiarch-scheduler \
              does not place; the admission webhook leaves such pods with the default scheduler"
+        );
+    }
+
+    fn with_resource(init: bool, limits: bool, name: &str) -> PodSpec {
+        use std::collections::BTreeMap;
+
+        use k8s_openapi::{
+            api::core::v1::{Container, ResourceRequirements},
+            apimachinery::pkg::api::resource::Quantity,
+        };
+        let amounts: BTreeMap<String, Quantity> = [(name.to_owned(), Quantity("1".into()))].into();
+        let container = Container {
+            name: "c".into(),
+            resources: Some(if limits {
+                ResourceRequirements {
+                    limits: Some(amounts),
+                    ..ResourceRequirements::default()
+                }
+            } else {
+                ResourceRequirements {
+                    requests: Some(amounts),
+                    ..ResourceRequirements::default()
+                }
+            }),
+            ..Container::default()
+        };
+        let plain = Container {
+            name: "plain".into(),
+            ..Container::default()
+        };
+        if init {
+            PodSpec {
+                containers: vec![plain],
+                init_containers: Some(vec![container]),
+                ..PodSpec::default()
+            }
+        } else {
+            PodSpec {
+                containers: vec![plain, container],
+                ..PodSpec::default()
+            }
+        }
+    }
+
+    #[test]
+    fn a_device_class_s_extended_resource_is_unsupported_wherever_it_is_asked_for() {
+        for (init, limits) in [(false, false), (false, true), (true, false), (true, true)] {
+            let spec = with_resource(
+                init,
+                limits,
+                "deviceclass.resource.kubernetes.io/gpu.example.com",
+            );
+            assert_eq!(
+                unsupported(&spec),
+                [Unsupported::DeviceClassExtendedResources],
+                "init {init}, limits {limits}"
+            );
+        }
+        // A device plugin's extended resource is NodeResourcesFit's, as in kube-scheduler.
+        assert!(unsupported(&with_resource(false, false, "nvidia.com/gpu")).is_empty());
+        assert_eq!(
+            explain(&[Unsupported::DeviceClassExtendedResources]),
+            "pod uses extended resources of a DeviceClass (deviceclass.resource.kubernetes.io/...), \
+             which multiarch-scheduler does not place; the admission webhook leaves such pods with \
+             the default scheduler"
         );
     }
 }

@@ -58,6 +58,21 @@ mod tests {
                 .message()
                 .starts_with("pod uses dynamic resource claims")
         );
+        // A DeviceClass's extended resource (DRAExtendedResource) is refused by name too.
+        let device_class = PodBuilder::new("ns", "p")
+            .container("c", "i", "100m", "0")
+            .extended("deviceclass.resource.kubernetes.io/gpu.example.com", "1")
+            .info();
+        let status = UnsupportedFeatures
+            .pre_filter(&Fixture::new(device_class).ctx(), &mut CycleState::new());
+        assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
+        assert!(
+            status
+                .message()
+                .starts_with("pod uses extended resources of a DeviceClass"),
+            "{}",
+            status.message()
+        );
         let plain = Fixture::new(PodBuilder::new("ns", "p").info());
         assert_eq!(
             UnsupportedFeatures
