@@ -1,7 +1,7 @@
 //! What every Kubernetes-facing role of multiarch is built on, written and tested once:
 //! the client, leader election, the controller loop, the backoff policy, rate limits, the
 //! operations server, logging, signal handling and task supervision, the placement
-//! configuration every role reads, and events on pods.
+//! configuration every role reads, and events on pods (every reason in one table).
 
 pub mod backoff;
 pub mod bounded_server;
