@@ -6,9 +6,13 @@ use std::{
     time::Instant,
 };
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use multiarch_inspector::ImageInspector;
-use multiarch_runtime::{event_recorder::EventRecorder, placement_config::PlacementConfigs};
+use multiarch_runtime::{
+    event_reason::EventReason, event_recorder::EventRecorder, placement_config::PlacementConfigs,
+};
 use tokio::sync::watch;
+use tracing::debug;
 
 use super::{metrics::GateMetrics, options::GateOptions};
 
@@ -27,4 +31,17 @@ pub struct GateContext {
     /// The placement configuration, followed (its rules compiled once per change); a
     /// pass takes it once it has caught up with the pod's namespace.
     pub configs: watch::Receiver<Arc<PlacementConfigs>>,
+}
+
+impl GateContext {
+    /// An event on the pod; one that cannot be published is logged (the pass goes on).
+    pub async fn publish(&self, pod: &ObjectReference, reason: EventReason, note: String) {
+        if let Err(e) = self
+            .events
+            .publish(pod, reason, "PlacingByArchitecture", note)
+            .await
+        {
+            debug!(pod = ?pod.name, reason = reason.as_str(), error = %e, "cannot publish event");
+        }
+    }
 }

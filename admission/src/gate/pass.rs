@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
@@ -177,13 +177,13 @@ async fn pass(
                     api_answer(&e)
                 );
                 let reference = pod_reference(namespace, name, pod.uid());
-                publish(
-                    context,
-                    &reference,
-                    EventReason::ArchAwareSchedGateRemovalFailed,
-                    note,
-                )
-                .await;
+                context
+                    .publish(
+                        &reference,
+                        EventReason::ArchAwareSchedGateRemovalFailed,
+                        note,
+                    )
+                    .await;
             }
             return Err(e.into());
         }
@@ -191,7 +191,9 @@ async fn pass(
     context.metrics.processed.inc();
     let reference = pod_reference(namespace, name, pod.uid());
     for event in done.events {
-        publish(context, &reference, event.reason, event.message).await;
+        context
+            .publish(&reference, event.reason, event.message)
+            .await;
     }
     if let Some(rule) = rule {
         rule_override::report(context, &pod, &reference, &rule).await;
@@ -283,7 +285,7 @@ async fn configuration_unreadable(
     };
     tracing::warn!(pod = %key(&namespace, &name), failures, "{note}");
     let reference = pod_reference(&namespace, &name, pod.uid());
-    publish(context, &reference, reason, note).await;
+    context.publish(&reference, reason, note).await;
     outcome
 }
 
@@ -292,16 +294,5 @@ fn api_answer(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
         other => other.to_string(),
-    }
-}
-
-/// An event on the pod; one that cannot be published is logged (the pass goes on).
-async fn publish(context: &GateContext, pod: &ObjectReference, reason: EventReason, note: String) {
-    if let Err(e) = context
-        .events
-        .publish(pod, reason, "PlacingByArchitecture", note)
-        .await
-    {
-        debug!(pod = ?pod.name, reason = reason.as_str(), error = %e, "cannot publish event");
     }
 }

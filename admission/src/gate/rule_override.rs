@@ -34,16 +34,11 @@ pub(super) async fn report(
         return;
     };
     context.metrics.architecture_rule_overrides.inc();
-    if let Err(e) = context
-        .events
+    context
         .publish(
             reference,
             EventReason::ArchitectureRuleOverridesImages,
-            "PlacingByArchitecture",
             note,
         )
-        .await
-    {
-        debug!(error = %e, "cannot publish event");
-    }
+        .await;
 }

@@ -114,16 +114,17 @@ impl ImageStates {
                     Some(&id) => id,
                     None => self.insert(name, image.size_bytes),
                 };
-                // A name repeated within the report counts the node once.
-                if !ids.contains(&id) {
-                    ids.push(id);
-                    if let Some(Some(state)) = self.states.get_mut(id as usize) {
-                        state.nodes += 1;
-                    }
-                }
+                ids.push(id);
             }
         }
+        // A name repeated within the report counts the node once.
         ids.sort_unstable();
+        ids.dedup();
+        for &id in &ids {
+            if let Some(Some(state)) = self.states.get_mut(id as usize) {
+                state.nodes += 1;
+            }
+        }
         ids
     }
 
@@ -140,24 +141,16 @@ impl ImageStates {
 
     /// Whether every name of `reported` is known and they are exactly the ids `old`.
     fn same_names(&self, old: &[u32], reported: &[ReportedImage]) -> bool {
-        let mut seen = 0;
+        let mut ids = Vec::with_capacity(old.len());
         for name in reported.iter().flat_map(|image| &image.names) {
             match self.ids.get(name.as_str()) {
-                Some(id) if old.binary_search(id).is_ok() => seen += 1,
-                _ => return false,
+                Some(&id) => ids.push(id),
+                None => return false,
             }
         }
-        // Repeated names are counted again by `seen`: compare the distinct ids.
-        seen >= old.len() && {
-            let mut ids: Vec<u32> = reported
-                .iter()
-                .flat_map(|image| &image.names)
-                .filter_map(|name| self.ids.get(name.as_str()).copied())
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            ids == old
-        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids == old
     }
 
     /// Uncounts a node's ids; a name no node has any more is forgotten.

@@ -52,11 +52,11 @@ struct PresentImage {
 
 /// kube-scheduler's `calculatePriority`.
 fn priority(sum: i64, containers: usize) -> i64 {
-    let max = MAX_CONTAINER_THRESHOLD * i64::try_from(containers).unwrap_or(i64::MAX / MB);
-    let sum = sum.clamp(MIN_THRESHOLD, max.max(MIN_THRESHOLD));
+    let max = MAX_CONTAINER_THRESHOLD.saturating_mul(i64::try_from(containers).unwrap_or(i64::MAX));
     if max <= MIN_THRESHOLD {
         return 0;
     }
+    let sum = sum.clamp(MIN_THRESHOLD, max);
     MAX_NODE_SCORE * (sum - MIN_THRESHOLD) / (max - MIN_THRESHOLD)
 }
 
