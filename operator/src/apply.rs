@@ -12,7 +12,8 @@ use kube::{
     Api,
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
 };
-use serde_json::Value;
+use multiarch_crd::names::SINGLETON_NAME;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// The field manager of every write of the operator's.
@@ -32,6 +33,31 @@ pub enum ApplyError {
     },
     #[error("the operator has no API resource for {0}")]
     UnknownKind(String),
+}
+
+/// The ClusterPodPlacementConfig the operands belong to.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    pub uid: String,
+}
+
+impl Owner {
+    fn reference(&self) -> Value {
+        json!([{
+            "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "ClusterPodPlacementConfig",
+            "name": SINGLETON_NAME, "uid": self.uid, "controller": true, "blockOwnerDeletion": true,
+        }])
+    }
+}
+
+/// Marks `object` as the operator's and `owner`'s, and hashes it.
+pub fn owned(mut object: Value, owner: Option<&Owner>) -> Value {
+    object["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!(MANAGED_BY);
+    object["metadata"]["labels"]["app.kubernetes.io/part-of"] = json!("multiarch");
+    if let Some(owner) = owner {
+        object["metadata"]["ownerReferences"] = owner.reference();
+    }
+    with_hash(object)
 }
 
 /// `(group, version, plural, namespaced)` of the kinds the operator writes.

@@ -67,12 +67,14 @@ async fn check(context: &OperatorContext) {
         Err(e) => warn!(error = %e, "certificate check failed; retrying at the next check"),
     }
     // The operands' too: a reconcile that keeps failing never lets one expire.
-    if let Err(e) = crate::operand_certificates::renew(context, SystemTime::now()).await {
+    if let Err(e) =
+        crate::certificates::operands::renew(&context.certificate_keeper(), SystemTime::now()).await
+    {
         warn!(error = %e, "operand certificate renewal failed; retrying at the next check");
     }
     let secrets: Api<Secret> = Api::namespaced(context.client.clone(), &context.settings.namespace);
     if let Ok(Some(secret)) = secrets.get_opt(OPERATOR_TLS_SECRET).await
-        && let Some(expiry) = expires_at(&crate::authority::secret_data(&secret))
+        && let Some(expiry) = expires_at(&crate::certificates::authority::secret_data(&secret))
     {
         context
             .metrics

@@ -37,8 +37,7 @@ use crate::{
     apply::MANAGED_BY,
     context::{OperatorContext, node_architectures},
     install::{PROMETHEUS_RULE_CRD, SERVICE_MONITOR_CRD},
-    reconcile::reconcile,
-    step::ReconcileError,
+    reconcile::{ReconcileError, reconcile},
 };
 
 /// How long a burst of changes is waited out before the one pass it causes.

@@ -34,11 +34,11 @@ use tracing::{debug, warn};
 
 use crate::{
     install::{VALIDATE_CPPC_PATH, VALIDATE_PPC_PATH},
+    observe::scheduler_names,
     pod_config_admission::{
         WrittenConfig, namespace_summaries, pod_config_budget, pod_config_pace,
         pod_config_priority, pod_config_rules,
     },
-    rename,
     rule_check_pace::RuleCheckPace,
     rule_usage::ClusterRuleUsage,
     scheduler_name_check,
@@ -297,7 +297,7 @@ async fn scheduler_name(
     if old.is_some_and(|old| placed_name(old) == name) {
         return Ok(());
     }
-    let ours = match rename::deployed_in(&state.client, &state.namespace).await {
+    let ours = match scheduler_names::deployed_in(&state.client, &state.namespace).await {
         Ok(deployed) => deployed
             .map(|d| std::iter::once(d.name).chain(d.previous).collect())
             .unwrap_or_default(),

@@ -1,67 +1,24 @@
-//! The objects the operator wants, in apply order, for a plan: each labelled as the
+//! The objects the operator wants, in apply order, for a target: each labelled as the
 //! operator's, owned by the ClusterPodPlacementConfig (so the garbage collector removes
 //! whatever an uninstall leaves) and hashed for the up-to-date check. No I/O.
 
-use base64::Engine;
-use multiarch_crd::{ClusterPodPlacementConfigSpec, names::SINGLETON_NAME};
+use multiarch_crd::ClusterPodPlacementConfigSpec;
 use multiarch_flags::FlagsError;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
-    apply::{MANAGED_BY, ObjectKey, with_hash},
-    certificates::SecretData,
+    apply::{ObjectKey, Owner, owned},
+    certificates::{SecretData, secrets::secret},
     install::{self, Settings, WEBHOOK, WEBHOOK_TLS_SECRET, WebhookRoute},
-    plan::Plan,
+    observe::reads::OptionalApis,
+    target::Target,
 };
 
-/// The ClusterPodPlacementConfig the operands belong to.
-#[derive(Clone, Debug)]
-pub struct Owner {
-    pub uid: String,
-}
-
-impl Owner {
-    fn reference(&self) -> Value {
-        json!([{
-            "apiVersion": "multiarch.openshift.io/v1beta1", "kind": "ClusterPodPlacementConfig",
-            "name": SINGLETON_NAME, "uid": self.uid, "controller": true, "blockOwnerDeletion": true,
-        }])
-    }
-}
-
-/// Marks `object` as the operator's and `owner`'s, and hashes it.
-pub fn owned(mut object: Value, owner: Option<&Owner>) -> Value {
-    object["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!(MANAGED_BY);
-    object["metadata"]["labels"]["app.kubernetes.io/part-of"] = json!("multiarch");
-    if let Some(owner) = owner {
-        object["metadata"]["ownerReferences"] = owner.reference();
-    }
-    with_hash(object)
-}
-
-/// A Secret of type `type_` with `data`.
-pub fn secret(settings: &Settings, name: &str, type_: &str, data: &SecretData) -> Value {
-    let encoded: serde_json::Map<String, Value> = data
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                json!(base64::engine::general_purpose::STANDARD.encode(v)),
-            )
-        })
-        .collect();
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": type_,
-        "metadata": {"name": name, "namespace": settings.namespace, "labels": install::labels("certificates")},
-        "data": encoded,
-    })
-}
-
-/// Everything a plan installs.
+/// Everything a target installs.
 pub struct Wanted<'a> {
     pub settings: &'a Settings,
     pub spec: &'a ClusterPodPlacementConfigSpec,
-    pub plan: &'a Plan,
+    pub target: &'a Target,
     pub owner: &'a Owner,
     /// Base64 of the CA bundle the API server verifies the webhook with.
     pub ca_bundle: &'a str,
@@ -73,18 +30,6 @@ pub struct Wanted<'a> {
     pub apis: OptionalApis,
     /// Names the scheduler placed before a rename (see `PREVIOUS_SCHEDULER_NAMES`).
     pub previous_scheduler_names: &'a [String],
-}
-
-/// Optional APIs the operator writes objects of when the cluster serves them, as
-/// discovery found them. A kind the cluster does not serve has no objects: the operator
-/// neither writes nor deletes any (the API server answers such a path with a plain
-/// `404 page not found`, which is no object's absence).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OptionalApis {
-    /// prometheus-operator's `monitoring.coreos.com/v1` ServiceMonitors.
-    pub service_monitors: bool,
-    /// Its PrometheusRules: multiarch's alerts.
-    pub prometheus_rules: bool,
 }
 
 /// The objects, in the order they are applied: access first, then the workloads, the
@@ -105,7 +50,7 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
         install::service_monitor(s, install::GATE_CONTROLLER, "gate-controller"),
         install::webhook_service_monitor(s),
     ];
-    if wanted.plan.scheduler {
+    if wanted.target.scheduler {
         access.extend(install::scheduler_access(s, &scheduler_name));
         workloads.extend(install::scheduler_workload(
             s,
@@ -114,7 +59,7 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
         )?);
         monitors.push(install::service_monitor(s, install::SCHEDULER, "scheduler"));
     }
-    if wanted.plan.enoexec_daemon {
+    if wanted.target.enoexec_daemon {
         access.extend(install::enoexec_daemon_access(s));
         workloads.extend(install::enoexec_daemon_workload(s)?);
         monitors.push(install::service_monitor(
@@ -123,7 +68,7 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
             "enoexec-daemon",
         ));
     }
-    if wanted.plan.enoexec_handler {
+    if wanted.target.enoexec_handler {
         access.extend(install::enoexec_handler_access(s));
         workloads.extend(install::enoexec_handler_workload(s)?);
         monitors.push(install::service_monitor(
@@ -151,20 +96,7 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
     if wanted.apis.prometheus_rules {
         all.push(install::prometheus_rule(s));
     }
-    if let Some(mode) = wanted.plan.routing {
-        all.push(install::mutating_webhook_configuration(
-            s,
-            &WebhookRoute {
-                mode: Some(mode),
-                namespace_selector: wanted
-                    .spec
-                    .namespace_selector
-                    .as_ref()
-                    .and_then(|sel| serde_json::to_value(sel).ok()),
-                ca_bundle: Some(wanted.ca_bundle.to_owned()),
-            },
-        ));
-    }
+    all.extend(webhook_configuration(wanted));
     // The certificate last: a new CA reaches the API server's bundle (above) before
     // anything it signed is served.
     all.push(secret(
@@ -179,10 +111,27 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
         .collect())
 }
 
+/// The mutating webhook configuration, when the target routes pods.
+fn webhook_configuration(wanted: &Wanted<'_>) -> Option<Value> {
+    let route = WebhookRoute {
+        mode: Some(wanted.target.routing?),
+        namespace_selector: wanted
+            .spec
+            .namespace_selector
+            .as_ref()
+            .and_then(|sel| serde_json::to_value(sel).ok()),
+        ca_bundle: Some(wanted.ca_bundle.to_owned()),
+    };
+    Some(install::mutating_webhook_configuration(
+        wanted.settings,
+        &route,
+    ))
+}
+
 /// Every object the operator may install with `settings` on a cluster serving `apis`:
-/// what it removes when a plan no longer wants it, and at uninstall.
+/// what it removes when a target no longer wants it, and at uninstall.
 pub fn every_key(settings: &Settings, apis: OptionalApis) -> Result<Vec<ObjectKey>, FlagsError> {
-    let plan = Plan {
+    let target = Target {
         scheduler: true,
         enoexec_daemon: true,
         enoexec_handler: true,
@@ -193,7 +142,7 @@ pub fn every_key(settings: &Settings, apis: OptionalApis) -> Result<Vec<ObjectKe
     let wanted = Wanted {
         settings,
         spec: &ClusterPodPlacementConfigSpec::default(),
-        plan: &plan,
+        target: &target,
         owner: &Owner { uid: String::new() },
         ca_bundle: "",
         webhook_tls: &SecretData::new(),
@@ -206,59 +155,6 @@ pub fn every_key(settings: &Settings, apis: OptionalApis) -> Result<Vec<ObjectKe
     keys.sort();
     keys.dedup();
     Ok(keys)
-}
-
-/// A certificate multiarch's CA signs: the Secret it is kept in, the names it is for,
-/// what it proves.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Certificate {
-    pub secret: &'static str,
-    pub dns_names: Vec<String>,
-    pub usage: crate::certificates::Usage,
-}
-
-/// Every certificate the CA signs for the operands (the operator's own aside): the
-/// webhook's, the inspector's, and the one the inspector's callers present. The operator
-/// keeps them; `multiarch certificates` prints them.
-pub fn certificates(settings: &Settings) -> [Certificate; 3] {
-    use crate::certificates::Usage;
-    [
-        Certificate {
-            secret: WEBHOOK_TLS_SECRET,
-            dns_names: install::webhook_dns_names(settings),
-            usage: Usage::Server,
-        },
-        Certificate {
-            secret: install::INSPECTOR_TLS_SECRET,
-            dns_names: install::inspector_dns_names(settings),
-            usage: Usage::Server,
-        },
-        Certificate {
-            secret: install::INSPECTOR_CLIENT_SECRET,
-            dns_names: Vec::new(),
-            usage: Usage::Client,
-        },
-    ]
-}
-
-/// The certificates of an install without the operator (`multiarch certificates`): a
-/// new CA, the webhook's and the inspector's serving certificates and the inspector's
-/// clients' certificate, as Secrets, and the CA bundle (base64) the
-/// MutatingWebhookConfiguration's `caBundle` needs. The CA's key is not kept: running
-/// the command again replaces them all.
-pub fn static_install_secrets(
-    settings: &Settings,
-    now: std::time::SystemTime,
-) -> Result<(Vec<Value>, String), crate::certificates::CertificateError> {
-    use crate::certificates::{ensure_authority, issue};
-    let (authority, _) = ensure_authority(None, now)?;
-    let mut secrets = Vec::new();
-    for wanted in certificates(settings) {
-        let data = issue(&authority, &wanted.dns_names, wanted.usage, now)?;
-        secrets.push(secret(settings, wanted.secret, "kubernetes.io/tls", &data));
-    }
-    let bundle = base64::engine::general_purpose::STANDARD.encode(&authority.bundle_pem);
-    Ok((secrets, bundle))
 }
 
 /// The key of the Secret holding the pod placement webhook's certificate.
@@ -286,11 +182,12 @@ mod tests {
     use multiarch_crd::PlacementMode;
 
     use super::*;
+    use crate::apply::MANAGED_BY;
 
     #[test]
     fn the_webhook_configuration_comes_last_and_everything_is_owned() {
         let settings = Settings::default();
-        let plan = Plan {
+        let target = Target {
             scheduler: true,
             enoexec_daemon: false,
             enoexec_handler: false,
@@ -301,7 +198,7 @@ mod tests {
         let objects = objects(&Wanted {
             settings: &settings,
             spec: &ClusterPodPlacementConfigSpec::default(),
-            plan: &plan,
+            target: &target,
             owner: &Owner { uid: "u-1".into() },
             ca_bundle: "Q0E=",
             webhook_tls: &SecretData::from([("tls.crt".into(), b"x".to_vec())]),
@@ -350,45 +247,6 @@ mod tests {
         let keys = every_key(&settings, OptionalApis::default()).unwrap();
         assert!(keys.contains(&webhook_configuration_key()));
         assert!(keys.iter().any(|k| k.kind == "DaemonSet"));
-    }
-
-    #[test]
-    fn an_install_without_the_operator_gets_every_certificate_from_one_ca() {
-        use x509_parser::pem::Pem;
-        let settings = Settings::default();
-        let now = std::time::SystemTime::now();
-        let (secrets, bundle) = static_install_secrets(&settings, now).unwrap();
-        let names: Vec<&str> = secrets
-            .iter()
-            .map(|s| s["metadata"]["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            names,
-            [
-                WEBHOOK_TLS_SECRET,
-                install::INSPECTOR_TLS_SECRET,
-                install::INSPECTOR_CLIENT_SECRET
-            ]
-        );
-        let decode = |text: &str| {
-            base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .unwrap()
-        };
-        let ca_pem = decode(&bundle);
-        let ca = Pem::iter_from_buffer(&ca_pem).next().unwrap().unwrap();
-        let ca = ca.parse_x509().unwrap();
-        for secret in &secrets {
-            assert_eq!(secret["type"], "kubernetes.io/tls");
-            assert_eq!(decode(secret["data"]["ca.crt"].as_str().unwrap()), ca_pem);
-            let cert_pem = decode(secret["data"]["tls.crt"].as_str().unwrap());
-            let cert = Pem::iter_from_buffer(&cert_pem).next().unwrap().unwrap();
-            let cert = cert.parse_x509().unwrap();
-            assert!(cert.verify_signature(Some(ca.public_key())).is_ok());
-            let usage = cert.extended_key_usage().unwrap().unwrap().value;
-            let client = secret["metadata"]["name"] == install::INSPECTOR_CLIENT_SECRET;
-            assert_eq!((usage.client_auth, usage.server_auth), (client, !client));
-        }
     }
 
     #[test]

@@ -1,39 +1,35 @@
 //! The multiarch operator: from the ClusterPodPlacementConfig named `cluster`, it
-//! installs every operand (`install`, `plan`, `desired`, `apply`), keeps multiarch's
-//! certificates (`certificates`, `authority`), routes pods only to components that are
-//! running, reports what it sees in the status (`status`), serves the conversion and
-//! validation webhooks (`crd_webhooks`), and uninstalls in an order that strands no pod
-//! (`uninstall`, `drain`).
+//! installs every operand, keeps multiarch's certificates (`certificates`), routes pods
+//! only to components that are running, reports what it sees in the status, serves the
+//! conversion and validation webhooks (`crd_webhooks`), and uninstalls in an order that
+//! strands no pod.
+//!
+//! A pass (`reconcile`) reads one `observe::Snapshot`, ticks the `clocks`, computes a
+//! `decide::Plan` with no I/O, carries it out (`act`), and writes the `status` computed
+//! from the three. What the operands are is `desired` (from a `target::Target`), how
+//! they are written `apply`, their manifests `install`.
 
+pub mod act;
 pub mod apply;
-pub mod authority;
 pub mod certificate_check;
 pub mod certificates;
+pub mod clocks;
+pub mod component;
 pub mod context;
 pub mod controller;
 pub mod crd_webhooks;
+pub mod decide;
 pub mod desired;
-pub mod drain;
-pub mod finalizers;
 pub mod install;
-pub mod journal;
 pub mod metrics;
-pub mod mode_switch;
 pub mod observe;
-pub mod operand_certificates;
 pub mod operand_image;
-pub mod operands;
-pub mod plan;
 pub mod pod_config_admission;
+pub mod pod_ref;
 pub mod reconcile;
-pub mod release;
-mod release_event;
-pub mod rename;
-pub mod routing_event;
 pub mod rule_check_pace;
 pub mod rule_usage;
 pub mod run;
 pub mod scheduler_name_check;
 pub mod status;
-pub mod step;
-pub mod uninstall;
+pub mod target;

@@ -45,6 +45,18 @@ pub struct OperatorMetrics {
 }
 
 impl OperatorMetrics {
+    /// Counts an object written (`created`, `updated`, `deleted`).
+    pub fn wrote(&self, action: &'static str) {
+        self.writes.get_or_create(&ActionLabel { action }).inc();
+    }
+
+    /// Counts a pod released (`ungated`, `recreated`).
+    pub fn released(&self, action: &'static str) {
+        self.pods_released
+            .get_or_create(&ActionLabel { action })
+            .inc();
+    }
+
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "multiarch_operator_reconciles",

@@ -34,7 +34,7 @@ pub struct OperatorOptions {
     pub identity: String,
     pub election: Option<ElectionConfig>,
     pub drain_timeout: Duration,
-    /// How long the components serving a removed route stay (`OperatorContext::route_settle`).
+    /// How long the components serving a removed route stay (`clocks::Clocks`).
     pub route_settle: Duration,
     /// How often the leader checks the certificates (and the replicas reload theirs).
     pub certificate_check: Duration,

@@ -22,10 +22,10 @@ use common::*;
 use k8s_openapi::api::core::v1::Secret;
 use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
 use multiarch_operator::{
-    authority::secret_data,
     certificates::{
         Authority, BUNDLE_KEY, CA_KEY, CA_LIFETIME_SECONDS, CERT_KEY, PRIVATE_KEY_KEY,
-        SERVING_LIFETIME_SECONDS, SecretData, ensure_authority, expires_at, issue_serving,
+        SERVING_LIFETIME_SECONDS, SecretData, authority::secret_data, ensure_authority, expires_at,
+        issue_serving,
     },
     install::{CA_SECRET, OPERATOR_TLS_SECRET, WEBHOOK_TLS_SECRET, webhook_dns_names},
 };

@@ -8,10 +8,12 @@ use std::path::Path;
 
 use clap::{CommandFactory, Parser};
 use multiarch_operator::{
+    apply::Owner,
     certificates::SecretData,
-    desired::{self, OptionalApis, Owner, Wanted},
+    desired::{self, Wanted},
     install::Settings,
-    plan::Plan,
+    observe::reads::OptionalApis,
+    target::Target,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -147,7 +149,7 @@ fn every_workload_the_operator_writes_parses_with_this_binary() {
         enoexec_daemon_runtime_socket: Some("/run/k3s/containerd/containerd.sock".into()),
         ..Settings::default()
     };
-    let plan = Plan {
+    let target = Target {
         scheduler: true,
         enoexec_daemon: true,
         enoexec_handler: true,
@@ -162,7 +164,7 @@ fn every_workload_the_operator_writes_parses_with_this_binary() {
     let objects = desired::objects(&Wanted {
         settings: &settings,
         spec: &spec,
-        plan: &plan,
+        target: &target,
         owner: &Owner { uid: "u".into() },
         ca_bundle: "Q0E=",
         webhook_tls: &SecretData::new(),

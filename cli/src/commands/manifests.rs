@@ -3,7 +3,7 @@
 //! operator.
 
 use anyhow::Context;
-use multiarch_operator::{desired::static_install_secrets, install};
+use multiarch_operator::{certificates::secrets::static_install_secrets, install};
 
 use crate::args::{CertificatesArgs, ManifestsArgs};
 

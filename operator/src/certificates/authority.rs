@@ -25,12 +25,11 @@ use tokio::sync::Mutex;
 use tracing::info;
 
 use crate::{
-    apply::{Applier, ApplyError},
+    apply::{Applier, ApplyError, owned},
     certificates::{
         Authority, CERT_KEY, CertificateError, PRIVATE_KEY_KEY, Renewal, SecretData,
-        ensure_authority, ensure_serving,
+        ensure_authority, ensure_serving, secrets::secret,
     },
-    desired::{owned, secret},
     install::{
         CA_SECRET, OPERATOR_TLS_SECRET, Settings, VALIDATING_WEBHOOK, WEBHOOK, operator_dns_names,
     },

@@ -25,11 +25,13 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use crate::{
-    journal,
-    observe::{PodRef, pods_as_sent},
-    release_event::publish,
+    act::{
+        events::on_pod as publish,
+        journal::{self, pods_as_sent},
+    },
+    pod_ref::PodRef,
 };
-pub use multiarch_crd::names::RECREATED_FROM;
+use multiarch_crd::names::RECREATED_FROM;
 
 /// Fresh reads of a pod that keeps changing under a release before the pass gives up on
 /// it (the next pass tries again).
@@ -226,89 +228,35 @@ pub async fn reset(
     pod: &PodRef,
     why: &str,
 ) -> Result<Released, DrainError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
     let raw = pods_as_sent(client, &pod.namespace);
     let mut last_conflict = None;
     for _ in 0..CONFLICT_RETRIES {
-        let Some(current) = raw.get_opt(&pod.name).await.map_err(failed(pod))? else {
+        let Some(current) = still_waiting(&raw, pod).await? else {
             return Ok(Released::Skipped);
         };
-        let current = serde_json::to_value(&current).unwrap_or(Value::Null);
-        if current["metadata"]["uid"].as_str() != Some(pod.uid.as_str()) {
-            return Ok(Released::Skipped);
-        }
-        // Bound since it was listed: it no longer waits for anyone, and is never deleted.
-        if current["spec"]["nodeName"]
-            .as_str()
-            .is_some_and(|n| !n.is_empty())
-            || !current["metadata"]["deletionTimestamp"].is_null()
-        {
-            return Ok(Released::Skipped);
-        }
         let copy = recreated(&current);
-        let by_controller = current["metadata"]["ownerReferences"]
-            .as_array()
-            .is_some_and(|owners| owners.iter().any(|o| o["controller"] == json!(true)));
-        if let Err(e) = creatable(&raw, &copy, by_controller)
-            .await
-            .or_else(|e| if over_quota(&e) { Ok(()) } else { Err(e) })
-        {
-            let refusal = match &e {
-                kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
-                other => other.to_string(),
-            };
-            if code(&e).is_none_or(|c| c >= 500 || c == 429) {
-                return Err(failed(pod)(e));
-            }
+        let controller = controller_of(&current);
+        if let Some(refusal) = refusal(&raw, &copy, controller.is_some(), pod).await? {
             warn!(pod = %pod, "left waiting: the API server would not create it again: {refusal}");
+            let note = format!(
+                "Left as it is ({why}): the API server refuses to create this pod again, so it is not deleted; delete it when its creation is allowed again, or recreate it yourself: {refusal}"
+            );
             publish(
                 events,
                 pod,
                 EventReason::CannotRecreateForDefaultScheduler,
-                format!(
-                    "Left as it is ({why}): the API server refuses to create this pod again, so it is not deleted; delete it when its creation is allowed again, or recreate it yourself: {refusal}"
-                ),
+                note,
             )
             .await;
             return Ok(Released::Refused(refusal));
         }
-        let version = current["metadata"]["resourceVersion"]
-            .as_str()
-            .map(str::to_owned);
-        let delete = DeleteParams {
-            // Unbound: the API server deletes it at once; no grace is forced on anything.
-            preconditions: Some(Preconditions {
-                uid: Some(pod.uid.clone()),
-                resource_version: version,
-            }),
-            ..DeleteParams::default()
-        };
-        let controller = current["metadata"]["ownerReferences"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|o| o["controller"] == json!(true))
-            .map(|o| {
-                format!(
-                    "{} {}",
-                    o["kind"].as_str().unwrap_or(""),
-                    o["name"].as_str().unwrap_or("")
-                )
-            });
-        let outcome = match &controller {
-            Some(controller) => pods.delete(&pod.name, &delete).await.map(|_| {
-                info!(pod = %pod, "deleted for {controller} to recreate: {why}");
-            }),
-            // A pod without a controller: journal the copy, delete, create, clear.
-            None => {
-                journal::record(client, own_namespace, pod, &copy)
-                    .await
-                    .map_err(failed(pod))?;
-                pods.delete(&pod.name, &delete).await.map(|_| ())
-            }
-        };
-        match outcome {
-            Ok(()) => {}
+        // A pod without a controller: journal the copy, delete, create, clear.
+        if controller.is_none() {
+            journal::record(client, own_namespace, pod, &copy)
+                .await
+                .map_err(failed(pod))?;
+        }
+        match delete_as_read(client, pod, &current).await {
             Err(e) if code(&e) == Some(404) => {
                 journal::forget(client, own_namespace, pod)
                     .await
@@ -320,34 +268,125 @@ pub async fn reset(
                     .await
                     .map_err(failed(pod))?;
                 last_conflict = Some(e);
-                continue;
             }
             Err(e) => return Err(failed(pod)(e)),
-        }
-        match controller {
-            Some(controller) => {
-                publish(
-                    events,
-                    pod,
-                    EventReason::RecreatedForDefaultScheduler,
-                    format!(
-                        "Deleted so that {controller} recreates it for the default scheduler: {why}"
-                    ),
-                )
-                .await;
-                return Ok(Released::Done);
-            }
-            None => {
-                return match journal::replay_one(client, events, own_namespace, pod, why).await {
-                    Ok(()) => Ok(Released::Done),
-                    Err(e) => Err(failed(pod)(e)),
-                };
+            Ok(()) => {
+                if let Some(controller) = &controller {
+                    info!(pod = %pod, "deleted for {controller} to recreate: {why}");
+                }
+                return recreated_by(client, events, own_namespace, pod, controller, why).await;
             }
         }
     }
     match last_conflict {
         Some(e) => Err(failed(pod)(e)),
         None => Ok(Released::Skipped),
+    }
+}
+
+/// The pod as read now, if it is still the one listed and still waits: unbound and not
+/// being deleted (a pod bound since it was listed no longer waits for anyone, and is
+/// never deleted).
+async fn still_waiting(
+    raw: &Api<DynamicObject>,
+    pod: &PodRef,
+) -> Result<Option<Value>, DrainError> {
+    let Some(current) = raw.get_opt(&pod.name).await.map_err(failed(pod))? else {
+        return Ok(None);
+    };
+    let current = serde_json::to_value(&current).unwrap_or(Value::Null);
+    let same = current["metadata"]["uid"].as_str() == Some(pod.uid.as_str());
+    let bound = current["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    let going = !current["metadata"]["deletionTimestamp"].is_null();
+    Ok((same && !bound && !going).then_some(current))
+}
+
+/// The pod's controller as events name it (`ReplicaSet web`), if it has one.
+fn controller_of(pod: &Value) -> Option<String> {
+    pod["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["controller"] == json!(true))
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["kind"].as_str().unwrap_or(""),
+                o["name"].as_str().unwrap_or("")
+            )
+        })
+}
+
+/// Why the API server would not create `copy` again (`None`: it would, or only the
+/// quota the original's deletion frees stands in the way). Its own failures (5xx, 429,
+/// no answer) are errors, tried again next pass.
+async fn refusal(
+    raw: &Api<DynamicObject>,
+    copy: &Value,
+    by_controller: bool,
+    pod: &PodRef,
+) -> Result<Option<String>, DrainError> {
+    let Err(e) = creatable(raw, copy, by_controller).await else {
+        return Ok(None);
+    };
+    if over_quota(&e) {
+        return Ok(None);
+    }
+    if code(&e).is_none_or(|c| c >= 500 || c == 429) {
+        return Err(failed(pod)(e));
+    }
+    Ok(Some(match &e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }))
+}
+
+/// Deletes the pod as read: its uid and resourceVersion are preconditions, so a pod
+/// that changed meanwhile (bound) is read again, never deleted.
+async fn delete_as_read(
+    client: &kube::Client,
+    pod: &PodRef,
+    current: &Value,
+) -> Result<(), kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let version = current["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_owned);
+    let delete = DeleteParams {
+        // Unbound: the API server deletes it at once; no grace is forced on anything.
+        preconditions: Some(Preconditions {
+            uid: Some(pod.uid.clone()),
+            resource_version: version,
+        }),
+        ..DeleteParams::default()
+    };
+    pods.delete(&pod.name, &delete).await.map(|_| ())
+}
+
+/// After the delete: the controller recreates the pod, or the operator does from the
+/// journal.
+async fn recreated_by(
+    client: &kube::Client,
+    events: &EventRecorder,
+    own_namespace: &str,
+    pod: &PodRef,
+    controller: Option<String>,
+    why: &str,
+) -> Result<Released, DrainError> {
+    match controller {
+        Some(controller) => {
+            let note = format!(
+                "Deleted so that {controller} recreates it for the default scheduler: {why}"
+            );
+            publish(events, pod, EventReason::RecreatedForDefaultScheduler, note).await;
+            Ok(Released::Done)
+        }
+        None => journal::replay_one(client, events, own_namespace, pod, why)
+            .await
+            .map(|()| Released::Done)
+            .map_err(failed(pod)),
     }
 }
 

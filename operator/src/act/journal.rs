@@ -8,22 +8,28 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams},
+    api::{DeleteParams, DynamicObject, ObjectMeta, PostParams},
 };
 use multiarch_runtime::{event_reason::EventReason, event_recorder::EventRecorder};
 use serde_json::Value;
 use tracing::{info, warn};
 
-use crate::{
-    observe::{PodRef, pods_as_sent},
-    release_event::publish,
-};
+use crate::{act::events, observe::reads::JOURNAL_LABEL, pod_ref::PodRef};
 
-/// Label of the ConfigMaps that journal a pod being recreated.
-const JOURNAL_LABEL: &str = "multiarch.openshift.io/recreated-pod";
 const COPY_KEY: &str = "pod.json";
+
+/// Pods as the API server sends them: every field kept, known to the operator's API
+/// types or not (a pod from a newer release is recreated whole).
+pub fn pods_as_sent(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::api::ApiResource::erase::<Pod>(&()),
+    )
+}
 
 fn entry_name(uid: &str) -> String {
     format!("multiarch-recreate-{uid}")
@@ -76,14 +82,14 @@ pub async fn forget(
 /// Creates the pod `pod`'s entry holds, then removes the entry.
 pub async fn replay_one(
     client: &kube::Client,
-    events: &EventRecorder,
+    recorder: &EventRecorder,
     own_namespace: &str,
     pod: &PodRef,
     why: &str,
 ) -> Result<(), kube::Error> {
     let journal: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);
     match journal.get_opt(&entry_name(&pod.uid)).await? {
-        Some(entry) => replay(client, events, own_namespace, &entry, why).await,
+        Some(entry) => replay(client, recorder, own_namespace, &entry, why).await,
         None => Ok(()),
     }
 }
@@ -92,7 +98,7 @@ pub async fn replay_one(
 /// entry.
 async fn replay(
     client: &kube::Client,
-    events: &EventRecorder,
+    recorder: &EventRecorder,
     own_namespace: &str,
     entry: &ConfigMap,
     why: &str,
@@ -125,8 +131,8 @@ async fn replay(
                         .to_owned(),
                 };
                 info!(pod = %pod, "recreated for the default scheduler: {why}");
-                publish(
-                    events,
+                events::on_pod(
+                    recorder,
                     &pod,
                     EventReason::RecreatedForDefaultScheduler,
                     format!("Recreated for the default scheduler: {why}"),
@@ -159,28 +165,19 @@ pub struct Unfinished {
     pub error: String,
 }
 
-/// Finishes recreations a previous pass started (a crash between delete and create).
-/// One entry that fails is reported and left; the others go on.
-pub async fn replay_all(
+/// Finishes the recreations a previous pass started (a crash between delete and
+/// create): the pods `entries` hold. One entry that fails is reported and left; the
+/// others go on.
+pub async fn finish(
     client: &kube::Client,
-    events: &EventRecorder,
+    recorder: &EventRecorder,
     own_namespace: &str,
-) -> Result<Vec<Unfinished>, kube::Error> {
-    let journal: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);
-    let entries = journal
-        .list(&ListParams::default().labels(&format!("{JOURNAL_LABEL}=true")))
-        .await?;
+    entries: &[ConfigMap],
+) -> Vec<Unfinished> {
     let mut unfinished = Vec::new();
-    for entry in &entries.items {
-        if let Err(e) = replay(
-            client,
-            events,
-            own_namespace,
-            entry,
-            "the scheduler it waited for was removed",
-        )
-        .await
-        {
+    for entry in entries {
+        let why = "the scheduler it waited for was removed";
+        if let Err(e) = replay(client, recorder, own_namespace, entry, why).await {
             let error = match &e {
                 kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
                 other => other.to_string(),
@@ -192,5 +189,5 @@ pub async fn replay_all(
             });
         }
     }
-    Ok(unfinished)
+    unfinished
 }

@@ -1,18 +1,16 @@
-//! What the reconciler reads from the cluster: the operands' rollouts, where the webhook
-//! configuration routes pods, the pods that would be stranded, the exec-format-error
-//! reports left, the PodPlacementConfigs. Reads only.
+//! Each thing the reconcile reads from the cluster, one function each: the operands'
+//! workloads, the webhook configuration, the pods that would be stranded, the
+//! exec-format-error reports left, the PodPlacementConfigs, the journal, the optional
+//! APIs. Reads only; `Snapshot::read` calls them.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::{
+    admissionregistration::v1::MutatingWebhookConfiguration,
     apps::v1::{DaemonSet, Deployment},
-    core::v1::Pod,
+    core::v1::{ConfigMap, Pod},
 };
-use kube::{
-    Api, ResourceExt,
-    api::{DynamicObject, ListParams},
-    core::PartialObjectMeta,
-};
+use kube::{Api, ResourceExt, api::ListParams, core::PartialObjectMeta};
 use multiarch_crd::{
     ENoExecEvent, PlacementMode, PodPlacementConfig,
     names::{KUBE_SCHEDULER_NAME, LABEL_MISPLACED, LABEL_SCHEDULING_GATE},
@@ -21,104 +19,54 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::{
-    apply::{Applier, ApplyError},
-    desired::{OptionalApis, webhook_configuration_key},
+    component::{Component, Rollout},
     install::{
         ENOEXEC_DAEMON, ENOEXEC_HANDLER, GATE_CONTROLLER, INSPECTOR, SCHEDULER, Settings, WEBHOOK,
         review_path,
     },
-    plan::{Component, Rollout},
+    observe::{
+        rollout::{daemon_set_rollout, deployment_rollout},
+        scheduler_names::DeployedScheduler,
+    },
+    pod_ref::PodRef,
 };
 
+/// Label of the ConfigMaps that journal a pod being recreated (`act::journal`).
+pub const JOURNAL_LABEL: &str = "multiarch.openshift.io/recreated-pod";
+
+/// Optional APIs the operator writes objects of when the cluster serves them, as
+/// discovery found them. A kind the cluster does not serve has no objects: the operator
+/// neither writes nor deletes any (the API server answers such a path with a plain
+/// `404 page not found`, which is no object's absence).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OptionalApis {
+    /// prometheus-operator's `monitoring.coreos.com/v1` ServiceMonitors.
+    pub service_monitors: bool,
+    /// Its PrometheusRules: multiarch's alerts.
+    pub prometheus_rules: bool,
+}
+
+/// A read the pass cannot go on without.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read {what}: {source}")]
-pub struct ObserveError {
-    pub what: String,
-    pub source: kube::Error,
+pub enum ObserveError {
+    #[error("cannot read {what}: {source}")]
+    Read { what: String, source: kube::Error },
 }
 
 fn read_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ObserveError {
     let what = what.into();
-    move |source| ObserveError { what, source }
+    move |source| ObserveError::Read { what, source }
 }
 
-/// A Deployment's rollout, as MTO judges it: available with one replica, rolled out
-/// when every replica is updated, ready and available for the current generation.
-pub fn deployment_rollout(deployment: &Deployment) -> Rollout {
-    let want = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.replicas)
-        .unwrap_or(1);
-    let status = deployment.status.clone().unwrap_or_default();
-    let available = status.available_replicas.unwrap_or(0);
-    let updated = status.updated_replicas.unwrap_or(0);
-    let ready = status.ready_replicas.unwrap_or(0);
-    let current_generation =
-        status.observed_generation.unwrap_or(0) >= deployment.metadata.generation.unwrap_or(0);
-    let rolled_out = updated == want
-        && ready == want
-        && available == want
-        && status.replicas.unwrap_or(0) == want
-        && status.unavailable_replicas.unwrap_or(0) == 0
-        && current_generation;
-    let mut detail = format!(
-        "Deployment {}/{} has {available} of {want} replicas available",
-        deployment.namespace().unwrap_or_default(),
-        deployment.name_any()
-    );
-    if updated != want {
-        detail.push_str(&format!(", {updated} updated"));
-    }
-    // The controller's own words on why, when it gives them.
-    if let Some(problem) = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.status == "False" && (c.type_ == "Available" || c.type_ == "Progressing"))
-    {
-        detail.push_str(&format!(
-            " ({}: {})",
-            problem.reason.as_deref().unwrap_or(&problem.type_),
-            problem.message.as_deref().unwrap_or("")
-        ));
-    }
-    Rollout {
-        exists: true,
-        available: available > 0,
-        rolled_out,
-        detail,
-    }
-}
-
-/// A DaemonSet's rollout: available when a pod is (or no node wants one), rolled out
-/// when every node's pod is updated and available.
-pub fn daemon_set_rollout(daemon_set: &DaemonSet) -> Rollout {
-    let status = daemon_set.status.clone().unwrap_or_default();
-    let desired = status.desired_number_scheduled;
-    let available = status.number_available.unwrap_or(0);
-    let updated = status.updated_number_scheduled.unwrap_or(0);
-    let current_generation =
-        status.observed_generation.unwrap_or(0) >= daemon_set.metadata.generation.unwrap_or(0);
-    Rollout {
-        exists: true,
-        available: available > 0 || desired == 0,
-        rolled_out: updated == desired && available == desired && current_generation,
-        detail: format!(
-            "DaemonSet {}/{} has {available} of {desired} pods available, {updated} updated",
-            daemon_set.namespace().unwrap_or_default(),
-            daemon_set.name_any()
-        ),
-    }
-}
-
-/// The rollout of every operand that exists.
-pub async fn rollouts(
+/// The rollout of every operand that exists, and the names the scheduler's Deployment
+/// places (`None` without one).
+pub async fn workloads(
     client: &kube::Client,
     settings: &Settings,
-) -> Result<BTreeMap<Component, Rollout>, ObserveError> {
+) -> Result<(BTreeMap<Component, Rollout>, Option<DeployedScheduler>), ObserveError> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &settings.namespace);
     let mut out = BTreeMap::new();
+    let mut scheduler = None;
     for (component, name) in [
         (Component::Inspector, INSPECTOR),
         (Component::Webhook, WEBHOOK),
@@ -131,6 +79,9 @@ pub async fn rollouts(
             .await
             .map_err(read_error(format!("Deployment {name}")))?
         {
+            if component == Component::Scheduler {
+                scheduler = Some(DeployedScheduler::of(&d));
+            }
             out.insert(component, deployment_rollout(&d));
         }
     }
@@ -142,16 +93,23 @@ pub async fn rollouts(
     {
         out.insert(Component::EnoexecDaemon, daemon_set_rollout(&ds));
     }
-    Ok(out)
+    Ok((out, scheduler))
 }
 
-/// The mode the mutating webhook configuration routes to (by its path), if it exists
-/// and is the operator's.
-pub async fn routing(applier: &Applier) -> Result<Option<PlacementMode>, ApplyError> {
-    let Some(stored) = applier.get(&webhook_configuration_key()).await? else {
-        return Ok(None);
-    };
-    Ok(routing_of(&stored))
+/// Whether the operator's mutating webhook configuration exists, and the mode it routes
+/// to (by its path).
+pub async fn route(client: &kube::Client) -> Result<(bool, Option<PlacementMode>), ObserveError> {
+    let stored = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get_opt(WEBHOOK)
+        .await
+        .map_err(read_error("the mutating webhook configuration"))?;
+    Ok(match stored {
+        Some(configuration) => {
+            let configuration = serde_json::to_value(&configuration).unwrap_or(Value::Null);
+            (true, routing_of(&configuration))
+        }
+        None => (false, None),
+    })
 }
 
 pub fn routing_of(configuration: &Value) -> Option<PlacementMode> {
@@ -159,20 +117,6 @@ pub fn routing_of(configuration: &Value) -> Option<PlacementMode> {
     [PlacementMode::Scheduler, PlacementMode::SchedulingGate]
         .into_iter()
         .find(|m| review_path(Some(*m)) == path)
-}
-
-/// A pod that would be stranded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodRef {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl std::fmt::Display for PodRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
 }
 
 /// Pods in pages of this many: 20,000 gated pods are read in bounded pieces.
@@ -201,16 +145,6 @@ async fn pod_refs(client: &kube::Client, params: ListParams) -> Result<Vec<PodRe
             None => return Ok(refs),
         }
     }
-}
-
-/// Pods as the API server sends them: every field kept, known to the operator's API
-/// types or not (a pod from a newer release is recreated whole).
-pub fn pods_as_sent(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &kube::api::ApiResource::erase::<Pod>(&()),
-    )
 }
 
 /// Unbound pending pods naming `scheduler_name`: never kube-scheduler's pods, whatever a
@@ -309,11 +243,23 @@ async fn serves(
     match client.list_api_group_resources(api_version).await {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == resource)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        Err(source) => Err(ObserveError {
+        Err(source) => Err(ObserveError::Read {
             what: format!("the discovery of {api_version}"),
             source,
         }),
     }
+}
+
+/// The journal of pods being recreated (`act::journal`), oldest first.
+pub async fn journal(
+    client: &kube::Client,
+    settings: &Settings,
+) -> Result<Vec<ConfigMap>, ObserveError> {
+    let entries = Api::<ConfigMap>::namespaced(client.clone(), &settings.namespace)
+        .list(&ListParams::default().labels(&format!("{JOURNAL_LABEL}=true")))
+        .await
+        .map_err(read_error("the journal of pods being recreated"))?;
+    Ok(entries.items)
 }
 
 #[cfg(test)]
@@ -321,29 +267,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn rollouts_follow_mto_s_rules_and_say_why() {
-        let deployment: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "multiarch-scheduler", "namespace": "multiarch", "generation": 2},
-            "spec": {"replicas": 2, "selector": {}, "template": {}},
-            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1, "unavailableReplicas": 1,
-                       "conditions": [{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability."}]},
-        }))
-        .unwrap();
-        let rollout = deployment_rollout(&deployment);
-        assert!(rollout.available && !rollout.rolled_out);
-        assert_eq!(
-            rollout.detail,
-            "Deployment multiarch/multiarch-scheduler has 1 of 2 replicas available (MinimumReplicasUnavailable: Deployment does not have minimum availability.)"
-        );
-        let none: DaemonSet = serde_json::from_value(json!({
-            "metadata": {"name": "d", "namespace": "multiarch"},
-            "status": {"desiredNumberScheduled": 0, "currentNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0},
-        }))
-        .unwrap();
-        assert!(daemon_set_rollout(&none).available);
-    }
 
     #[test]
     fn the_route_is_read_from_the_path() {

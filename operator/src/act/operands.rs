@@ -6,24 +6,28 @@
 use std::{collections::BTreeSet, time::SystemTime};
 
 use kube::ResourceExt;
-use multiarch_crd::{ClusterPodPlacementConfig, label_selector};
+use multiarch_crd::{ClusterPodPlacementConfig, ClusterPodPlacementConfigSpec, label_selector};
+
+use serde_json::Value;
 
 use crate::{
-    apply::{Applied, ObjectKey},
-    authority::CertificateAuthority,
+    act::{failures::StepFailures, writes::delete},
+    apply::{Applied, ObjectKey, Owner},
+    certificates::{self, Authority, authority::CertificateAuthority},
     context::OperatorContext,
-    desired::{self, Owner, Wanted, every_key, webhook_certificate_key, webhook_configuration_key},
-    operand_certificates,
-    plan::Plan,
-    step::{StepFailures, delete, wrote},
+    desired::{self, Wanted, every_key, webhook_certificate_key, webhook_configuration_key},
+    observe::reads::OptionalApis,
+    target::Target,
 };
 
 /// What the operands are built from, besides the spec.
 pub struct Operands<'a> {
-    pub authority: &'a crate::certificates::Authority,
+    /// The spec in force.
+    pub spec: &'a ClusterPodPlacementConfigSpec,
+    pub authority: &'a Authority,
     pub now: SystemTime,
-    pub plan: &'a Plan,
-    pub apis: desired::OptionalApis,
+    pub target: &'a Target,
+    pub apis: OptionalApis,
     pub previous_scheduler_names: &'a [String],
 }
 
@@ -35,8 +39,13 @@ pub async fn apply(
     operands: &Operands<'_>,
     failures: &mut StepFailures,
 ) {
-    let issued =
-        operand_certificates::ensure_all(ctx, cppc, operands.authority, operands.now).await;
+    let issued = certificates::operands::ensure_all(
+        &ctx.certificate_keeper(),
+        cppc,
+        operands.authority,
+        operands.now,
+    )
+    .await;
     // Without every certificate the workloads that mount them are left as they are.
     let Some(issued) = failures.keep(ctx, "issue a certificate", issued) else {
         return;
@@ -44,8 +53,8 @@ pub async fn apply(
     let [webhook_tls, inspector_tls, inspector_client_tls] = [&issued[0], &issued[1], &issued[2]];
     let objects = desired::objects(&Wanted {
         settings: &ctx.settings,
-        spec: &cppc.spec,
-        plan: operands.plan,
+        spec: operands.spec,
+        target: operands.target,
         owner: &Owner {
             uid: cppc.uid().unwrap_or_default(),
         },
@@ -68,15 +77,31 @@ pub async fn apply(
     ) else {
         return;
     };
-    let selector_errors = cppc
-        .spec
+    let wanted = write_each(operands.spec, ctx, operands.authority, &objects, failures).await;
+    for key in every_key {
+        if !wanted.contains(&key) {
+            let deleted = delete(ctx, &key).await;
+            failures.keep(ctx, "delete an operand", deleted);
+        }
+    }
+}
+
+/// Writes each of `objects` that differs; the keys of all of them.
+async fn write_each(
+    spec: &ClusterPodPlacementConfigSpec,
+    ctx: &OperatorContext,
+    authority: &Authority,
+    objects: &[Value],
+    failures: &mut StepFailures,
+) -> BTreeSet<ObjectKey> {
+    let selector_errors = spec
         .namespace_selector
         .as_ref()
         .map(|s| label_selector::selector_errors(s, "spec.namespaceSelector"))
         .unwrap_or_default();
     let mut wanted = BTreeSet::new();
     let mut routed = true;
-    for object in &objects {
+    for object in objects {
         let key = ObjectKey::of(object);
         wanted.insert(key.clone());
         // Refused by the CRD and the validating webhook; written while they were not
@@ -96,23 +121,17 @@ pub async fn apply(
         // The webhook's certificate follows its configuration: a certificate from a new
         // CA is served only once the API server has that CA.
         if key == webhook_certificate_key(&ctx.settings) && !routed {
-            let bundle = CertificateAuthority::bundle_base64(operands.authority);
+            let bundle = CertificateAuthority::bundle_base64(authority);
             let injected = ctx.authority.inject_mutating(&bundle).await;
-            if failures
-                .keep(
-                    ctx,
-                    "write the CA bundle into the webhook configuration",
-                    injected,
-                )
-                .is_none()
-            {
+            let step = "write the CA bundle into the webhook configuration";
+            if failures.keep(ctx, step, injected).is_none() {
                 continue;
             }
         }
         match ctx.applier.ensure(object).await {
             Ok(Applied::Unchanged) => {}
-            Ok(Applied::Created) => wrote(ctx, "created"),
-            Ok(Applied::Updated) => wrote(ctx, "updated"),
+            Ok(Applied::Created) => ctx.metrics.wrote("created"),
+            Ok(Applied::Updated) => ctx.metrics.wrote("updated"),
             Err(e) => {
                 if key == webhook_configuration_key() {
                     routed = false;
@@ -121,10 +140,5 @@ pub async fn apply(
             }
         }
     }
-    for key in every_key {
-        if !wanted.contains(&key) {
-            let deleted = delete(ctx, &key).await;
-            failures.keep(ctx, "delete an operand", deleted);
-        }
-    }
+    wanted
 }

@@ -8,6 +8,10 @@
 //! files a pod serves are replaced in place and reloaded, and a new CA joins the bundle
 //! before anything is signed with it. No I/O: the caller reads and writes the Secrets.
 
+pub mod authority;
+pub mod operands;
+pub mod secrets;
+
 use std::{collections::BTreeMap, time::SystemTime};
 
 use rcgen::{

@@ -1,24 +1,18 @@
-//! A renamed scheduler (`spec.placement.schedulerName` changed) strands no pod. The
-//! webhook routes new pods to the new name as soon as it reads the change; pods already
-//! routed (or routed by a replica that had not read it yet) name the old one, which the
-//! renamed scheduler does not place. The scheduler's Deployment remembers the names it
-//! placed before (`PREVIOUS_SCHEDULER_NAMES`, the last few), and once the renamed
-//! scheduler is rolled out, every pod still pending under one of them is recreated as a
-//! mode switch's drain recreates pods: deleted for its controller to recreate through
-//! admission, or recreated by the operator from a journaled copy. Admission then routes
-//! it to the new name.
+//! The names the scheduler's Deployment places pods under, for a rename
+//! (`spec.placement.schedulerName` changed) that strands no pod. The webhook routes new
+//! pods to the new name as soon as it reads the change; pods already routed (or routed by
+//! a replica that had not read it yet) name the old one, which the renamed scheduler does
+//! not place. The Deployment remembers the names it placed before
+//! (`PREVIOUS_SCHEDULER_NAMES`, the last few), and once the renamed scheduler is rolled
+//! out, every pod still pending under one of them is recreated (`decide`), as a mode
+//! switch's drain recreates pods. Admission then routes it to the new name.
 
+use k8s_openapi::api::apps::v1::Deployment;
 use multiarch_flags::{SchedulerArgs, parse_known_argv};
 use serde_json::Value;
 use tracing::warn;
 
-use crate::{
-    apply::ObjectKey,
-    context::OperatorContext,
-    install::{MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, SCHEDULER},
-    observe, release,
-    step::{ReconcileError, StepFailures},
-};
+use crate::install::{MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, SCHEDULER};
 
 /// The scheduler Deployment as it is now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,30 +23,25 @@ pub struct DeployedScheduler {
     pub previous: Vec<String>,
 }
 
-/// The scheduler Deployment's names, `None` without one.
-pub async fn deployed(ctx: &OperatorContext) -> Result<Option<DeployedScheduler>, ReconcileError> {
-    let key = ObjectKey {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        namespace: Some(ctx.settings.namespace.clone()),
-        name: SCHEDULER.into(),
-    };
-    Ok(ctx.applier.get(&key).await?.as_ref().map(read))
+impl DeployedScheduler {
+    /// The names `deployment` places and placed.
+    pub fn of(deployment: &Deployment) -> DeployedScheduler {
+        read(&serde_json::to_value(deployment).unwrap_or(Value::Null))
+    }
 }
 
-/// [`deployed`], read with `client` in `namespace` (the webhooks, which every replica
-/// serves, have no applier).
+/// The scheduler Deployment's names in `namespace`, `None` without one (the webhooks,
+/// which every replica serves, read it on their own).
 pub async fn deployed_in(
     client: &kube::Client,
     namespace: &str,
 ) -> Result<Option<DeployedScheduler>, kube::Error> {
-    let api =
-        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), namespace);
-    let deployment = api.get_opt(SCHEDULER).await?;
-    Ok(deployment
-        .and_then(|d| serde_json::to_value(d).ok())
+    let api = kube::Api::<Deployment>::namespaced(client.clone(), namespace);
+    Ok(api
+        .get_opt(SCHEDULER)
+        .await?
         .as_ref()
-        .map(read))
+        .map(DeployedScheduler::of))
 }
 
 fn read(deployment: &Value) -> DeployedScheduler {
@@ -103,42 +92,6 @@ pub fn every_name(deployed: Option<&DeployedScheduler>, wanted: &str) -> Vec<Str
     let mut names = vec![wanted.to_owned()];
     names.extend(previous_names(deployed, wanted));
     names
-}
-
-/// Pending pods naming any of `names`.
-pub async fn pods_waiting_for_any(
-    ctx: &OperatorContext,
-    names: &[String],
-) -> Result<Vec<observe::PodRef>, ReconcileError> {
-    let mut pods = Vec::new();
-    for name in names {
-        pods.extend(observe::pods_waiting_for(&ctx.client, name).await?);
-    }
-    Ok(pods)
-}
-
-/// Recreates the pods pending under `previous` names, once the scheduler placing
-/// `wanted` is the one rolled out; a failure to list them is recorded in `failures`.
-pub async fn release_renamed(
-    ctx: &OperatorContext,
-    previous: &[String],
-    wanted: &str,
-    failures: &mut StepFailures,
-) {
-    for old in previous {
-        let pods = observe::pods_waiting_for(&ctx.client, old).await;
-        let Some(pods) = failures.keep(
-            ctx,
-            "release pods waiting under an old scheduler name",
-            pods,
-        ) else {
-            continue;
-        };
-        let why = format!(
-            "the ClusterPodPlacementConfig renamed the scheduler from {old} to {wanted}, and no scheduler places pods named {old} any more"
-        );
-        release::reset_all(ctx, &pods, &why, failures).await;
-    }
 }
 
 #[cfg(test)]

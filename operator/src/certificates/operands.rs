@@ -11,23 +11,56 @@ use multiarch_crd::{ClusterPodPlacementConfig, names::SINGLETON_NAME};
 use tracing::info;
 
 use crate::{
-    authority::{CertificateAuthority, secret_data},
-    certificates::{Authority, SecretData, ensure, expires_at},
-    context::OperatorContext,
-    desired::{self, Owner, owned, secret},
-    install::WEBHOOK_TLS_SECRET,
-    metrics::SecretLabel,
-    step::{ReconcileError, api_error, wrote},
+    apply::{Applier, ApplyError, Owner, owned},
+    certificates::{
+        Authority, CertificateError, SecretData,
+        authority::{AuthorityError, CertificateAuthority, secret_data},
+        ensure, expires_at,
+        secrets::{self, secret},
+    },
+    install::{Settings, WEBHOOK_TLS_SECRET},
+    metrics::{OperatorMetrics, SecretLabel},
 };
+
+/// What keeping the operands' certificates takes.
+pub struct Keeper<'a> {
+    pub client: &'a kube::Client,
+    pub settings: &'a Settings,
+    pub applier: &'a Applier,
+    pub authority: &'a CertificateAuthority,
+    pub metrics: &'a OperatorMetrics,
+    /// One issuer at a time (the reconcile, the certificate loop): never both issue one.
+    pub one_at_a_time: &'a tokio::sync::Mutex<()>,
+}
+
+/// Why an operand certificate could not be kept.
+#[derive(Debug, thiserror::Error)]
+pub enum OperandCertificateError {
+    #[error("cannot {what}: {source}")]
+    Api {
+        what: &'static str,
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Certificate(#[from] CertificateError),
+    #[error(transparent)]
+    Authority(#[from] AuthorityError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
+fn api_error(what: &'static str) -> impl FnOnce(kube::Error) -> OperandCertificateError {
+    move |source| OperandCertificateError::Api { what, source }
+}
 
 /// A certificate the operator keeps in `secret`: the stored one while it is right, else
 /// a new one; and the stored one.
 async fn certificate(
-    ctx: &OperatorContext,
+    ctx: &Keeper<'_>,
     authority: &Authority,
-    wanted: &desired::Certificate,
+    wanted: &secrets::Certificate,
     now: SystemTime,
-) -> Result<(SecretData, Option<SecretData>), ReconcileError> {
+) -> Result<(SecretData, Option<SecretData>), OperandCertificateError> {
     let secret = wanted.secret;
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
     let stored = secrets
@@ -58,16 +91,16 @@ async fn certificate(
 /// due (one writer at a time: the reconcile and the certificate loop never both issue
 /// one). The webhook's is written only once its configuration, if any, holds the CA.
 pub async fn ensure_all(
-    ctx: &OperatorContext,
+    ctx: &Keeper<'_>,
     cppc: &ClusterPodPlacementConfig,
     authority: &Authority,
     now: SystemTime,
-) -> Result<[SecretData; 3], ReconcileError> {
-    let _one = ctx.operand_certificates.lock().await;
+) -> Result<[SecretData; 3], OperandCertificateError> {
+    let _one = ctx.one_at_a_time.lock().await;
     let owner = Owner {
         uid: cppc.uid().unwrap_or_default(),
     };
-    let [webhook, inspector, inspector_client] = desired::certificates(&ctx.settings);
+    let [webhook, inspector, inspector_client] = secrets::certificates(ctx.settings);
     let mut issued = Vec::new();
     for wanted in [webhook, inspector, inspector_client] {
         let (data, stored) = certificate(ctx, authority, &wanted, now).await?;
@@ -78,11 +111,11 @@ pub async fn ensure_all(
             }
             ctx.applier
                 .ensure(&owned(
-                    secret(&ctx.settings, wanted.secret, "kubernetes.io/tls", &data),
+                    secret(ctx.settings, wanted.secret, "kubernetes.io/tls", &data),
                     Some(&owner),
                 ))
                 .await?;
-            wrote(ctx, "updated");
+            ctx.metrics.wrote("updated");
         }
         issued.push(data);
     }
@@ -94,7 +127,7 @@ pub async fn ensure_all(
 
 /// The certificate loop's turn: every operand certificate renewed when due, while the
 /// ClusterPodPlacementConfig exists and is not being deleted.
-pub async fn renew(ctx: &OperatorContext, now: SystemTime) -> Result<(), ReconcileError> {
+pub async fn renew(ctx: &Keeper<'_>, now: SystemTime) -> Result<(), OperandCertificateError> {
     let Some(cppc) = Api::<ClusterPodPlacementConfig>::all(ctx.client.clone())
         .get_opt(SINGLETON_NAME)
         .await

@@ -1,0 +1,106 @@
+//! How far a workload has rolled out, read from its status as MTO reads it. No I/O.
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use kube::ResourceExt;
+
+use crate::component::Rollout;
+
+/// A Deployment's rollout, as MTO judges it: available with one replica, rolled out
+/// when every replica is updated, ready and available for the current generation.
+pub fn deployment_rollout(deployment: &Deployment) -> Rollout {
+    let want = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let status = deployment.status.clone().unwrap_or_default();
+    let available = status.available_replicas.unwrap_or(0);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let ready = status.ready_replicas.unwrap_or(0);
+    let current_generation =
+        status.observed_generation.unwrap_or(0) >= deployment.metadata.generation.unwrap_or(0);
+    let rolled_out = updated == want
+        && ready == want
+        && available == want
+        && status.replicas.unwrap_or(0) == want
+        && status.unavailable_replicas.unwrap_or(0) == 0
+        && current_generation;
+    let mut detail = format!(
+        "Deployment {}/{} has {available} of {want} replicas available",
+        deployment.namespace().unwrap_or_default(),
+        deployment.name_any()
+    );
+    if updated != want {
+        detail.push_str(&format!(", {updated} updated"));
+    }
+    // The controller's own words on why, when it gives them.
+    if let Some(problem) = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.status == "False" && (c.type_ == "Available" || c.type_ == "Progressing"))
+    {
+        detail.push_str(&format!(
+            " ({}: {})",
+            problem.reason.as_deref().unwrap_or(&problem.type_),
+            problem.message.as_deref().unwrap_or("")
+        ));
+    }
+    Rollout {
+        exists: true,
+        available: available > 0,
+        rolled_out,
+        detail,
+    }
+}
+
+/// A DaemonSet's rollout: available when a pod is (or no node wants one), rolled out
+/// when every node's pod is updated and available.
+pub fn daemon_set_rollout(daemon_set: &DaemonSet) -> Rollout {
+    let status = daemon_set.status.clone().unwrap_or_default();
+    let desired = status.desired_number_scheduled;
+    let available = status.number_available.unwrap_or(0);
+    let updated = status.updated_number_scheduled.unwrap_or(0);
+    let current_generation =
+        status.observed_generation.unwrap_or(0) >= daemon_set.metadata.generation.unwrap_or(0);
+    Rollout {
+        exists: true,
+        available: available > 0 || desired == 0,
+        rolled_out: updated == desired && available == desired && current_generation,
+        detail: format!(
+            "DaemonSet {}/{} has {available} of {desired} pods available, {updated} updated",
+            daemon_set.namespace().unwrap_or_default(),
+            daemon_set.name_any()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn rollouts_follow_mto_s_rules_and_say_why() {
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "multiarch-scheduler", "namespace": "multiarch", "generation": 2},
+            "spec": {"replicas": 2, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1, "unavailableReplicas": 1,
+                       "conditions": [{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability."}]},
+        }))
+        .unwrap();
+        let rollout = deployment_rollout(&deployment);
+        assert!(rollout.available && !rollout.rolled_out);
+        assert_eq!(
+            rollout.detail,
+            "Deployment multiarch/multiarch-scheduler has 1 of 2 replicas available (MinimumReplicasUnavailable: Deployment does not have minimum availability.)"
+        );
+        let none: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "d", "namespace": "multiarch"},
+            "status": {"desiredNumberScheduled": 0, "currentNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0},
+        }))
+        .unwrap();
+        assert!(daemon_set_rollout(&none).available);
+    }
+}
