@@ -18,10 +18,13 @@ use std::{
 use multiarch_admission::webhook::{
     decision::WebhookConfig,
     metrics::WebhookMetrics,
-    server::{MAX_REVIEW_BYTES, ServerLimits, WebhookState, bind, serve_with},
-    tls::server_config,
+    server::{WebhookState, serve_with},
 };
 use multiarch_crd::PlacementMode;
+use multiarch_runtime::https_server::bind;
+use multiarch_runtime::request_body::MAX_REVIEW_BYTES;
+use multiarch_runtime::server_limits::ServerLimits;
+use multiarch_runtime::serving_cert::server_config;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

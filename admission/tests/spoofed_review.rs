@@ -16,7 +16,7 @@ use multiarch_admission::webhook::{
     decision::WebhookConfig,
     image_lookup::{AdmissionLookup, Credentials},
     metrics::WebhookMetrics,
-    server::{WebhookState, answer, bind, serve},
+    server::{WebhookState, answer, serve},
     tls::webhook_tls,
 };
 use multiarch_crd::PlacementMode;
@@ -24,6 +24,7 @@ use multiarch_inspector::{
     ImageInfo, ImageInspector, InspectError, InspectRequest,
     image::{ManifestKind, PlatformEntry},
 };
+use multiarch_runtime::https_server::bind;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -12,13 +12,15 @@ use std::{
 
 use base64::Engine;
 use multiarch_admission::webhook::{
-    decision::{Exemption, WebhookConfig, decide},
+    decision::{WebhookConfig, decide},
     metrics::WebhookMetrics,
     review::review,
-    server::{WebhookState, bind, serve},
-    tls::server_config,
+    server::{WebhookState, serve},
 };
 use multiarch_crd::{PlacementMode, PodPlacementConfig};
+use multiarch_policy::exemption::Exemption;
+use multiarch_runtime::https_server::bind;
+use multiarch_runtime::serving_cert::server_config;
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Value {
@@ -538,7 +540,8 @@ async fn https_serves_reviews_rejects_garbage_and_reloads_its_certificate() {
 /// connections are closed at once while the others are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_bounded_in_time_and_number() {
-    use multiarch_admission::webhook::server::{ServerLimits, serve_with};
+    use multiarch_admission::webhook::server::serve_with;
+    use multiarch_runtime::server_limits::ServerLimits;
     use tokio::io::AsyncReadExt;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = std::env::temp_dir().join(format!("multiarch-webhook-idle-{}", std::process::id()));
@@ -622,7 +625,8 @@ async fn idle_connections_are_bounded_in_time_and_number() {
 /// default 2 MB would have refused it) and refused with 413 beyond it.
 #[tokio::test]
 async fn reviews_are_read_up_to_their_bound() {
-    use multiarch_admission::webhook::server::{MAX_REVIEW_BYTES, router};
+    use multiarch_admission::webhook::server::router;
+    use multiarch_runtime::request_body::MAX_REVIEW_BYTES;
     use tower::ServiceExt;
     let state = WebhookState {
         config: Arc::new(RwLock::new(config(PlacementMode::Scheduler))),

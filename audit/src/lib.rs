@@ -17,6 +17,3 @@ pub mod summary;
 mod table;
 pub mod verdict;
 pub mod workloads;
-
-/// The platform type the verdicts are computed with, for callers that resolve images.
-pub use multiarch_policy::platform::Platform;

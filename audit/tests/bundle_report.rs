@@ -5,14 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use multiarch_audit::{
-    Platform,
-    bundle::{
-        contents::{Bundle, BundleFile},
-        findings::{FindingSeverity, ImageAnswer, ImageFacts, Rule},
-        report::{BundleReport, Runs},
-    },
+use multiarch_audit::bundle::{
+    contents::{Bundle, BundleFile},
+    findings::{FindingSeverity, ImageAnswer, ImageFacts, Rule},
+    report::{BundleReport, Runs},
 };
+use multiarch_policy::platform::Platform;
 
 fn bundle(labels: &str, affinity: &str) -> Bundle {
     let csv = format!(

@@ -12,16 +12,14 @@ use std::{collections::HashMap, hint::black_box, time::Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use multiarch_benches::{basic_pod, cluster};
 use multiarch_crd::PodPlacementConfig;
-use multiarch_plugins::{
-    architecture_rules::{ArchitectureRules, RuleSubject},
-    model::{platform::Platform, selectors::Labels},
-    profile::Profile,
-};
+use multiarch_plugins::profile::Profile;
+use multiarch_policy::architecture_rules::{ArchitectureRules, RuleSubject};
+use multiarch_policy::platform::Platform;
 use multiarch_policy::pod_configs::NamespacedConfigs;
-use multiarch_scheduler::engine::{
-    image_source::CatalogImages,
-    scheduler::{Outcome, PlacementInputs, SchedulerCore},
-};
+use multiarch_policy::selectors::Labels;
+use multiarch_scheduler::engine::outcome::Outcome;
+use multiarch_scheduler::engine::placement_inputs::PlacementInputs;
+use multiarch_scheduler::engine::{image_source::CatalogImages, scheduler::SchedulerCore};
 use serde_json::json;
 
 /// A config of `count` rules on the `n` label, the last matching an `n` that starts

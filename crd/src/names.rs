@@ -12,6 +12,14 @@ pub const SCHEDULING_GATE: &str = "multiarch.openshift.io/scheduling-gate";
 /// Annotation that carries `fallbackArchitecture` through a `v1alpha1` read (MTO's name).
 pub const FALLBACK_ARCHITECTURE_ANNOTATION: &str = "multiarch.openshift.io/fallback-architecture";
 
+/// MTO's finalizer on the ClusterPodPlacementConfig: the operands are removed in order
+/// before the object goes.
+pub const FINALIZER_POD_PLACEMENT: &str = "finalizers.multiarch.openshift.io/pod-placement";
+/// MTO's finalizer on the ClusterPodPlacementConfig exactly while any PodPlacementConfig
+/// exists (tooling and MTO's e2e read it).
+pub const FINALIZER_NO_POD_PLACEMENT_CONFIG: &str =
+    "finalizers.multiarch.openshift.io/no-pod-placement-config";
+
 /// kube-scheduler's name: the `spec.schedulerName` of a pod nobody routed.
 pub const KUBE_SCHEDULER_NAME: &str = "default-scheduler";
 

@@ -7,8 +7,7 @@
 //! at once, as a transient error retried with backoff, rather than wait (a hostile
 //! registry's slow bodies would otherwise hold everyone's).
 
-pub use multiarch_runtime::byte_budget::Reservation;
-use multiarch_runtime::byte_budget::{ByteBudget, Refusal};
+use multiarch_runtime::byte_budget::{ByteBudget, Refusal, Reservation};
 
 /// The default for every registry together.
 pub const TOTAL_BYTES: usize = 96 * 1024 * 1024;

@@ -18,12 +18,10 @@ use reqwest::{StatusCode, header};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    address_policy::AddressPolicy,
-    body_budget::{BodyBudget, Reservation},
-    image::ImageRef,
-    keyring::Credential,
+    address_policy::AddressPolicy, body_budget::BodyBudget, image::ImageRef, keyring::Credential,
     manifest::MAX_MANIFEST_BYTES,
 };
+use multiarch_runtime::byte_budget::Reservation;
 
 /// A token response is a few KiB of JSON.
 const MAX_TOKEN_BYTES: usize = 64 * 1024;

@@ -4,8 +4,9 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
+use multiarch_runtime::server_limits::ServerLimits;
 use multiarch_runtime::{
-    bounded_server::{self, ServerLimits},
+    bounded_server::{self},
     mutual_tls::{self, MutualTlsConnector, TlsDir},
     serving_cert::TlsError,
 };

@@ -44,7 +44,7 @@ use crate::{
     scheduler_name_check,
 };
 
-pub use multiarch_runtime::request_body::MAX_REVIEW_BYTES;
+use multiarch_runtime::request_body::MAX_REVIEW_BYTES;
 
 /// Namespaces whose PodPlacementConfigs are listed at once (each page up to
 /// `CONFIG_PAGE` configs): reviews beyond it wait their turn.

@@ -6,9 +6,10 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::{core::PartialObjectMeta, runtime::reflector};
+use multiarch_runtime::server_limits::ServerLimits;
 use multiarch_runtime::{
     event_recorder::EventRecorder,
-    https_server::{self, ServerLimits},
+    https_server::{self},
     leader_election::ElectionConfig,
     serving_cert::{ReloadingCert, with_resolver},
     supervisor::Tasks,

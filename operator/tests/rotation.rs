@@ -131,7 +131,7 @@ async fn webhook_pod(dir: &Path) -> std::net::SocketAddr {
         tls,
         app,
         tokio_util::sync::CancellationToken::new(),
-        multiarch_runtime::https_server::ServerLimits::default(),
+        multiarch_runtime::server_limits::ServerLimits::default(),
     ));
     addr
 }

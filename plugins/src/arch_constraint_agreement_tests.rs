@@ -9,13 +9,11 @@ use serde_json::json;
 use crate::{
     framework::{CycleState, FilterPlugin, PreFilterPlugin},
     image_platforms::{ContainerImagePlatforms, ImagePlatforms, PodImagePlatforms},
-    model::{
-        node::{NODE_VARIANT_LABEL, NodeBuilder},
-        pod::PodInfo,
-    },
+    model::{node::NodeBuilder, pod::PodInfo},
     plugins::{image_architecture::ImageArchitecture, node_affinity::NodeAffinity},
     testing::Fixture,
 };
+use multiarch_crd::names::NODE_VARIANT_LABEL;
 
 fn pod() -> Pod {
     serde_json::from_value(json!({"metadata": {"name": "p"},

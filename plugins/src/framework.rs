@@ -294,7 +294,7 @@ pub struct CycleContext<'a> {
     pub fallback_architecture: Option<&'a str>,
     /// The architectures a `celArchitecturePlacement` rule decided for the pod: they
     /// replace the images' platforms.
-    pub architecture_rule: Option<&'a crate::architecture_rules::ArchitectureDecision>,
+    pub architecture_rule: Option<&'a multiarch_policy::architecture_rules::ArchitectureDecision>,
     /// Pods a preemption made room for, counted on their node by pods of lower or equal
     /// priority.
     pub nominated: &'a NominatedPods,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::model::platform::{ContainerPlatforms, Platform};
+use multiarch_policy::platform::{ContainerPlatforms, Platform};
 
 /// The answer of image inspection for one image.
 #[derive(Clone, Debug, PartialEq, Eq)]

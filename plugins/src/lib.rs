@@ -13,9 +13,3 @@ pub mod testing;
 #[cfg(test)]
 #[path = "arch_constraint_agreement_tests.rs"]
 mod arch_constraint_agreement_tests;
-
-// The placement policy is its own crate (the webhook, the gate controller, the audit and
-// the inspector use it without this model); the scheduler finds it where it always has.
-pub use multiarch_policy::{
-    affinity_writer, arch_constraint, architecture_rules, exemption, preferences, routing,
-};

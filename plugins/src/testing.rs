@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use crate::{
-    architecture_rules::ArchitectureDecision,
     framework::CycleContext,
     image_platforms::{ImagePlatforms, PodImagePlatforms},
-    model::{cluster::ClusterState, nominated::NominatedPods, platform::Platform, pod::PodInfo},
+    model::{cluster::ClusterState, nominated::NominatedPods, pod::PodInfo},
 };
+use multiarch_policy::architecture_rules::ArchitectureDecision;
+use multiarch_policy::platform::Platform;
 
 /// Linux platforms with these architectures.
 pub fn known(architectures: &[&str]) -> ImagePlatforms {

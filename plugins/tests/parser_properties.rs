@@ -7,10 +7,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
-use multiarch_plugins::model::{
-    quantity::{QUANTITY_LIMIT, parse_scaled},
-    selectors::{LabelSelector, NodeSelector},
-};
+use multiarch_plugins::model::quantity::{QUANTITY_LIMIT, parse_scaled};
+use multiarch_policy::selectors::{LabelSelector, NodeSelector};
 use proptest::prelude::*;
 
 const SUFFIXES: [(&str, i32, u32); 16] = [

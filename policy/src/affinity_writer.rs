@@ -13,7 +13,7 @@ use multiarch_crd::names::NODE_ARCH_LABEL;
 use multiarch_crd::names::NODE_VARIANT_LABEL;
 
 use crate::{platform::Platform, preferences::ArchPreference};
-pub use multiarch_crd::names::{NO_SUPPORTED_ARCH, NODE_OS_LABEL};
+use multiarch_crd::names::{NO_SUPPORTED_ARCH, NODE_OS_LABEL};
 
 /// What the required affinity must say.
 #[derive(Clone, Debug, PartialEq, Eq)]

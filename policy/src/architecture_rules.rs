@@ -39,7 +39,6 @@ use crate::{
     pod_configs::NamespacedConfigs,
     selectors::{LabelSelector, Labels},
 };
-pub use multiarch_crd::names::ANNOTATION_ARCHITECTURE_RULE;
 
 /// The pod as a rule sees it.
 #[derive(Clone, Copy, Debug)]

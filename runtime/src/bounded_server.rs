@@ -30,8 +30,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-pub use crate::server_limits::ServerLimits;
-use crate::{peer::Peer, served_connection::serve_connection};
+use crate::{peer::Peer, served_connection::serve_connection, server_limits::ServerLimits};
 
 /// Connections per peer address.
 #[derive(Default)]

@@ -9,7 +9,7 @@ use axum::Router;
 use rustls::ServerConfig;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::bounded_server::ServerLimits;
+use crate::server_limits::ServerLimits;
 
 /// Serves HTTPS on `listener` until `shutdown` is cancelled, then drains as
 /// [`crate::bounded_server::serve`] says.

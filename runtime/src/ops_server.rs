@@ -19,7 +19,7 @@ use axum::{
 use prometheus_client::{encoding::text::encode, registry::Registry};
 use tokio_util::sync::CancellationToken;
 
-use crate::bounded_server::{self, ServerLimits};
+use crate::{bounded_server, server_limits::ServerLimits};
 
 /// Probes and scrapes are a few connections at a time.
 pub const OPS_LIMITS: ServerLimits = ServerLimits {

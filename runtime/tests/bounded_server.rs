@@ -7,7 +7,8 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{Router, routing::get};
-use multiarch_runtime::bounded_server::{ServerLimits, serve};
+use multiarch_runtime::bounded_server::serve;
+use multiarch_runtime::server_limits::ServerLimits;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     sync::Notify,

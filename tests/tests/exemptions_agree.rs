@@ -12,13 +12,12 @@ use multiarch_admission::{
     webhook::decision::{WebhookConfig, decide},
 };
 use multiarch_crd::PlacementMode;
-use multiarch_plugins::{
-    architecture_rules::ArchitectureRules,
-    exemption::{Exemption, exemption},
-    model::{platform::Platform, pod::PodInfo},
-    profile::Profile,
-};
-use multiarch_scheduler::engine::scheduler::{PlacementInputs, SchedulerCore};
+use multiarch_plugins::{model::pod::PodInfo, profile::Profile};
+use multiarch_policy::architecture_rules::ArchitectureRules;
+use multiarch_policy::exemption::{Exemption, exemption};
+use multiarch_policy::platform::Platform;
+use multiarch_scheduler::engine::placement_inputs::PlacementInputs;
+use multiarch_scheduler::engine::scheduler::SchedulerCore;
 use serde_json::{Value, json};
 
 const OWN: &str = "multiarch";

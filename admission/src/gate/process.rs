@@ -4,14 +4,13 @@
 //! publishes the events.
 
 use k8s_openapi::api::core::v1::Pod;
-pub use multiarch_crd::names::{
-    ANNOTATION_INSPECT_ERROR, ANNOTATION_SOURCES, LABEL_FALLBACK, LABEL_INSPECT_ERROR,
-    LABEL_INSPECT_ERROR_COUNT,
-};
+use multiarch_crd::names::ANNOTATION_ARCHITECTURE_RULE;
 use multiarch_crd::{
     Architecture, ClusterPlugins,
     names::{
-        LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
+        ANNOTATION_INSPECT_ERROR, ANNOTATION_SOURCES, LABEL_FALLBACK, LABEL_INSPECT_ERROR,
+        LABEL_INSPECT_ERROR_COUNT, LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY,
+        LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
 };
 use multiarch_policy::{
@@ -20,9 +19,7 @@ use multiarch_policy::{
         preferred_architectures,
     },
     arch_constraint::{Constrained, constrain},
-    architecture_rules::{
-        ANNOTATION_ARCHITECTURE_RULE, ArchitectureDecision, ArchitectureRules, RuleSubject,
-    },
+    architecture_rules::{ArchitectureDecision, ArchitectureRules, RuleSubject},
     exemption::{architecture_set, exemption},
     platform::Platform,
     pod_configs::NamespacedConfigs,

@@ -18,7 +18,7 @@ use super::{
     decision::WebhookConfig,
     sent_fields::{SentField, SentFields},
 };
-use crate::gate::process::ANNOTATION_SOURCES;
+use multiarch_crd::names::ANNOTATION_SOURCES;
 
 /// What admission did about the constraint, for the metric and the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,10 +7,11 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_crd::PlacementMode;
+use multiarch_crd::names::ANNOTATION_ARCHITECTURE_RULE;
 use multiarch_policy::{
     affinity_writer::{merge_preferred, preferred_architectures},
     arch_constraint::impose_rule,
-    architecture_rules::{ANNOTATION_ARCHITECTURE_RULE, ArchitectureDecision},
+    architecture_rules::ArchitectureDecision,
     preferences::{architecture_preferences, preferences_apply, skip_outside, sources_annotation},
 };
 use serde_json::{Value, json};
@@ -20,7 +21,7 @@ use super::{
     decision::{Decision, WebhookConfig},
     sent_fields::{SentField, SentFields},
 };
-use crate::gate::process::ANNOTATION_SOURCES;
+use multiarch_crd::names::ANNOTATION_SOURCES;
 
 /// The operations that apply the decision's rule to the pod as the API server sent it
 /// (`sent`). A routed or gated pod no rule decides loses an architecture-rule annotation

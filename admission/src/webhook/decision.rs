@@ -12,10 +12,9 @@ use multiarch_crd::{
         LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY, LABEL_SCHEDULING_GATE, SCHEDULING_GATE,
     },
 };
-pub use multiarch_policy::exemption::Exemption;
 use multiarch_policy::{
     architecture_rules::{ArchitectureDecision, ArchitectureRules, RuleSubject},
-    exemption::{architecture_set, exemption, names_other_scheduler},
+    exemption::{Exemption, architecture_set, exemption, names_other_scheduler},
     pod_configs::NamespacedConfigs,
     preferences::preferences_apply,
     routing::{self, Unsupported},

@@ -19,7 +19,8 @@ use multiarch_runtime::{
     json_shape::Prices,
     ops_server::health_routes,
     peer::Peer,
-    request_body::{RequestBodies, within_budget},
+    request_body::{MAX_REVIEW_BYTES, RequestBodies, within_budget},
+    server_limits::ServerLimits,
 };
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
@@ -212,10 +213,6 @@ async fn certified_callers(
     next.run(request).await
 }
 
-/// The largest AdmissionReview read (refused with 413 beyond it, while it streams): a pod
-/// review carries one object the API server accepted, at most 3 MiB.
-pub use multiarch_runtime::request_body::MAX_REVIEW_BYTES;
-
 async fn mutate(
     State(state): State<WebhookState>,
     body: Bytes,
@@ -275,9 +272,6 @@ async fn mutate(
         }
     }
 }
-
-/// Ready once the mode is known, so the Service sends no review before.
-pub use multiarch_runtime::https_server::{ServerLimits, bind};
 
 /// Serves the webhook on `listener` until `shutdown` is cancelled, then for the limits'
 /// shutdown delay, then until the reviews in progress are answered.

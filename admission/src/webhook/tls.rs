@@ -3,10 +3,11 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use multiarch_runtime::mutual_tls::{self, ClientCertificates, TlsDir};
+use multiarch_runtime::{
+    mutual_tls::{self, ClientCertificates, TlsDir},
+    serving_cert::{TlsError, server_config},
+};
 use rustls::ServerConfig;
-
-pub use multiarch_runtime::serving_cert::{TlsError, server_config};
 
 /// How often the mounted files are checked for a new certificate or CA.
 const RELOAD_CHECK: Duration = Duration::from_secs(10);

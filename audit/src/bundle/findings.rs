@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::{Platform, bundle::contents::Bundle};
+use crate::bundle::contents::Bundle;
+use multiarch_policy::platform::Platform;
 
 /// What the registry said of one image.
 #[derive(Clone, Debug, PartialEq, Eq)]

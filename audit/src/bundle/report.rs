@@ -98,7 +98,7 @@ pub struct BundleReport {
     pub suggestion: Option<Suggestion>,
 }
 
-fn platform_text(p: &crate::Platform) -> String {
+fn platform_text(p: &multiarch_policy::platform::Platform) -> String {
     match &p.variant {
         Some(v) => format!("{}/{}/{v}", p.os, p.architecture),
         None => format!("{}/{}", p.os, p.architecture),

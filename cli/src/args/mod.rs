@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 pub use self::local::*;
 // A build with only some roles reads only their flags.
 #[cfg(feature = "cluster-role")]
-pub use multiarch_flags::*;
+use multiarch_flags::*;
 
 /// Architecture-aware scheduling for Kubernetes clusters with mixed CPU architectures.
 #[derive(Debug, Parser)]

@@ -11,7 +11,7 @@ use multiarch_enoexec::daemon::{
 use tracing::info;
 
 use super::role::Role;
-use crate::args::EnoexecDaemonArgs;
+use multiarch_flags::EnoexecDaemonArgs;
 
 pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);

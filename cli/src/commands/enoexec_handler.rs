@@ -8,7 +8,7 @@ use multiarch_runtime::{client, role_args::replica_identity};
 use tracing::info;
 
 use super::{inspector_client::remote_inspector, role::Role};
-use crate::args::EnoexecHandlerArgs;
+use multiarch_flags::EnoexecHandlerArgs;
 
 /// The handler's Lease, and its replicas' name outside a pod.
 const LEASE_NAME: &str = "multiarch-enoexec-handler";

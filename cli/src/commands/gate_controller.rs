@@ -9,7 +9,7 @@ use multiarch_runtime::role_args::replica_identity;
 use tracing::info;
 
 use super::{inspector_client::remote_inspector, role::Role};
-use crate::args::GateControllerArgs;
+use multiarch_flags::GateControllerArgs;
 
 /// The gate controller's Lease, and its replicas' name outside a pod.
 const LEASE_NAME: &str = "multiarch-gate-controller";

@@ -16,7 +16,7 @@ use multiarch_inspector::{
 use tracing::info;
 
 use super::role::Role;
-use crate::args::InspectorArgs;
+use multiarch_flags::InspectorArgs;
 
 pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);

@@ -12,7 +12,7 @@ use multiarch_runtime::{https_server, role_args::replica_identity};
 use tracing::info;
 
 use super::role::Role;
-use crate::args::OperatorArgs;
+use multiarch_flags::OperatorArgs;
 
 pub async fn run(args: &OperatorArgs) -> anyhow::Result<()> {
     let (mut role, log_filter) = Role::begin(&args.log, false);

@@ -6,7 +6,7 @@ use multiarch_scheduler::in_cluster::{self, SchedulerOptions, metrics::Scheduler
 use tracing::info;
 
 use super::{role::Role, scheduler_images::image_source};
-use crate::args::SchedulerArgs;
+use multiarch_flags::SchedulerArgs;
 
 pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
     let (mut role, log_filter) = Role::begin(&args.log, false);

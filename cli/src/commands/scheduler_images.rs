@@ -11,7 +11,7 @@ use multiarch_inspector::{
 use multiarch_scheduler::in_cluster::file_images::FileImages;
 
 use super::{inspector_client::remote_inspector_at, role::Role};
-use crate::args::SchedulerArgs;
+use multiarch_flags::SchedulerArgs;
 
 /// `--inspector-endpoint`, else `--image-platforms`, else in-process inspection with
 /// `--registries-config` (its metrics registered with the role's).

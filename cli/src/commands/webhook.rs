@@ -7,13 +7,14 @@ use multiarch_admission::webhook::{
     configuration,
     image_lookup::{AdmissionLookup, Credentials},
     metrics::WebhookMetrics,
-    server::{WebhookState, bind, serve_with, webhook_limits},
+    server::{WebhookState, serve_with, webhook_limits},
     tls::webhook_tls,
 };
+use multiarch_runtime::https_server::bind;
 use tracing::info;
 
 use super::{inspector_client::remote_inspector_at, role::Role};
-use crate::args::WebhookArgs;
+use multiarch_flags::WebhookArgs;
 
 pub async fn run(args: &WebhookArgs) -> anyhow::Result<()> {
     let (mut role, _) = Role::begin(&args.log, true);

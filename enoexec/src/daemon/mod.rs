@@ -29,7 +29,6 @@ use self::{
     metrics::DaemonMetrics,
     writer::{LocatedFailure, write_loop},
 };
-pub use multiarch_crd::names::LABEL_ENOEXEC_NODE;
 
 #[derive(Clone, Debug)]
 pub struct DaemonOptions {

@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{DaemonOptions, LABEL_ENOEXEC_NODE, metrics::DaemonMetrics};
+use super::{DaemonOptions, metrics::DaemonMetrics};
+use multiarch_crd::names::LABEL_ENOEXEC_NODE;
 
 /// Writes each located failure, until shutdown; then what is still queued.
 pub(super) async fn write_loop(

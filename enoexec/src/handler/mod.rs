@@ -39,7 +39,6 @@ use multiarch_runtime::{
 use tokio_util::sync::CancellationToken;
 
 use self::{correction::Correction, metrics::HandlerMetrics, pass::Pass};
-pub use multiarch_crd::names::EXEC_FORMAT_ERROR_LABEL;
 use multiarch_crd::names::NODE_ARCH_LABEL;
 
 #[derive(Clone, Debug)]

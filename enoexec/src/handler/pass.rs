@@ -11,14 +11,15 @@ use kube::{
 };
 use multiarch_crd::ENoExecEvent;
 use multiarch_inspector::InspectRequest;
-use multiarch_plugins::model::pod::PodInfo;
+use multiarch_policy::pod_images::PodImages;
 use multiarch_runtime::{event_reason::EventReason, event_recorder::pod_reference};
 use tracing::{info, warn};
 
 use super::{
-    EXEC_FORMAT_ERROR_LABEL, HandlerContext, NODE_ARCH_LABEL,
+    HandlerContext, NODE_ARCH_LABEL,
     message::{Failure, message},
 };
+use multiarch_crd::names::EXEC_FORMAT_ERROR_LABEL;
 
 /// How often a report waiting for the kubelet's status looks again.
 const STATUS_POLL: Duration = Duration::from_secs(1);
@@ -159,12 +160,12 @@ impl HandlerContext {
     /// registry cannot say (the message then does not guess).
     async fn image_has_arch(&self, pod: &Pod, image: &str, arch: &str) -> Option<bool> {
         let inspector = self.inspector.as_ref()?;
-        let info = PodInfo::from_pod(pod).ok()?;
+        let info = PodImages::of(pod);
         let container = info.images.iter().find(|c| c.image == image)?;
         let request = InspectRequest {
             // The image already ran: a cached answer is good enough.
             bypass_cache: false,
-            ..InspectRequest::for_container(info.pull_credentials(), container)
+            ..InspectRequest::for_container(info.credentials(), container)
         };
         match inspector.inspect(&request).await {
             // The probe runs on Linux nodes only.

@@ -23,10 +23,11 @@ use crate::{
     act::{failures::StepFailures, operands::Operands},
     certificates::Authority,
     context::OperatorContext,
-    decide::{Action, FINALIZER, Left, Plan, Release, Stage},
+    decide::{Action, Left, Plan, Release, Stage},
     desired::{every_key, webhook_configuration_key},
     observe::reads::OptionalApis,
 };
+use multiarch_crd::names::FINALIZER_POD_PLACEMENT;
 
 /// A write the pass cannot go on without (the finalizers, the status).
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +136,7 @@ async fn one(
         Action::ReleaseFinalizer => {
             // Only after a pass in which everything else went through.
             if failures.is_empty() {
-                finalizers::set(ctx, with.cppc, &[(FINALIZER, false)]).await?;
+                finalizers::set(ctx, with.cppc, &[(FINALIZER_POD_PLACEMENT, false)]).await?;
                 info!("uninstalled: every operand removed, finalizer released");
             }
         }

@@ -9,12 +9,14 @@ use crate::{
     clocks::{Drain, Expired},
     component::Component,
     decide::{
-        Action, FINALIZER, NO_POD_PLACEMENT_CONFIG, Plan, Release, Requeue, Stage,
+        Action, Plan, Release, Requeue, Stage,
         what_to_install::{pods_waiting_for_a_leaving_scheduler, target},
     },
     observe::{Snapshot, scheduler_names::previous_names},
     target::Target,
 };
+use multiarch_crd::names::FINALIZER_NO_POD_PLACEMENT_CONFIG;
+use multiarch_crd::names::FINALIZER_POD_PLACEMENT;
 
 pub(super) fn decide(
     spec: &ClusterPodPlacementConfigSpec,
@@ -74,9 +76,9 @@ pub(super) fn decide(
 /// pod-placement always, no-pod-placement-config exactly while any PodPlacementConfig
 /// exists (left as it is when they could not be listed).
 fn finalizers_to_write(snapshot: &Snapshot) -> Option<Vec<(&'static str, bool)>> {
-    let mut wanted = vec![(FINALIZER, true)];
+    let mut wanted = vec![(FINALIZER_POD_PLACEMENT, true)];
     if let Some(configs) = &snapshot.pod_placement_configs {
-        wanted.push((NO_POD_PLACEMENT_CONFIG, !configs.is_empty()));
+        wanted.push((FINALIZER_NO_POD_PLACEMENT_CONFIG, !configs.is_empty()));
     }
     let differs = wanted
         .iter()

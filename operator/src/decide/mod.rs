@@ -22,12 +22,6 @@ pub use spec_in_force::spec_in_force;
 
 use crate::{clocks::Expired, observe::Snapshot, pod_ref::PodRef, target::Target};
 
-/// MTO's finalizer: the operands are removed in order before the object goes.
-pub const FINALIZER: &str = "finalizers.multiarch.openshift.io/pod-placement";
-/// MTO's finalizer kept while any PodPlacementConfig exists.
-pub const NO_POD_PLACEMENT_CONFIG: &str =
-    "finalizers.multiarch.openshift.io/no-pod-placement-config";
-
 /// How a waiting pod is released when what it waits for goes away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Release {

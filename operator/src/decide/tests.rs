@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use multiarch_crd::{
     ClusterPlugins, ClusterPodPlacementConfigSpec, ExecFormatErrorMonitor, PlacementMode,
     PlacementSpec,
+    names::{FINALIZER_NO_POD_PLACEMENT_CONFIG, FINALIZER_POD_PLACEMENT},
 };
 
 use super::*;
@@ -61,7 +62,7 @@ fn rollout(available: bool) -> Rollout {
 fn seen(available: &[Component], routing: Option<PlacementMode>) -> Snapshot {
     Snapshot {
         deleting: false,
-        finalizers: vec![FINALIZER.into()],
+        finalizers: vec![FINALIZER_POD_PLACEMENT.into()],
         rollouts: available.iter().map(|c| (*c, rollout(true))).collect(),
         route_configured: routing.is_some(),
         routing,
@@ -120,8 +121,8 @@ fn mto_s_finalizers_are_written_first_and_alone() {
     assert_eq!(
         plan.actions,
         [Action::SetFinalizers(vec![
-            (FINALIZER, true),
-            (NO_POD_PLACEMENT_CONFIG, false)
+            (FINALIZER_POD_PLACEMENT, true),
+            (FINALIZER_NO_POD_PLACEMENT_CONFIG, false)
         ])]
     );
     // A PodPlacementConfig appears: its finalizer with it.
@@ -130,12 +131,17 @@ fn mto_s_finalizers_are_written_first_and_alone() {
     let plan = decide(&spec(SchedulerMode), &with_config, &Expired::none());
     assert!(has(
         &plan,
-        &Action::SetFinalizers(vec![(FINALIZER, true), (NO_POD_PLACEMENT_CONFIG, true)])
+        &Action::SetFinalizers(vec![
+            (FINALIZER_POD_PLACEMENT, true),
+            (FINALIZER_NO_POD_PLACEMENT_CONFIG, true)
+        ])
     ));
     // The configs could not be listed: that finalizer is left as it is.
     let mut unread = seen(&ALL_UP, Some(SchedulerMode));
     unread.pod_placement_configs = None;
-    unread.finalizers.push(NO_POD_PLACEMENT_CONFIG.into());
+    unread
+        .finalizers
+        .push(FINALIZER_NO_POD_PLACEMENT_CONFIG.into());
     let plan = decide(&spec(SchedulerMode), &unread, &Expired::none());
     assert_eq!(plan.stage, Stage::Installed);
 }
@@ -313,7 +319,8 @@ fn a_journal_left_by_a_previous_pass_is_finished_first() {
 #[test]
 fn an_uninstall_waits_for_the_pod_placement_configs_then_drops_their_finalizer() {
     let mut held = deleting(&ALL_UP, true);
-    held.finalizers.push(NO_POD_PLACEMENT_CONFIG.into());
+    held.finalizers
+        .push(FINALIZER_NO_POD_PLACEMENT_CONFIG.into());
     held.pod_placement_configs = Some(vec!["shop/prefs".into()]);
     let plan = decide(&spec(SchedulerMode), &held, &Expired::none());
     assert!(plan.actions.is_empty(), "nothing moves: pods stay routed");
@@ -326,7 +333,7 @@ fn an_uninstall_waits_for_the_pod_placement_configs_then_drops_their_finalizer()
     assert_eq!(
         plan.actions,
         [Action::SetFinalizers(vec![(
-            NO_POD_PLACEMENT_CONFIG,
+            FINALIZER_NO_POD_PLACEMENT_CONFIG,
             false
         )])]
     );

@@ -15,10 +15,12 @@ use multiarch_crd::ClusterPodPlacementConfigSpec;
 use crate::{
     clocks::{Drain, Expired},
     component::Component,
-    decide::{Action, FINALIZER, NO_POD_PLACEMENT_CONFIG, Plan, Release, Requeue, Stage, Wait},
+    decide::{Action, Plan, Release, Requeue, Stage, Wait},
     observe::Snapshot,
     pod_ref::PodRef,
 };
+use multiarch_crd::names::FINALIZER_NO_POD_PLACEMENT_CONFIG;
+use multiarch_crd::names::FINALIZER_POD_PLACEMENT;
 
 const WHY: &str = "multiarch is being uninstalled (the ClusterPodPlacementConfig was deleted)";
 
@@ -28,7 +30,7 @@ pub(super) fn decide(
     expired: &Expired,
 ) -> Plan {
     let has = |finalizer: &str| snapshot.finalizers.iter().any(|f| f == finalizer);
-    if !has(FINALIZER) {
+    if !has(FINALIZER_POD_PLACEMENT) {
         return Plan::only(Vec::new(), Requeue::Later, Stage::Ignored);
     }
     let configs = snapshot.pod_placement_configs.clone().unwrap_or_default();
@@ -37,8 +39,8 @@ pub(super) fn decide(
         return Plan::only(Vec::new(), Requeue::Soon, Stage::Uninstalling(waits));
     }
     // MTO's order: the no-pod-placement-config finalizer goes once the configs are gone.
-    if has(NO_POD_PLACEMENT_CONFIG) {
-        let remove = vec![(NO_POD_PLACEMENT_CONFIG, false)];
+    if has(FINALIZER_NO_POD_PLACEMENT_CONFIG) {
+        let remove = vec![(FINALIZER_NO_POD_PLACEMENT_CONFIG, false)];
         return Plan::only(
             vec![Action::SetFinalizers(remove)],
             Requeue::Soon,

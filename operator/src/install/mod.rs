@@ -50,8 +50,7 @@ pub use self::{
         webhook_dns_names,
     },
     scheduler::{
-        MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, scheduler_access, scheduler_rules,
-        scheduler_workload,
+        MAX_PREVIOUS_SCHEDULER_NAMES, scheduler_access, scheduler_rules, scheduler_workload,
     },
     settings::{IMAGE_ARCHITECTURES, OperatorFlagsError, Settings},
     webhook::{

@@ -12,7 +12,7 @@ use super::{
         open_port, role_args, service,
     },
 };
-pub use multiarch_crd::names::PREVIOUS_SCHEDULER_NAMES;
+use multiarch_crd::names::PREVIOUS_SCHEDULER_NAMES;
 
 const METRICS_PORT: u16 = 10259;
 

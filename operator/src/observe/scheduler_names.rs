@@ -12,7 +12,8 @@ use multiarch_flags::{SchedulerArgs, parse_known_argv};
 use serde_json::Value;
 use tracing::warn;
 
-use crate::install::{MAX_PREVIOUS_SCHEDULER_NAMES, PREVIOUS_SCHEDULER_NAMES, SCHEDULER};
+use crate::install::{MAX_PREVIOUS_SCHEDULER_NAMES, SCHEDULER};
+use multiarch_crd::names::PREVIOUS_SCHEDULER_NAMES;
 
 /// The scheduler Deployment as it is now.
 #[derive(Clone, Debug, PartialEq, Eq)]

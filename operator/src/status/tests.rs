@@ -9,13 +9,14 @@ use super::*;
 use crate::{
     clocks::Expired,
     component::{Component, Rollout},
-    decide::{FINALIZER, Left, decide},
+    decide::{Left, decide},
 };
+use multiarch_crd::names::FINALIZER_POD_PLACEMENT;
 
 fn observed(available: &[Component], routing: Option<PlacementMode>) -> Snapshot {
     let mut o = Snapshot {
         deleting: false,
-        finalizers: vec![FINALIZER.into()],
+        finalizers: vec![FINALIZER_POD_PLACEMENT.into()],
         rollouts: BTreeMap::new(),
         route_configured: routing.is_some(),
         routing,

@@ -10,10 +10,8 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{
-    pod::{PodAffinityTerm, PodInfo},
-    selectors::Labels,
-};
+use super::pod::{PodAffinityTerm, PodInfo};
+use multiarch_policy::selectors::Labels;
 
 /// Per topology value (of the term's key, on the nodes of the counted pods): the amount
 /// and how many pods gave it.

@@ -21,11 +21,11 @@ use super::{
     pod::PodInfo,
     pod_indexes::PodIndexes,
     pod_labels::PodsByLabel,
-    selectors::Labels,
     shared_names::SharedNames,
     storage::StorageCatalog,
 };
 use crate::events::NodeChanges;
+use multiarch_policy::selectors::Labels;
 
 #[derive(Clone, Debug)]
 struct PodLocation {

@@ -3,7 +3,8 @@
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use super::{pod::PodInfo, selectors::LabelSelector};
+use super::pod::PodInfo;
+use multiarch_policy::selectors::LabelSelector;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DisruptionBudget {

@@ -19,5 +19,3 @@ pub mod quantity;
 pub mod resources;
 pub mod shared_names;
 pub mod storage;
-
-pub use multiarch_policy::{platform, selectors};

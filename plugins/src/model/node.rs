@@ -3,26 +3,24 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as core;
-use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL};
+use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL, NODE_VARIANT_LABEL};
 use thin_vec::ThinVec;
 
 use super::{
     controller_counts::ControllerCounts,
     hostname::Hostname,
     image_states::NodeImages,
-    platform::{Platform, platform_bit},
     pod::{HostPort, PodInfo},
     quantity::{InvalidQuantity, parse_scaled},
     resources::{NonZero, Resources},
-    selectors::Labels,
 };
+use multiarch_policy::platform::{Platform, platform_bit};
+use multiarch_policy::selectors::Labels;
 
 /// The well-known label of a node's zone (topology spreading, cluster summaries).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// The label local PersistentVolumes name their node by.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-
-pub use multiarch_crd::names::NODE_VARIANT_LABEL;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Taint {

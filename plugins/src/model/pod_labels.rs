@@ -9,7 +9,8 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use rustc_hash::FxHashMap;
 
-use super::{pod::PodInfo, selectors::LabelSelector};
+use super::pod::PodInfo;
+use multiarch_policy::selectors::LabelSelector;
 
 /// The pods of one namespace with one label value.
 #[derive(Clone, Debug, Default)]

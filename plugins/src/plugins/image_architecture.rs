@@ -10,15 +10,10 @@ use crate::{
         ScorePlugin, Status, score_each,
     },
     image_platforms::ImagePlatforms,
-    model::{
-        cluster::ClusterState,
-        node::NodeInfo,
-        platform::{
-            Platform, compatible_platforms, describe, node_is_compatible, platform_bit,
-            platform_bits,
-        },
-        pod::PodInfo,
-    },
+    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
+};
+use multiarch_policy::platform::{
+    Platform, compatible_platforms, describe, node_is_compatible, platform_bit, platform_bits,
 };
 
 pub const NAME: &str = "ImageArchitecture";
@@ -422,7 +417,7 @@ mod tests {
             ("quay.io/b:1", known(&["arm64"])),
             ("quay.io/c:1", ImagePlatforms::Failed("unauthorized".into())),
         ]);
-        f.architecture_rule = Some(crate::architecture_rules::ArchitectureDecision {
+        f.architecture_rule = Some(multiarch_policy::architecture_rules::ArchitectureDecision {
             config: "tiers".into(),
             rule: Some("db".into()),
             architectures: vec!["ppc64le".into(), "s390x".into()],

@@ -6,8 +6,9 @@ use crate::{
         CycleContext, CycleState, FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin, Status,
         default_normalize,
     },
-    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo, selectors::Requirement},
+    model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
 };
+use multiarch_policy::selectors::Requirement;
 
 pub const NAME: &str = "NodeAffinity";
 pub const REASON: &str = "node(s) didn't match Pod's node affinity/selector";

@@ -19,9 +19,9 @@ use crate::{
         cluster::ClusterState,
         node::{NodeInfo, ZONE_LABEL},
         pod::{PodInfo, SpreadConstraint},
-        selectors::LabelSelector,
     },
 };
+use multiarch_policy::selectors::LabelSelector;
 
 pub const NAME: &str = "PodTopologySpread";
 pub const REASON: &str = "node(s) didn't match pod topology spread constraints";

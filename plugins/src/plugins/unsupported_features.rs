@@ -6,8 +6,8 @@
 use crate::{
     events::EventKind,
     framework::{CycleContext, CycleState, Plugin, PreFilterPlugin, Status},
-    routing,
 };
+use multiarch_policy::routing;
 
 pub const NAME: &str = "UnsupportedFeatures";
 

@@ -48,7 +48,7 @@ pub fn claim_not_found(name: &str) -> String {
 pub fn pod_claim<'a>(
     pod: &PodInfo,
     storage: &'a StorageCatalog,
-    claim: &crate::model::pod::PodClaim,
+    claim: &crate::model::pod::volumes::PodClaim,
 ) -> Result<&'a ClaimInfo, String> {
     let Some(found) = storage.claim(&pod.namespace, &claim.name) else {
         return Err(if claim.ephemeral {

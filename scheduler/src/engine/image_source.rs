@@ -3,10 +3,9 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use multiarch_plugins::model::{
-    platform::Platform,
-    pod::{ContainerImage, PodInfo},
-};
+use multiarch_plugins::model::pod::PodInfo;
+use multiarch_policy::platform::Platform;
+use multiarch_policy::pod_images::ContainerImage;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImageLookup {

@@ -3,13 +3,9 @@
 
 use std::sync::Arc;
 
-use multiarch_plugins::{
-    architecture_rules::ArchitectureDecision,
-    model::{
-        pod::{ContainerImage, PodInfo},
-        storage::VolumeBindingPlan,
-    },
-};
+use multiarch_plugins::model::{pod::PodInfo, storage::VolumeBindingPlan};
+use multiarch_policy::architecture_rules::ArchitectureDecision;
+use multiarch_policy::pod_images::ContainerImage;
 
 use super::diagnosis::Diagnosis;
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use multiarch_crd::ClusterPlugins;
-use multiarch_plugins::architecture_rules::ArchitectureRules;
+use multiarch_policy::architecture_rules::ArchitectureRules;
 use multiarch_policy::pod_configs::NamespacedConfigs;
 
 /// The parts of the configuration CRDs that placement reads, shared with the snapshot

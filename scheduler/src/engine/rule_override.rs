@@ -1,9 +1,8 @@
 //! A `celArchitecturePlacement` decision against the pod's images: obeyed, and said.
 
-use multiarch_plugins::{
-    architecture_rules::ArchitectureDecision, image_platforms::PodImagePlatforms,
-    model::platform::compatible_platforms,
-};
+use multiarch_plugins::image_platforms::PodImagePlatforms;
+use multiarch_policy::architecture_rules::ArchitectureDecision;
+use multiarch_policy::platform::compatible_platforms;
 
 use super::outcome::RuleOverride;
 

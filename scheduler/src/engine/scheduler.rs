@@ -5,9 +5,7 @@ use std::{sync::Arc, time::Instant};
 
 use multiarch_crd::names::NODE_ARCH_LABEL;
 use multiarch_plugins::{
-    architecture_rules::RuleSubject,
     events::{ClusterChange, EventKind, NodeChanges},
-    exemption,
     framework::CycleContext,
     image_platforms::{ContainerImagePlatforms, ImagePlatforms, PodImagePlatforms},
     model::{
@@ -15,19 +13,21 @@ use multiarch_plugins::{
         node::NodeInfo,
         nominated::NominatedPods,
         pod::PodInfo,
-        selectors::Requirement,
         storage::VolumeBindingPlan,
     },
-    preferences::{applied, architecture_preferences},
     profile::Profile,
 };
+use multiarch_policy::architecture_rules::RuleSubject;
+use multiarch_policy::exemption;
+use multiarch_policy::preferences::{applied, architecture_preferences};
+use multiarch_policy::selectors::Requirement;
 use multiarch_runtime::backoff::Backoff;
 use rand::{SeedableRng, rngs::SmallRng};
 use rustc_hash::FxHashMap;
 
-pub use super::outcome::{FailureKind, Nomination, Outcome, Preemption, RuleOverride};
-pub use super::placement_inputs::PlacementInputs;
-pub use super::storage_objects::{StorageKey, StorageObject};
+use super::outcome::{FailureKind, Nomination, Outcome, Preemption};
+use super::placement_inputs::PlacementInputs;
+use super::storage_objects::{StorageKey, StorageObject};
 use super::{
     cycle::{Cycle, NodeChoice, Rotation},
     diagnosis::{Diagnosis, NO_CLAIMS_TO_DEALLOCATE},

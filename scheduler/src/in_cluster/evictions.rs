@@ -24,7 +24,7 @@ use super::{
     pod_identity,
     pod_reports::{PodReport, PodReports},
 };
-use crate::engine::scheduler::Preemption;
+use crate::engine::outcome::Preemption;
 
 /// Reports a failure for an eviction task that ends without saying so (it panicked).
 struct Done {

@@ -9,7 +9,8 @@ use std::{
 };
 
 use multiarch_inspector::{ImageInspector, InspectRequest, secrets::keyring_key};
-use multiarch_plugins::model::pod::{ContainerImage, PodInfo};
+use multiarch_plugins::model::pod::PodInfo;
+use multiarch_policy::pod_images::ContainerImage;
 
 use super::inbox::LoopMessage;
 use crate::engine::image_source::{ImageLookup, ImageSource};

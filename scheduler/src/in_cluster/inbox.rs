@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use multiarch_plugins::model::{
-    disruption_budget::DisruptionBudget, node::NodeInfo, pod::PodInfo, selectors::Labels,
-};
+use multiarch_plugins::model::{disruption_budget::DisruptionBudget, node::NodeInfo, pod::PodInfo};
+use multiarch_policy::selectors::Labels;
 use multiarch_runtime::placement_config::PlacementConfigs;
 
 use crate::engine::storage_objects::{StorageKey, StorageObject};

@@ -36,7 +36,8 @@ use self::{
     binder::KubeBinder, evictions::Evictions, image_lookups::InspectedImages, inbox::LoopMessage,
     metrics::SchedulerMetrics, pod_reports::PodReports, scheduling_loop::Loop,
 };
-use crate::engine::scheduler::{PlacementInputs, SchedulerCore};
+use crate::engine::placement_inputs::PlacementInputs;
+use crate::engine::scheduler::SchedulerCore;
 
 #[derive(Clone, Debug)]
 pub struct SchedulerOptions {

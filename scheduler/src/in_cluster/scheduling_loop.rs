@@ -8,7 +8,6 @@ use std::{
 };
 
 use multiarch_plugins::{
-    architecture_rules::ArchitectureDecision,
     model::{
         pod::PodInfo,
         quantity::QUANTITY_LIMIT,
@@ -16,6 +15,7 @@ use multiarch_plugins::{
     },
     profile::Profile,
 };
+use multiarch_policy::architecture_rules::ArchitectureDecision;
 use multiarch_runtime::{
     event_reason::EventReason,
     leader_election::{Leadership, LostLease},
@@ -39,9 +39,14 @@ use super::{
 };
 mod fencing;
 
+use crate::engine::outcome::FailureKind;
+use crate::engine::outcome::Nomination;
+use crate::engine::outcome::Outcome;
+use crate::engine::outcome::RuleOverride;
+use crate::engine::placement_inputs::PlacementInputs;
 use crate::engine::{
     binder::{Binder, Binding},
-    scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, RuleOverride, SchedulerCore},
+    scheduler::SchedulerCore,
 };
 
 pub(super) struct Loop {

@@ -9,7 +9,9 @@ use multiarch_plugins::model::{
     storage::{ClaimInfo, ClaimRef, PersistentVolumeInfo, VolumeBindingPlan},
 };
 
-use crate::engine::scheduler::{Preemption, SchedulerCore, StorageObject};
+use crate::engine::outcome::Preemption;
+use crate::engine::scheduler::SchedulerCore;
+use crate::engine::storage_objects::StorageObject;
 
 /// Next resource version for objects the simulated controllers write.
 fn bump(version: &str) -> String {

@@ -10,25 +10,26 @@ use std::{
 };
 
 use multiarch_plugins::{
-    model::{
-        node::NodeInfo,
-        platform::{ContainerPlatforms, Platform, compatible_platforms, node_is_compatible},
-        pod::PodInfo,
-        selectors::Labels,
-    },
+    model::{node::NodeInfo, pod::PodInfo},
     plugins::image_architecture,
     profile::Profile,
 };
+use multiarch_policy::platform::{
+    ContainerPlatforms, Platform, compatible_platforms, node_is_compatible,
+};
 use multiarch_policy::pod_configs::NamespacedConfigs;
+use multiarch_policy::selectors::Labels;
 
 use super::{
     controllers,
     scenario::{Scenario, ScenarioError},
 };
+use crate::engine::outcome::Outcome;
+use crate::engine::placement_inputs::PlacementInputs;
 use crate::engine::{
     binder::{Binder, Binding, InMemoryBinder},
     image_source::CatalogImages,
-    scheduler::{Outcome, PlacementInputs, SchedulerCore},
+    scheduler::SchedulerCore,
     storage_objects::StorageObject,
 };
 

@@ -5,13 +5,14 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use k8s_openapi::api::core::v1 as core;
+use multiarch_crd::names::NODE_VARIANT_LABEL;
 use multiarch_crd::{ClusterPodPlacementConfigSpec, PodPlacementConfig};
 use multiarch_plugins::model::{
-    node::{NODE_VARIANT_LABEL, NodeBuilder, NodeInfo},
-    platform::Platform,
+    node::{NodeBuilder, NodeInfo},
     pod::{PodBuilder, PodInfo},
     storage::builders::{ClaimBuilder, ClassBuilder, VolumeBuilder},
 };
+use multiarch_policy::platform::Platform;
 use serde::Deserialize;
 
 use crate::engine::{image_source::CatalogImages, storage_objects::StorageObject};

@@ -10,8 +10,9 @@ use std::{
 
 use futures_util::{StreamExt, stream};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use multiarch_audit::{Platform, assemble::Resolved, workloads::ImageQuery};
+use multiarch_audit::{assemble::Resolved, workloads::ImageQuery};
 use multiarch_inspector::{ImageInspector, InspectRequest};
+use multiarch_policy::platform::Platform;
 
 /// From a platforms file: an image it does not name is unknown, with that reason.
 pub fn offline(

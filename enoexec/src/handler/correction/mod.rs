@@ -27,9 +27,13 @@ use kube::{
     core::PartialObjectMeta,
     runtime::reflector::Store,
 };
-use multiarch_crd::{ClusterPodPlacementConfig, MisplacedPodCorrection, names::SINGLETON_NAME};
+use multiarch_crd::{
+    ClusterPodPlacementConfig, MisplacedPodCorrection,
+    names::{LABEL_MISPLACED, SINGLETON_NAME},
+};
 use multiarch_inspector::{ImageInspector, ImageRef, InspectRequest};
-use multiarch_plugins::model::{pod::PodInfo, selectors::LabelSelector};
+use multiarch_policy::pod_images::PodImages;
+use multiarch_policy::selectors::LabelSelector;
 use multiarch_runtime::{
     event_reason::EventReason,
     event_recorder::{EventRecorder, pod_reference},
@@ -41,8 +45,6 @@ use self::{
     metrics::CorrectionMetrics,
     verdict::{Controller, Facts, JudgedImage, NotCorrected, decide, lacking},
 };
-
-pub use multiarch_crd::names::LABEL_MISPLACED as MISPLACED_LABEL;
 
 /// What one look at a pod came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -330,10 +332,10 @@ impl Correction {
     /// container that runs is judged by the digest it runs (its status's `imageID`), not
     /// by what its tag points to now.
     async fn images(&self, pod: &Pod) -> Option<Vec<JudgedImage>> {
-        let info = PodInfo::from_pod(pod).ok()?;
+        let info = PodImages::of(pod);
         let mut out = Vec::new();
         for image in &info.images {
-            let mut request = InspectRequest::for_container(info.pull_credentials(), image);
+            let mut request = InspectRequest::for_container(info.credentials(), image);
             if let Some(running) = running_image(pod, &image.container, &image.image) {
                 request.image = running;
                 request.bypass_cache = false;
@@ -356,12 +358,12 @@ impl Correction {
     async fn label(&self, pod: &Pod) -> Result<(), kube::Error> {
         if pod
             .labels()
-            .get(MISPLACED_LABEL)
+            .get(LABEL_MISPLACED)
             .is_some_and(|v| v == "true")
         {
             return Ok(());
         }
-        let patch = serde_json::json!({"metadata": {"labels": {MISPLACED_LABEL: "true"}}});
+        let patch = serde_json::json!({"metadata": {"labels": {LABEL_MISPLACED: "true"}}});
         match Api::<Pod>::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default())
             .patch(
                 &pod.name_any(),

@@ -5,11 +5,9 @@
 //! it can run on exists, and no limit stops it.
 
 use k8s_openapi::api::core::v1::Pod;
-use multiarch_plugins::{
-    arch_constraint::pinned_architectures,
-    exemption::exemption,
-    model::platform::{ContainerPlatforms, Platform, compatible_platforms},
-};
+use multiarch_policy::arch_constraint::pinned_architectures;
+use multiarch_policy::exemption::exemption;
+use multiarch_policy::platform::{ContainerPlatforms, Platform, compatible_platforms};
 
 /// One container's image and what it runs on: `None` confines nothing (an OLM bundle).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,9 +13,11 @@ use super::{
 use crate::model::{
     quantity::InvalidQuantity,
     resources::{NonZero, Resources},
-    selectors::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Requirement},
 };
-use crate::routing;
+use multiarch_policy::routing;
+use multiarch_policy::selectors::{
+    LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Requirement,
+};
 
 impl PodInfo {
     /// Reads the API object. Fails only on a resource quantity the API server would have

@@ -5,11 +5,10 @@ mod from_api;
 pub mod volumes;
 
 pub use builder::PodBuilder;
-pub use multiarch_policy::pod_images::{ContainerImage, PullCredentials, pull_secret_names};
-pub use volumes::{DiskId, PodClaim, PodVolume};
 
-use super::{
-    resources::{NonZero, Resources},
+use super::resources::{NonZero, Resources};
+use multiarch_policy::{
+    pod_images::{ContainerImage, PullCredentials},
     selectors::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm},
 };
 
@@ -48,7 +47,7 @@ pub struct PodInfo {
     pub scheduling_gates: Vec<String>,
     pub deleting: bool,
     /// Claims, unshareable disks and attachable in-tree volumes (the volume plugins).
-    pub volumes: Vec<PodVolume>,
+    pub volumes: Vec<volumes::PodVolume>,
     /// `preemptionPolicy: Never`: the pod waits instead of evicting others.
     pub preemption_never: bool,
     /// `status.nominatedNodeName`: where a preemption made room for the pod.
@@ -58,7 +57,7 @@ pub struct PodInfo {
     pub start_time: Option<i64>,
     /// Features this scheduler does not place (see `routing`); the pod is refused with
     /// their names rather than placed wrongly.
-    pub unsupported: Vec<crate::routing::Unsupported>,
+    pub unsupported: Vec<multiarch_policy::routing::Unsupported>,
     /// `imagePullSecrets` names and the service account: where the image inspector finds
     /// the pod's pull credentials.
     pub image_pull_secrets: Vec<String>,

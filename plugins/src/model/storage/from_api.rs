@@ -7,10 +7,8 @@ use super::{
     CsiDriverInfo, CsiNodeInfo, CsiVolume, PersistentVolumeInfo, SELECTED_NODE_ANNOTATION,
     StorageCapacityInfo, StorageClassInfo, TopologyTerm, VolumeAttachmentInfo, migration,
 };
-use crate::model::{
-    quantity::{InvalidQuantity, parse_scaled},
-    selectors::{LabelSelector, NodeSelector},
-};
+use crate::model::quantity::{InvalidQuantity, parse_scaled};
+use multiarch_policy::selectors::{LabelSelector, NodeSelector};
 
 const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";

@@ -12,7 +12,7 @@ pub mod migration;
 pub use catalog::{Provision, StaticBinding, StorageCatalog, VolumeBindingPlan};
 pub use host_volumes::{HostVolumes, SUMMARIZED_PER_HOST, VolumeDigest};
 
-use super::selectors::{LabelSelector, Labels, NodeSelector};
+use multiarch_policy::selectors::{LabelSelector, Labels, NodeSelector};
 
 /// `volume.kubernetes.io/selected-node`: the node a WaitForFirstConsumer claim is
 /// provisioned for.

@@ -1,7 +1,7 @@
 use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as meta};
 
 use super::{builders::*, *};
-use crate::model::selectors::Labels;
+use multiarch_policy::selectors::Labels;
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
@@ -365,7 +365,7 @@ fn classes_allow_topologies_and_capacities_fit() {
     let capacity = StorageCapacityInfo {
         key: "ns/cap".into(),
         storage_class: "c".into(),
-        node_topology: Some(crate::model::selectors::LabelSelector::default()),
+        node_topology: Some(multiarch_policy::selectors::LabelSelector::default()),
         capacity: Some(10 * GI),
         maximum_volume_size: Some(2 * GI),
     };

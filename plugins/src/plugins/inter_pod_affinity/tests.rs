@@ -5,9 +5,10 @@ use k8s_openapi::{api::core::v1 as core, apimachinery::pkg::apis::meta::v1 as me
 use super::*;
 use crate::{
     events::{ClusterChange, QueueingHint},
-    model::{node::NodeBuilder, pod::PodBuilder, selectors::Requirement},
+    model::{node::NodeBuilder, pod::PodBuilder},
     testing::Fixture,
 };
+use multiarch_policy::selectors::Requirement;
 
 fn term(app: &str, key: &str) -> core::PodAffinityTerm {
     core::PodAffinityTerm {
@@ -382,7 +383,8 @@ fn walked_score_pairs(pod: &PodInfo, cluster: &ClusterState) -> Counts {
 
 /// A term from small numbers: its selector, namespaces and topology key.
 fn random_term(selector: u8, namespaces: u8, key: u8) -> PodAffinityTerm {
-    use crate::model::{pod::NamespaceScope, selectors::LabelSelector};
+    use crate::model::pod::NamespaceScope;
+    use multiarch_policy::selectors::LabelSelector;
     let req = |r: Requirement| LabelSelector {
         requirements: vec![r],
     };

@@ -307,7 +307,7 @@ fn storage_capacity_is_checked_for_drivers_that_publish_it() {
     c.storage_mut().upsert_capacity(StorageCapacityInfo {
         key: "kube-system/a".into(),
         storage_class: "cap".into(),
-        node_topology: Some(crate::model::selectors::LabelSelector::from_labels(
+        node_topology: Some(multiarch_policy::selectors::LabelSelector::from_labels(
             &[("topology.kubernetes.io/zone".to_owned(), "a".to_owned())].into(),
         )),
         capacity: Some(10 << 30),
@@ -316,7 +316,7 @@ fn storage_capacity_is_checked_for_drivers_that_publish_it() {
     c.storage_mut().upsert_capacity(StorageCapacityInfo {
         key: "kube-system/b".into(),
         storage_class: "cap".into(),
-        node_topology: Some(crate::model::selectors::LabelSelector::from_labels(
+        node_topology: Some(multiarch_policy::selectors::LabelSelector::from_labels(
             &[("topology.kubernetes.io/zone".to_owned(), "b".to_owned())].into(),
         )),
         capacity: Some(1 << 30),

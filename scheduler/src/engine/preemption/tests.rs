@@ -8,17 +8,18 @@ use multiarch_plugins::{
     model::{
         disruption_budget::DisruptionBudget,
         node::NodeBuilder,
-        platform::Platform,
         pod::{PodBuilder, PodInfo},
-        selectors::LabelSelector,
     },
     profile::Profile,
 };
+use multiarch_policy::platform::Platform;
+use multiarch_policy::selectors::LabelSelector;
 
-use crate::engine::{
-    image_source::CatalogImages,
-    scheduler::{FailureKind, Nomination, Outcome, PlacementInputs, SchedulerCore},
-};
+use crate::engine::outcome::FailureKind;
+use crate::engine::outcome::Nomination;
+use crate::engine::outcome::Outcome;
+use crate::engine::placement_inputs::PlacementInputs;
+use crate::engine::{image_source::CatalogImages, scheduler::SchedulerCore};
 
 const SCHED: &str = "multiarch-scheduler";
 

@@ -8,10 +8,11 @@ use multiarch_crd::{
     Architecture, ArchitectureRule, CelArchitecturePlacement, LocalPlugins, PodPlacementConfig,
     PodPlacementConfigSpec,
 };
-use multiarch_plugins::model::{node::NodeBuilder, platform::Platform, pod::PodBuilder};
+use multiarch_plugins::model::{node::NodeBuilder, pod::PodBuilder};
+use multiarch_policy::platform::Platform;
 
 use super::*;
-use multiarch_plugins::model::pod::ContainerImage;
+use multiarch_policy::pod_images::ContainerImage;
 
 use crate::engine::image_source::{CatalogImages, ImageLookup, ImageSource};
 

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use multiarch_plugins::{
     events::{ClusterChange, StorageChange},
-    model::{disruption_budget::DisruptionBudget, selectors::Labels},
+    model::disruption_budget::DisruptionBudget,
 };
+use multiarch_policy::selectors::Labels;
 
 use super::{SchedulerCore, StorageKey, StorageObject};
 

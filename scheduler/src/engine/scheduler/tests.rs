@@ -1,10 +1,8 @@
 use std::{collections::HashMap, time::Duration};
 
-use multiarch_plugins::model::{
-    node::NodeBuilder,
-    platform::Platform,
-    pod::{ContainerImage, PodBuilder},
-};
+use multiarch_plugins::model::{node::NodeBuilder, pod::PodBuilder};
+use multiarch_policy::platform::Platform;
+use multiarch_policy::pod_images::ContainerImage;
 
 use super::*;
 use crate::engine::image_source::CatalogImages;
@@ -253,7 +251,7 @@ mod volumes {
     };
 
     use super::*;
-    use crate::engine::scheduler::StorageObject;
+    use crate::engine::storage_objects::StorageObject;
 
     fn fixture(file: &str) -> serde_json::Value {
         let path = format!(
