@@ -14,7 +14,7 @@ use multiarch_crd::{
 };
 
 use crate::{
-    act::{self, ActError, Outcome, With, failures::StepFailures},
+    act::{self, ActError, Aftermath, With, failures::StepFailures},
     certificates::{CertificateError, authority::AuthorityError},
     context::OperatorContext,
     decide::{Plan, Requeue, Stage, decide, running_clocks, spec_in_force},
@@ -110,7 +110,7 @@ async fn report(
     with: &With<'_>,
     plan: &Plan,
     snapshot: &Snapshot,
-    outcome: &Outcome,
+    outcome: &Aftermath,
 ) -> Result<bool, ActError> {
     let status = status::of(&status::Inputs {
         spec: with.spec,

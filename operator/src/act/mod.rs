@@ -45,7 +45,7 @@ impl ActError {
 
 /// What carrying out a plan left.
 #[derive(Debug, Default)]
-pub struct Outcome {
+pub struct Aftermath {
     pub failures: StepFailures,
     /// Gated pods this pass's releases left gated.
     pub ungated_left: Left,
@@ -69,10 +69,10 @@ pub async fn carry_out(
     with: &With<'_>,
     plan: &Plan,
     failures: StepFailures,
-) -> Result<Outcome, ActError> {
-    let mut outcome = Outcome {
+) -> Result<Aftermath, ActError> {
+    let mut outcome = Aftermath {
         failures,
-        ..Outcome::default()
+        ..Aftermath::default()
     };
     for action in &plan.actions {
         one(ctx, with, action, &mut outcome).await?;
@@ -90,7 +90,7 @@ async fn one(
     ctx: &OperatorContext,
     with: &With<'_>,
     action: &Action,
-    outcome: &mut Outcome,
+    outcome: &mut Aftermath,
 ) -> Result<(), ActError> {
     let failures = &mut outcome.failures;
     match action {

@@ -21,7 +21,7 @@ pub fn mode_words(mode: PlacementMode) -> &'static str {
     }
 }
 
-pub struct Facts {
+pub struct ConditionFacts {
     /// The mode the spec asks for.
     pub mode: PlacementMode,
     /// Where the webhook configuration routes pods after the pass.
@@ -40,8 +40,8 @@ pub struct Facts {
     pub degraded: bool,
 }
 
-impl Facts {
-    pub fn of(inputs: &Inputs<'_>) -> Facts {
+impl ConditionFacts {
+    pub fn of(inputs: &Inputs<'_>) -> ConditionFacts {
         let (plan, snapshot) = (inputs.plan, inputs.snapshot);
         let placement = inputs.spec.placement_or_default();
         let mode = placement.mode;
@@ -61,7 +61,7 @@ impl Facts {
         let failures = inputs.failures.to_vec();
         let available = routing.is_some() && deprovisioning.is_none();
         let uninstalling = deprovisioning.is_some();
-        Facts {
+        ConditionFacts {
             mode,
             routing,
             routing_words: routing_words(routing, &placement.scheduler_name),

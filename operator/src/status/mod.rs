@@ -22,7 +22,7 @@ use crate::{
     decide::{Left, Plan},
     observe::Snapshot,
 };
-use facts::{Facts, mode_words};
+use facts::{ConditionFacts, mode_words};
 
 pub use operands::{
     EXEC_FORMAT_ERROR_MONITOR_NOT_ROLLED_OUT, INSPECTOR_NOT_ROLLED_OUT, SCHEDULER_NOT_ROLLED_OUT,
@@ -46,7 +46,7 @@ pub struct Inputs<'a> {
 
 /// The status after the pass.
 pub fn of(inputs: &Inputs<'_>) -> ClusterPodPlacementConfigStatus {
-    let facts = Facts::of(inputs);
+    let facts = ConditionFacts::of(inputs);
     let mut conditions = vec![
         available(&facts),
         progressing(&facts),
@@ -88,7 +88,7 @@ pub fn is_true(status: &ClusterPodPlacementConfigStatus, type_: &str) -> bool {
         .any(|c| c.type_ == type_ && c.status == "True")
 }
 
-fn available(facts: &Facts) -> Condition {
+fn available(facts: &ConditionFacts) -> Condition {
     let message = if facts.available {
         format!(
             "Routing is on ({}): {}.",
@@ -107,7 +107,7 @@ fn available(facts: &Facts) -> Condition {
     condition(AVAILABLE, facts.available, &facts.reason, message)
 }
 
-fn progressing(facts: &Facts) -> Condition {
+fn progressing(facts: &ConditionFacts) -> Condition {
     let message = if facts.progressing {
         let mut what = facts.problems.clone();
         what.extend(facts.rolling.iter().cloned());
@@ -121,7 +121,7 @@ fn progressing(facts: &Facts) -> Condition {
     condition(PROGRESSING, facts.progressing, &facts.reason, message)
 }
 
-fn degraded(facts: &Facts) -> Condition {
+fn degraded(facts: &ConditionFacts) -> Condition {
     let degraded = facts.degraded;
     let message = if degraded && (facts.available || facts.deprovisioning.is_some()) {
         format!(
@@ -145,7 +145,7 @@ fn degraded(facts: &Facts) -> Condition {
     condition(DEGRADED, degraded, reason, message)
 }
 
-fn deprovisioning(facts: &Facts) -> Condition {
+fn deprovisioning(facts: &ConditionFacts) -> Condition {
     let (on, reason, message) = match &facts.deprovisioning {
         Some(why) => (
             true,
@@ -161,7 +161,7 @@ fn deprovisioning(facts: &Facts) -> Condition {
     condition(DEPROVISIONING, on, reason, message)
 }
 
-fn webhook_configuration(facts: &Facts) -> Condition {
+fn webhook_configuration(facts: &ConditionFacts) -> Condition {
     let routed = facts.routing.is_some();
     let message = if routed {
         format!(
