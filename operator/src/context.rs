@@ -4,7 +4,7 @@
 use std::{
     collections::BTreeSet,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use k8s_openapi::api::core::v1::Node;
@@ -43,13 +43,11 @@ pub struct OperatorContext {
 }
 
 impl OperatorContext {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: kube::Client,
         settings: Settings,
         serving: Arc<ReloadingCert>,
-        drain_timeout: Duration,
-        route_settle: Duration,
+        clocks: Clocks,
         nodes: Store<PartialObjectMeta<Node>>,
         events: EventRecorder,
         metrics: OperatorMetrics,
@@ -65,7 +63,7 @@ impl OperatorContext {
             metrics,
             log_verbosity: tokio::sync::watch::channel(LogVerbosity::default()).0,
             operand_certificates: tokio::sync::Mutex::new(()),
-            clocks: Mutex::new(Clocks::new(drain_timeout, route_settle)),
+            clocks: Mutex::new(clocks),
         }
     }
 

@@ -20,6 +20,7 @@ use tracing::info;
 
 use crate::{
     certificate_check,
+    clocks::Clocks,
     context::OperatorContext,
     controller,
     crd_webhooks::{self, AdmissionState},
@@ -78,8 +79,7 @@ pub fn start(
         client.clone(),
         options.settings.clone(),
         serving.clone(),
-        options.drain_timeout,
-        options.route_settle,
+        Clocks::new(options.drain_timeout, options.route_settle),
         nodes,
         EventRecorder::new(client.clone(), "multiarch-operator", &options.identity),
         metrics,

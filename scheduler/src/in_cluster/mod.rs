@@ -17,12 +17,13 @@ pub mod volume_writer;
 pub mod watch;
 
 use inbox_sender::{INBOX_CAPACITY, InboxSender};
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use multiarch_crd::PlacementSpec;
 use multiarch_inspector::ImageInspector;
 use multiarch_plugins::profile::Profile;
 use multiarch_runtime::{
+    event_recorder::EventRecorder,
     follow::SenderGone,
     leader_election::{ElectionConfig, Leadership, LostLease},
     placement_config,
@@ -33,8 +34,13 @@ use tokio::sync::watch as signal;
 use tokio_util::sync::CancellationToken;
 
 use self::{
-    binder::KubeBinder, evictions::Evictions, image_lookups::InspectedImages, inbox::LoopMessage,
-    metrics::SchedulerMetrics, pod_reports::PodReports, scheduling_loop::Loop,
+    binder::KubeBinder,
+    evictions::Evictions,
+    image_lookups::InspectedImages,
+    inbox::LoopMessage,
+    metrics::SchedulerMetrics,
+    pod_reports::PodReports,
+    scheduling_loop::{Exports, Loop, Writers},
 };
 use crate::engine::placement_inputs::PlacementInputs;
 use crate::engine::scheduler::SchedulerCore;
@@ -108,10 +114,10 @@ pub fn start(
     // The report writer stops once the loop has ended (however it ends: the guard is
     // dropped with the loop), so the bindings the loop finishes at shutdown are reported.
     let reports_done = CancellationToken::new();
+    let events = EventRecorder::new(client.clone(), &options.scheduler_name, &options.identity);
     let reports = PodReports::start(
         client.clone(),
-        &options.scheduler_name,
-        &options.identity,
+        events,
         options.report_capacity,
         metrics.clone(),
         limiter.clone(),
@@ -139,18 +145,18 @@ pub fn start(
         rand_seed(),
     );
     let stop = tasks.shutdown().clone();
-    let state = Loop::new(
-        core,
-        options,
-        images,
+    let writers = Writers {
         binder,
         reports,
         evictions,
+    };
+    let exports = Exports {
         metrics,
-        leadership,
-        ready_tx,
-        verbosity_tx,
-    );
+        ready: ready_tx,
+        verbosity: verbosity_tx,
+        exported_hints: HashMap::new(),
+    };
+    let state = Loop::new(core, options, images, writers, exports, leadership);
     let loop_end = reports_done.drop_guard();
     let run = state.run(rx, stop.clone());
     let task = tokio::spawn(async move {

@@ -130,11 +130,9 @@ impl PodReports {
     /// Starts the writer under `tasks`; once `done` is cancelled it sends what is queued,
     /// then stops. `done` is the scheduling loop's end, not the role's shutdown: the loop
     /// still reports the bindings it finishes while shutting down.
-    #[allow(clippy::too_many_arguments)]
     pub fn start(
         client: kube::Client,
-        controller: &str,
-        instance: &str,
+        events: EventRecorder,
         capacity: usize,
         metrics: SchedulerMetrics,
         limiter: Arc<TokenBucket>,
@@ -142,7 +140,6 @@ impl PodReports {
         tasks: &Tasks,
     ) -> Self {
         let (tx, rx) = mpsc::channel::<Queued>(capacity);
-        let events = EventRecorder::new(client.clone(), controller, instance);
         let writer_metrics = metrics.clone();
         let shutdown = done;
         let fenced = CancellationToken::new();

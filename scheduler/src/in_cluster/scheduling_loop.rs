@@ -53,10 +53,30 @@ pub(super) struct Loop {
     core: SchedulerCore,
     options: SchedulerOptions,
     images: InspectedImages,
-    binder: KubeBinder,
-    reports: PodReports,
-    evictions: Evictions,
-    metrics: SchedulerMetrics,
+    writers: Writers,
+    exports: Exports,
+    lease: LeaseState,
+    books: Bookkeeping,
+}
+
+/// The background writers the loop hands its decisions to.
+pub(super) struct Writers {
+    pub binder: KubeBinder,
+    pub reports: PodReports,
+    pub evictions: Evictions,
+}
+
+/// What the loop tells the rest of the process: metrics, readiness, log verbosity.
+pub(super) struct Exports {
+    pub metrics: SchedulerMetrics,
+    pub ready: signal::Sender<bool>,
+    pub verbosity: signal::Sender<multiarch_crd::LogVerbosity>,
+    /// Queueing hint counts already exported to the metrics.
+    pub exported_hints: HashMap<(&'static str, &'static str), u64>,
+}
+
+/// Where the loop stands with the Lease.
+struct LeaseState {
     leading: bool,
     /// Led at some point: losing the lease afterwards ends the process.
     led: bool,
@@ -64,15 +84,15 @@ pub(super) struct Loop {
     leadership: Option<Leadership>,
     /// The elector's watch closed: its last value stands.
     elector_stopped: bool,
+}
+
+/// What the loop keeps between turns.
+struct Bookkeeping {
     synced: HashSet<Kind>,
-    /// Queueing hint counts already exported to the metrics.
-    exported_hints: HashMap<(&'static str, &'static str), u64>,
     configs: Arc<PlacementConfigs>,
     in_flight: InFlightBindings,
     /// The last FailedScheduling message per pod: unchanged failures are not re-reported.
     last_failure: HashMap<String, String>,
-    ready: signal::Sender<bool>,
-    verbosity: signal::Sender<multiarch_crd::LogVerbosity>,
     started: Instant,
 }
 
@@ -83,39 +103,33 @@ const PODS_PER_TURN: usize = 256;
 const TURN_TIME: Duration = Duration::from_millis(100);
 
 impl Loop {
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         core: SchedulerCore,
         options: SchedulerOptions,
         images: InspectedImages,
-        binder: KubeBinder,
-        reports: PodReports,
-        evictions: Evictions,
-        metrics: SchedulerMetrics,
+        writers: Writers,
+        exports: Exports,
         leadership: Leadership,
-        ready: signal::Sender<bool>,
-        verbosity: signal::Sender<multiarch_crd::LogVerbosity>,
     ) -> Self {
         Loop {
             core,
-            leading: options.election.is_none(),
-            led: false,
+            lease: LeaseState {
+                leading: options.election.is_none(),
+                led: false,
+                leadership: Some(leadership),
+                elector_stopped: false,
+            },
             options,
             images,
-            binder,
-            reports,
-            evictions,
-            metrics,
-            leadership: Some(leadership),
-            elector_stopped: false,
-            synced: HashSet::new(),
-            exported_hints: HashMap::new(),
-            configs: Arc::default(),
-            in_flight: InFlightBindings::default(),
-            last_failure: HashMap::new(),
-            ready,
-            verbosity,
-            started: Instant::now(),
+            writers,
+            exports,
+            books: Bookkeeping {
+                synced: HashSet::new(),
+                configs: Arc::default(),
+                in_flight: InFlightBindings::default(),
+                last_failure: HashMap::new(),
+                started: Instant::now(),
+            },
         }
     }
 
@@ -127,7 +141,7 @@ impl Loop {
         let mut last_gauges = Instant::now();
         // Leadership straight from the elector, not behind the inbox's backlog: a lost
         // lease is acted on before the next message, and before the next decision.
-        let mut leadership = match &self.leadership {
+        let mut leadership = match &self.lease.leadership {
             Some(l) => l.subscribe(),
             None => return Ok(()),
         };
@@ -141,7 +155,7 @@ impl Loop {
             tokio::select! {
                 biased;
                 changed = leadership.changed(), if self.elector_running() => {
-                    self.elector_stopped |= changed.is_err();
+                    self.lease.elector_stopped |= changed.is_err();
                     self.follow_leadership(&mut leadership)?;
                 }
                 message = inbox.recv() => match message {
@@ -163,16 +177,17 @@ impl Loop {
             self.follow_leadership(&mut leadership)?;
             let now = Instant::now();
             self.core.tick(now);
-            if !self.synced.contains(&Kind::Configs)
-                && now.duration_since(self.started) > self.options.config_grace
+            if !self.books.synced.contains(&Kind::Configs)
+                && now.duration_since(self.books.started) > self.options.config_grace
             {
                 warn!(
                     "no ClusterPodPlacementConfig list yet (CRD missing?); scheduling with defaults"
                 );
-                self.synced.insert(Kind::Configs);
+                self.books.synced.insert(Kind::Configs);
             }
-            let ready = Kind::ALL.iter().all(|k| self.synced.contains(k));
-            self.ready
+            let ready = Kind::ALL.iter().all(|k| self.books.synced.contains(k));
+            self.exports
+                .ready
                 .send_if_modified(|r| std::mem::replace(r, ready) != ready);
             if self.can_schedule() {
                 let turn = Instant::now();
@@ -188,7 +203,8 @@ impl Loop {
                     let Some(outcome) = self.core.schedule_next(&self.images, now) else {
                         break;
                     };
-                    self.metrics
+                    self.exports
+                        .metrics
                         .attempt_seconds
                         .observe(started.elapsed().as_secs_f64());
                     self.outcome(outcome);
@@ -196,7 +212,8 @@ impl Loop {
             }
             if last_gauges.elapsed() > Duration::from_secs(1) {
                 self.gauges();
-                self.metrics
+                self.exports
+                    .metrics
                     .inbox_depth
                     .set(i64::try_from(inbox.len()).unwrap_or(i64::MAX));
                 self.export_hints();
@@ -207,7 +224,7 @@ impl Loop {
     }
 
     fn can_schedule(&self) -> bool {
-        self.leading && *self.ready.borrow()
+        self.lease.leading && *self.exports.ready.borrow()
     }
 
     fn gauges(&self) {
@@ -218,7 +235,8 @@ impl Loop {
             ("unschedulable", c.unschedulable),
             ("waiting_for_images", c.waiting_for_images),
         ] {
-            self.metrics
+            self.exports
+                .metrics
                 .pending_pods
                 .get_or_create(&QueueLabel { queue })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
@@ -234,21 +252,26 @@ impl Loop {
             ("persistent_volumes", volumes),
             ("persistent_volume_claims", claims),
         ] {
-            self.metrics
+            self.exports
+                .metrics
                 .cache_size
                 .get_or_create(&TypeLabel { r#type })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
-        self.metrics.is_leader.set(i64::from(self.leading));
+        self.exports
+            .metrics
+            .is_leader
+            .set(i64::from(self.lease.leading));
     }
 
     /// Adds what the queueing hints decided since the last export to the counters.
     fn export_hints(&mut self) {
         for (kind, hint, total) in self.core.queue.hint_counts() {
             let key = (kind.as_str(), hint.as_str());
-            let before = self.exported_hints.insert(key, total).unwrap_or(0);
+            let before = self.exports.exported_hints.insert(key, total).unwrap_or(0);
             if total > before {
-                self.metrics
+                self.exports
+                    .metrics
                     .queueing_hints
                     .get_or_create(&HintLabel {
                         event: key.0,
@@ -263,7 +286,7 @@ impl Loop {
         let now = Instant::now();
         match message {
             LoopMessage::Listed(kind) => {
-                if self.synced.insert(kind) {
+                if self.books.synced.insert(kind) {
                     info!(?kind, "initial list received");
                 }
             }
@@ -275,7 +298,7 @@ impl Loop {
             }
             LoopMessage::PodUpsert(pod) => {
                 if pod.node_name.is_some() {
-                    self.last_failure.remove(&pod.uid);
+                    self.books.last_failure.remove(&pod.uid);
                 }
                 self.core.apply_pod(*pod, now);
             }
@@ -292,10 +315,12 @@ impl Loop {
                 if ours
                     && pod.node_name.is_none()
                     && !pod.deleting
-                    && self.last_failure.get(&pod.uid) != Some(&message)
+                    && self.books.last_failure.get(&pod.uid) != Some(&message)
                 {
-                    self.last_failure.insert(pod.uid.clone(), message.clone());
-                    self.reports.send(PodReport::about(
+                    self.books
+                        .last_failure
+                        .insert(pod.uid.clone(), message.clone());
+                    self.writers.reports.send(PodReport::about(
                         &pod,
                         EventReason::FailedScheduling,
                         "Scheduling",
@@ -305,9 +330,9 @@ impl Loop {
                 }
             }
             LoopMessage::PodDelete(uid) => {
-                self.last_failure.remove(&uid);
-                self.in_flight.pod_deleted(&uid);
-                self.binder.cancel(&uid);
+                self.books.last_failure.remove(&uid);
+                self.books.in_flight.pod_deleted(&uid);
+                self.writers.binder.cancel(&uid);
                 self.core.delete_pod(&uid, now);
             }
             LoopMessage::Namespace(name, labels) => {
@@ -330,10 +355,10 @@ impl Loop {
             }
             LoopMessage::Preempted { uid, ok } => self.core.preemption_done(&uid, ok, now),
             LoopMessage::PlacementConfigs(configs) => {
-                if configs.synced && self.synced.insert(Kind::Configs) {
+                if configs.synced && self.books.synced.insert(Kind::Configs) {
                     info!(kind = ?Kind::Configs, "initial list received");
                 }
-                self.configs = configs;
+                self.books.configs = configs;
                 self.reconfigure(now);
             }
             LoopMessage::ImagesResolved(images) => self.core.images_resolved(&images, now),
@@ -351,10 +376,12 @@ impl Loop {
             "{} cannot read this pod's resource requests ({error}): it counts node {node} as full while the pod is there",
             self.options.scheduler_name
         );
-        if self.last_failure.get(&pod.uid) != Some(&message) {
-            self.metrics.unreadable_bound_pods.inc();
-            self.last_failure.insert(pod.uid.clone(), message.clone());
-            self.reports.send(PodReport::about(
+        if self.books.last_failure.get(&pod.uid) != Some(&message) {
+            self.exports.metrics.unreadable_bound_pods.inc();
+            self.books
+                .last_failure
+                .insert(pod.uid.clone(), message.clone());
+            self.writers.reports.send(PodReport::about(
                 &pod,
                 EventReason::UnreadableResourceRequest,
                 "Scheduling",
@@ -376,8 +403,9 @@ impl Loop {
     }
 
     fn reconfigure(&mut self, now: Instant) {
-        let spec = self.configs.cluster_or_default();
-        self.verbosity
+        let spec = self.books.configs.cluster_or_default();
+        self.exports
+            .verbosity
             .send_if_modified(|v| std::mem::replace(v, spec.log_verbosity) != spec.log_verbosity);
         let mut placement = spec.placement_or_default();
         // The name comes from the command line (the operator keeps both in step).
@@ -387,8 +415,8 @@ impl Loop {
         // Shared with the snapshot, its rules compiled when it was made (off the loop).
         let inputs = PlacementInputs {
             cluster_plugins: spec.plugins.clone(),
-            configs: self.configs.pod_configs.clone(),
-            architecture_rules: self.configs.architecture_rules.clone(),
+            configs: self.books.configs.pod_configs.clone(),
+            architecture_rules: self.books.configs.architecture_rules.clone(),
             fallback_architecture: spec.fallback_architecture.map(|a| a.as_str().to_owned()),
         };
         self.core
@@ -407,12 +435,12 @@ impl Loop {
             return;
         };
         for (name, error) in &rule.errors {
-            self.metrics.architecture_rule_errors.inc();
+            self.exports.metrics.architecture_rule_errors.inc();
             info!(pod = %pod.key(), config = %rule.config, rule = %name, %error, "architecture rule not evaluated for the pod; it did not match");
         }
         if let Some(overrides) = overrides {
-            self.metrics.architecture_rule_overrides.inc();
-            self.reports.send(PodReport::about(
+            self.exports.metrics.architecture_rule_overrides.inc();
+            self.writers.reports.send(PodReport::about(
                 pod,
                 EventReason::ArchitectureRuleOverridesImages,
                 "Scheduling",
@@ -434,14 +462,16 @@ impl Loop {
                 rule_override,
                 ..
             } => {
-                self.metrics
+                self.exports
+                    .metrics
                     .attempts
                     .get_or_create(&AttemptResultLabel {
                         result: "scheduled",
                     })
                     .inc();
                 if let Some(rule) = &architecture_rule {
-                    self.metrics
+                    self.exports
+                        .metrics
                         .architecture_rule_decisions
                         .get_or_create(&DecidedByLabel {
                             decided_by: if rule.rule.is_some() {
@@ -453,8 +483,8 @@ impl Loop {
                         .inc();
                 }
                 self.report_rule(&pod, architecture_rule.as_ref(), rule_override);
-                self.binder.bind(Binding::of(&pod, &node, volumes));
-                self.in_flight.start(InFlight {
+                self.writers.binder.bind(Binding::of(&pod, &node, volumes));
+                self.books.in_flight.start(InFlight {
                     pod,
                     attempts,
                     message,
@@ -475,7 +505,8 @@ impl Loop {
                 } else {
                     "unschedulable"
                 };
-                self.metrics
+                self.exports
+                    .metrics
                     .attempts
                     .get_or_create(&AttemptResultLabel { result })
                     .inc();
@@ -484,8 +515,10 @@ impl Loop {
                     Nomination::Set(node) => Some(Some(node)),
                     Nomination::Clear => Some(None),
                 };
-                if self.last_failure.get(&pod.uid) != Some(&message) || nomination.is_some() {
-                    self.last_failure.insert(pod.uid.clone(), message.clone());
+                if self.books.last_failure.get(&pod.uid) != Some(&message) || nomination.is_some() {
+                    self.books
+                        .last_failure
+                        .insert(pod.uid.clone(), message.clone());
                     self.report_rule(&pod, architecture_rule.as_ref(), rule_override);
                     let mut report = PodReport::about(
                         &pod,
@@ -499,12 +532,12 @@ impl Loop {
                     if preemption.is_none() {
                         report.nomination = nomination;
                     }
-                    self.reports.send(report);
+                    self.writers.reports.send(report);
                 }
                 if let Some(preemption) = preemption {
-                    self.metrics.preemption_attempts.inc();
+                    self.exports.metrics.preemption_attempts.inc();
                     info!(pod = %pod.key(), node = %preemption.node, victims = preemption.victims.len(), "preempting");
-                    self.evictions.evict(&pod, preemption);
+                    self.writers.evictions.evict(&pod, preemption);
                 }
             }
             Outcome::WaitingForImages { .. } | Outcome::Skipped { .. } => {}
@@ -513,14 +546,14 @@ impl Loop {
 
     fn bound(&mut self, uid: &str, outcome: BindOutcome, now: Instant) {
         // A pod deleted meanwhile is gone for good, whatever the result.
-        let Some(flight) = self.in_flight.finish(uid) else {
+        let Some(flight) = self.books.in_flight.finish(uid) else {
             return;
         };
         let pod = &flight.pod;
         match outcome {
             BindOutcome::Bound => {
-                self.last_failure.remove(uid);
-                self.reports.send(PodReport::about(
+                self.books.last_failure.remove(uid);
+                self.writers.reports.send(PodReport::about(
                     pod,
                     EventReason::Scheduled,
                     "Binding",
@@ -533,7 +566,8 @@ impl Loop {
                 self.core.binding_dropped(uid, now);
             }
             BindOutcome::Failed(reason) => {
-                self.metrics
+                self.exports
+                    .metrics
                     .attempts
                     .get_or_create(&AttemptResultLabel { result: "error" })
                     .inc();
@@ -548,8 +582,8 @@ impl Loop {
                 // As kube-scheduler after a failed binding cycle: the node the binder
                 // may have nominated is not where the pod goes.
                 report.nomination = Some(None);
-                self.reports.send(report);
-                self.last_failure.insert(uid.to_owned(), note);
+                self.writers.reports.send(report);
+                self.books.last_failure.insert(uid.to_owned(), note);
                 self.core.binding_failed(flight.pod, flight.attempts, now);
             }
         }

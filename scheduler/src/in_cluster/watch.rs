@@ -34,18 +34,22 @@ use tracing::warn;
 use super::inbox::{Kind, LoopMessage};
 use crate::engine::storage_objects::{StorageKey, StorageObject};
 
-/// Spawns one watch; `upsert` turns an object into a message (None: unreadable, skipped),
-/// `key` names it and `deleted` tells the loop it is gone. The watch remembers the keys it
-/// has shown, so that a relist (initial, or after `410 Gone`) reports as deleted what it
-/// no longer lists; the loop then hears it has listed `kind`.
-#[allow(clippy::too_many_arguments)]
-fn spawn<K, Q>(
-    tasks: &Tasks,
+/// A watch of `api`'s objects, as `config` selects them, told to the loop as `kind`.
+struct Watch<K: Resource> {
     name: &'static str,
     api: Api<K>,
     config: watcher::Config,
     kind: Kind,
+}
+
+/// Spawns one watch; `upsert` turns an object into a message (None: unreadable, skipped),
+/// `key` names it and `deleted` tells the loop it is gone. The watch remembers the keys it
+/// has shown, so that a relist (initial, or after `410 Gone`) reports as deleted what it
+/// no longer lists; the loop then hears it has listed `kind`.
+fn spawn<K, Q>(
+    tasks: &Tasks,
     inbox: InboxSender,
+    watch: Watch<K>,
     upsert: fn(K) -> Option<LoopMessage>,
     key: fn(&K) -> Q,
     deleted: fn(Q) -> LoopMessage,
@@ -53,6 +57,12 @@ fn spawn<K, Q>(
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     Q: Hash + Eq + Clone + Send + 'static,
 {
+    let Watch {
+        name,
+        api,
+        config,
+        kind,
+    } = watch;
     let shutdown = tasks.shutdown().clone();
     tasks.spawn(name, async move {
         let mut stream = watcher(api, config).default_backoff().boxed();
@@ -106,14 +116,23 @@ fn spawn<K, Q>(
     });
 }
 
+/// Every watch the loop learns from.
 pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
+    start_cluster_watches(client, inbox, tasks);
+    start_storage_watches(client, inbox, tasks);
+}
+
+/// Nodes, pods, namespaces and disruption budgets.
+fn start_cluster_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     spawn(
         tasks,
-        "node watch",
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::Nodes,
         inbox.clone(),
+        Watch {
+            name: "node watch",
+            api: Api::<Node>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::Nodes,
+        },
         |node| match NodeInfo::from_node(&node) {
             Ok(info) => Some(LoopMessage::NodeUpsert(Box::new(info))),
             Err(e) => {
@@ -126,11 +145,14 @@ pub fn start(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     );
     spawn(
         tasks,
-        "pod watch",
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"),
-        Kind::Pods,
         inbox.clone(),
+        Watch {
+            name: "pod watch",
+            api: Api::<Pod>::all(client.clone()),
+            config: watcher::Config::default()
+                .fields("status.phase!=Succeeded,status.phase!=Failed"),
+            kind: Kind::Pods,
+        },
         |pod| match PodInfo::from_pod(&pod) {
             Ok(info) => Some(LoopMessage::PodUpsert(Box::new(info))),
             Err(e) => {
@@ -174,11 +196,13 @@ fn storage(object: StorageObject) -> Option<LoopMessage> {
 pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     spawn(
         tasks,
-        "namespace watch",
-        Api::<Namespace>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::Namespaces,
         inbox.clone(),
+        Watch {
+            name: "namespace watch",
+            api: Api::<Namespace>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::Namespaces,
+        },
         |ns| {
             Some(LoopMessage::Namespace(
                 ns.name_any(),
@@ -190,11 +214,13 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     );
     spawn(
         tasks,
-        "PodDisruptionBudget watch",
-        Api::<PodDisruptionBudget>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::DisruptionBudgets,
         inbox.clone(),
+        Watch {
+            name: "PodDisruptionBudget watch",
+            api: Api::<PodDisruptionBudget>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::DisruptionBudgets,
+        },
         |pdb| {
             Some(LoopMessage::DisruptionBudget(DisruptionBudget::from_api(
                 &pdb,
@@ -203,13 +229,20 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
         namespaced_key,
         LoopMessage::DisruptionBudgetDelete,
     );
+}
+
+/// What volume binding reads: volumes, claims, classes, CSI nodes, drivers and capacity,
+/// attachments.
+fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     spawn(
         tasks,
-        "PersistentVolume watch",
-        Api::<PersistentVolume>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::PersistentVolumes,
         inbox.clone(),
+        Watch {
+            name: "PersistentVolume watch",
+            api: Api::<PersistentVolume>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::PersistentVolumes,
+        },
         |pv| match PersistentVolumeInfo::from_api(&pv) {
             Ok(info) => storage(StorageObject::Volume(info)),
             Err(e) => {
@@ -222,11 +255,13 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     );
     spawn(
         tasks,
-        "PersistentVolumeClaim watch",
-        Api::<PersistentVolumeClaim>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::PersistentVolumeClaims,
         inbox.clone(),
+        Watch {
+            name: "PersistentVolumeClaim watch",
+            api: Api::<PersistentVolumeClaim>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::PersistentVolumeClaims,
+        },
         |pvc| match ClaimInfo::from_api(&pvc) {
             Ok(info) => storage(StorageObject::Claim(info)),
             Err(e) => {
@@ -239,44 +274,52 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     );
     spawn(
         tasks,
-        "StorageClass watch",
-        Api::<StorageClass>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::StorageClasses,
         inbox.clone(),
+        Watch {
+            name: "StorageClass watch",
+            api: Api::<StorageClass>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::StorageClasses,
+        },
         |class| storage(StorageObject::Class(StorageClassInfo::from_api(&class))),
         ResourceExt::name_any,
         |name| LoopMessage::StorageDelete(StorageKey::Class(name)),
     );
     spawn(
         tasks,
-        "CSINode watch",
-        Api::<CSINode>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::CsiNodes,
         inbox.clone(),
+        Watch {
+            name: "CSINode watch",
+            api: Api::<CSINode>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::CsiNodes,
+        },
         |node| storage(StorageObject::CsiNode(CsiNodeInfo::from_api(&node))),
         ResourceExt::name_any,
         |name| LoopMessage::StorageDelete(StorageKey::CsiNode(name)),
     );
     spawn(
         tasks,
-        "CSIDriver watch",
-        Api::<CSIDriver>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::CsiDrivers,
         inbox.clone(),
+        Watch {
+            name: "CSIDriver watch",
+            api: Api::<CSIDriver>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::CsiDrivers,
+        },
         |driver| storage(StorageObject::CsiDriver(CsiDriverInfo::from_api(&driver))),
         ResourceExt::name_any,
         |name| LoopMessage::StorageDelete(StorageKey::CsiDriver(name)),
     );
     spawn(
         tasks,
-        "CSIStorageCapacity watch",
-        Api::<CSIStorageCapacity>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::StorageCapacities,
         inbox.clone(),
+        Watch {
+            name: "CSIStorageCapacity watch",
+            api: Api::<CSIStorageCapacity>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::StorageCapacities,
+        },
         |capacity| match StorageCapacityInfo::from_api(&capacity) {
             Ok(info) => storage(StorageObject::Capacity(info)),
             Err(e) => {
@@ -289,11 +332,13 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     );
     spawn(
         tasks,
-        "VolumeAttachment watch",
-        Api::<VolumeAttachment>::all(client.clone()),
-        watcher::Config::default(),
-        Kind::VolumeAttachments,
         inbox.clone(),
+        Watch {
+            name: "VolumeAttachment watch",
+            api: Api::<VolumeAttachment>::all(client.clone()),
+            config: watcher::Config::default(),
+            kind: Kind::VolumeAttachments,
+        },
         |attachment| {
             storage(StorageObject::Attachment(VolumeAttachmentInfo::from_api(
                 &attachment,

@@ -30,16 +30,16 @@ impl Loop {
         inbox: &mut mpsc::Receiver<LoopMessage>,
         leadership: &mut signal::Receiver<bool>,
     ) {
-        self.evictions.cancel_all();
+        self.writers.evictions.cancel_all();
         let fenced = self.finish_bindings(inbox, leadership).await;
-        if !self.reports.flush(SHUTDOWN_REPORTS).await {
+        if !self.writers.reports.flush(SHUTDOWN_REPORTS).await {
             // Written after the release they could land after the successor's first
             // write (and keep this process past its drain): they are dropped instead.
             warn!("pod reports still queued at shutdown: dropping them before releasing the lease");
-            self.reports.fence();
+            self.writers.reports.fence();
         }
         if fenced.is_ok()
-            && let Some(leadership) = self.leadership.take()
+            && let Some(leadership) = self.lease.leadership.take()
         {
             leadership.release();
             // Give the elector a moment to release the lease.
@@ -48,7 +48,7 @@ impl Loop {
     }
 
     pub(super) fn elector_running(&self) -> bool {
-        self.leadership.is_some() && !self.elector_stopped
+        self.lease.leadership.is_some() && !self.lease.elector_stopped
     }
 
     /// [`Loop::handle`] after checking the lease: a replica that may no longer lead acts
@@ -73,21 +73,21 @@ impl Loop {
         &mut self,
         leadership: &mut signal::Receiver<bool>,
     ) -> Result<(), LostLease> {
-        if self.leadership.is_none() {
+        if self.lease.leadership.is_none() {
             return Ok(());
         }
         // The latest value, whether or not the elector is still running (it stops for
         // good after a loss).
         let leading = *leadership.borrow_and_update();
-        if leading == self.leading {
+        if leading == self.lease.leading {
             return Ok(());
         }
-        self.leading = leading;
+        self.lease.leading = leading;
         if leading {
-            self.led = true;
-        } else if self.led {
+            self.lease.led = true;
+        } else if self.lease.led {
             warn!(
-                bindings = self.in_flight.len(),
+                bindings = self.books.in_flight.len(),
                 "lease lost: cancelling the writes under way"
             );
             self.fence();
@@ -98,9 +98,9 @@ impl Loop {
 
     /// Nothing this replica started is written any more.
     fn fence(&mut self) {
-        self.binder.cancel_all();
-        self.evictions.cancel_all();
-        self.reports.fence();
+        self.writers.binder.cancel_all();
+        self.writers.evictions.cancel_all();
+        self.writers.reports.fence();
     }
 
     /// At shutdown, before the lease is released: no new decision; the bindings under way
@@ -112,20 +112,20 @@ impl Loop {
         inbox: &mut mpsc::Receiver<LoopMessage>,
         leadership: &mut signal::Receiver<bool>,
     ) -> Result<(), LostLease> {
-        if self.in_flight.is_empty() {
+        if self.books.in_flight.is_empty() {
             return Ok(());
         }
         info!(
-            bindings = self.in_flight.len(),
+            bindings = self.books.in_flight.len(),
             "shutting down: finishing the bindings under way before releasing the lease"
         );
         let mut deadline = tokio::time::Instant::now() + SHUTDOWN_BINDINGS;
         let mut cancelled = false;
-        while !self.in_flight.is_empty() {
+        while !self.books.in_flight.is_empty() {
             tokio::select! {
                 biased;
                 changed = leadership.changed(), if self.elector_running() => {
-                    self.elector_stopped |= changed.is_err();
+                    self.lease.elector_stopped |= changed.is_err();
                     self.follow_leadership(leadership)?;
                 }
                 message = inbox.recv() => match message {
@@ -134,11 +134,11 @@ impl Loop {
                 },
                 () = tokio::time::sleep_until(deadline) => {
                     if cancelled {
-                        warn!(bindings = self.in_flight.len(), "cancelled bindings did not report back; shutting down");
+                        warn!(bindings = self.books.in_flight.len(), "cancelled bindings did not report back; shutting down");
                         return Ok(());
                     }
-                    warn!(bindings = self.in_flight.len(), "bindings still under way at shutdown: cancelling them");
-                    self.binder.cancel_all();
+                    warn!(bindings = self.books.in_flight.len(), "bindings still under way at shutdown: cancelling them");
+                    self.writers.binder.cancel_all();
                     cancelled = true;
                     deadline = tokio::time::Instant::now() + CANCELLED_BINDINGS;
                 }
