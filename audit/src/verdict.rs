@@ -165,15 +165,12 @@ fn platform_text(p: &Platform) -> String {
     }
 }
 
-/// Judges `workload`, whose images resolved to `resolved` (one per container, in order),
-/// against `targets`.
-pub fn judge(
+/// Each container's image, its Linux platforms (sorted, each once) and its error.
+fn image_audits(
     workload: &Workload,
     resolved: &[Result<Vec<Platform>, String>],
-    targets: &[String],
-    rule: Option<&ArchitectureDecision>,
-) -> WorkloadAudit {
-    let images: Vec<ImageAudit> = workload
+) -> Vec<ImageAudit> {
+    workload
         .containers
         .iter()
         .zip(resolved)
@@ -192,7 +189,46 @@ pub fn judge(
                 error: r.as_ref().err().cloned(),
             }
         })
+        .collect()
+}
+
+/// The targets the images' common architectures cover, and the verdict it gives.
+fn fit(common: &[String], targets: &[String]) -> (Vec<String>, Verdict) {
+    let can: Vec<String> = targets
+        .iter()
+        .filter(|t| common.contains(*t))
+        .cloned()
         .collect();
+    let cannot: Vec<String> = targets
+        .iter()
+        .filter(|t| !common.contains(*t))
+        .cloned()
+        .collect();
+    let verdict = if can.is_empty() {
+        Verdict::Blocked {
+            reason: format!(
+                "the images run on {} only, none of {}",
+                common.join(", "),
+                targets.join(", ")
+            ),
+        }
+    } else if cannot.is_empty() {
+        Verdict::RunsOnAll
+    } else {
+        Verdict::Restricted { cannot }
+    };
+    (can, verdict)
+}
+
+/// Judges `workload`, whose images resolved to `resolved` (one per container, in order),
+/// against `targets`.
+pub fn judge(
+    workload: &Workload,
+    resolved: &[Result<Vec<Platform>, String>],
+    targets: &[String],
+    rule: Option<&ArchitectureDecision>,
+) -> WorkloadAudit {
+    let images = image_audits(workload, resolved);
     // A rule replaces the workload's own pin at admission.
     let pinned = pinned_architectures(&workload.pod).filter(|_| rule.is_none());
     let rule_audit = |overrides_images| {
@@ -282,29 +318,7 @@ pub fn judge(
             None,
         );
     }
-    let can: Vec<String> = targets
-        .iter()
-        .filter(|t| common.contains(t))
-        .cloned()
-        .collect();
-    let cannot: Vec<String> = targets
-        .iter()
-        .filter(|t| !common.contains(t))
-        .cloned()
-        .collect();
-    let verdict = if can.is_empty() {
-        Verdict::Blocked {
-            reason: format!(
-                "the images run on {} only, none of {}",
-                common.join(", "),
-                targets.join(", ")
-            ),
-        }
-    } else if cannot.is_empty() {
-        Verdict::RunsOnAll
-    } else {
-        Verdict::Restricted { cannot }
-    };
+    let (can, verdict) = fit(&common, targets);
     audit(can, verdict, contradicts, routed, rule_audit(false))
 }
 

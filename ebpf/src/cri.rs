@@ -9,7 +9,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 /// The generated CRI client and server (the server is used by tests as a fake runtime).
 pub mod proto {
-    #![allow(clippy::all, clippy::unwrap_used)]
+    #![allow(clippy::all, clippy::unwrap_used, clippy::too_many_lines)]
     tonic::include_proto!("runtime.v1");
 }
 

@@ -20,7 +20,7 @@ use crate::{
     inspector::{ImageInspector, InspectRequest},
 };
 
-#[allow(clippy::all, clippy::unwrap_used)] // generated code
+#[allow(clippy::all, clippy::unwrap_used, clippy::too_many_lines)] // generated code
 pub mod proto {
     tonic::include_proto!("multiarch.inspector.v1");
 }

@@ -10,7 +10,7 @@
 use std::{sync::Arc, time::Duration};
 
 use base64::Engine;
-use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
 use multiarch_inspector::{
     ImageInspector, InspectError, InspectRequest, Inspector,
     cache::CacheOptions,
@@ -126,8 +126,16 @@ async fn a_pods_pull_secrets_are_bounded_read_once_and_paced_per_namespace() {
     server.apply("secrets", pull_secret("shop", "a", 100));
     server.apply("secrets", pull_secret("shop", "b", 100));
     let pulls = vec!["a".to_owned(), "b".to_owned(), "a".to_owned()];
-    // Polled together: each asks before any read can have been answered.
-    let asked = (0..50).map(|_| secrets.keyring("shop", &pulls, None));
+    // Each asks (polled once) while the Secret reads hang: no read can have been answered
+    // before the last one asks, however busy the machine.
+    server.inject(Fault::new(Some(Method::GET), "/secrets/", Effect::Hang));
+    let mut asked: Vec<_> = (0..50)
+        .map(|_| Box::pin(secrets.keyring("shop", &pulls, None)))
+        .collect();
+    for ask in &mut asked {
+        assert!(futures_util::poll!(ask.as_mut()).is_pending());
+    }
+    server.clear_faults();
     for keyring in futures_util::future::join_all(asked).await {
         assert!(!keyring.unwrap().is_empty());
     }

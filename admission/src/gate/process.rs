@@ -128,6 +128,89 @@ fn event(reason: EventReason, message: String) -> GateEvent {
     GateEvent { reason, message }
 }
 
+/// The preferred affinity of the pod's own preference and its configurations (within a
+/// rule's architectures), written once.
+fn prefer(
+    pod: &mut Pod,
+    inputs: &GateInputs<'_>,
+    rule: Option<&ArchitectureDecision>,
+    events: &mut Vec<GateEvent>,
+) {
+    let own = preferred_architectures(pod);
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let mut preferences = architecture_preferences(
+        namespace(pod),
+        &labels,
+        &own,
+        inputs.configs,
+        inputs.cluster_plugins,
+    );
+    if let Some(rule) = rule {
+        skip_outside(&mut preferences, &rule.architectures);
+    }
+    if !preferences.is_empty()
+        && pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_PREFERRED_NODE_AFFINITY))
+            .map(String::as_str)
+            != Some("set")
+    {
+        if merge_preferred(pod, &preferences) > 0 {
+            set_label(pod, LABEL_PREFERRED_NODE_AFFINITY, "set");
+        }
+        // The pod's own arch preference wins over every config: annotated, not announced.
+        if own.is_empty() {
+            events.extend(preference_events(&preferences));
+        }
+        pod.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_SOURCES.into(), sources_annotation(&preferences));
+    }
+}
+
+/// A failed inspection, counted on the pod: `Some(attempts)` to retry, `None` once the
+/// attempts are spent (the fallback architecture, if any, is set).
+fn inspection_failed(
+    pod: &mut Pod,
+    inputs: &GateInputs<'_>,
+    error: &str,
+    events: &mut Vec<GateEvent>,
+) -> Option<u32> {
+    let attempts = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_INSPECT_ERROR_COUNT))
+        .and_then(|c| c.parse::<u32>().ok())
+        .unwrap_or(0)
+        + 1;
+    set_label(pod, LABEL_INSPECT_ERROR, "");
+    set_label(pod, LABEL_INSPECT_ERROR_COUNT, &attempts.to_string());
+    let short: String = error.chars().take(256).collect();
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_INSPECT_ERROR.into(), short);
+    if attempts < inputs.max_attempts {
+        events.push(event(EventReason::ArchAwareInspectionError, format!("The images' architectures could not be read; retrying with backoff. Registry error: {error}")));
+        return Some(attempts);
+    }
+    events.push(event(EventReason::ArchAwareInspectionError, format!("The images' architectures could not be read after {attempts} attempts. Registry error: {error}")));
+    match inputs.fallback_architecture {
+        Some(fallback) => {
+            merge_required(pod, &ArchRequirement::In(vec![fallback.to_owned()]));
+            set_label(pod, LABEL_FALLBACK, fallback);
+            set_label(pod, LABEL_NODE_AFFINITY, "set");
+            events.push(event(EventReason::ArchAwareFallbackPredicateSet, format!("Image inspection failed; setting the nodeAffinity to the fallback architecture: {{{fallback}}}")));
+        }
+        None => set_label(pod, LABEL_NODE_AFFINITY, "not-set"),
+    }
+    None
+}
+
 /// One pass. `None` when the pod is not (or no longer) gated by us.
 pub fn process(
     original: &Pod,
@@ -160,39 +243,7 @@ pub fn process(
     }
 
     // Preferred affinity first: it is there even when inspection fails.
-    let own = preferred_architectures(&pod);
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let mut preferences = architecture_preferences(
-        namespace(&pod),
-        &labels,
-        &own,
-        inputs.configs,
-        inputs.cluster_plugins,
-    );
-    if let Some(rule) = &rule {
-        skip_outside(&mut preferences, &rule.architectures);
-    }
-    if !preferences.is_empty()
-        && pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_PREFERRED_NODE_AFFINITY))
-            .map(String::as_str)
-            != Some("set")
-    {
-        if merge_preferred(&mut pod, &preferences) > 0 {
-            set_label(&mut pod, LABEL_PREFERRED_NODE_AFFINITY, "set");
-        }
-        // The pod's own arch preference wins over every config: annotated, not announced.
-        if own.is_empty() {
-            events.extend(preference_events(&preferences));
-        }
-        pod.metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(ANNOTATION_SOURCES.into(), sources_annotation(&preferences));
-    }
+    prefer(&mut pod, inputs, rule.as_ref(), &mut events);
 
     if let Some(rule) = &rule {
         decided_by_rule(&mut pod, rule, &mut events);
@@ -256,38 +307,12 @@ pub fn process(
             }
         }
         Inspection::Failed(error) => {
-            let attempts = pod
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_INSPECT_ERROR_COUNT))
-                .and_then(|c| c.parse::<u32>().ok())
-                .unwrap_or(0)
-                + 1;
-            set_label(&mut pod, LABEL_INSPECT_ERROR, "");
-            set_label(&mut pod, LABEL_INSPECT_ERROR_COUNT, &attempts.to_string());
-            let short: String = error.chars().take(256).collect();
-            pod.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(ANNOTATION_INSPECT_ERROR.into(), short);
-            if attempts < inputs.max_attempts {
-                events.push(event(EventReason::ArchAwareInspectionError, format!("The images' architectures could not be read; retrying with backoff. Registry error: {error}")));
+            if let Some(attempts) = inspection_failed(&mut pod, inputs, &error, &mut events) {
                 return Some(Processed {
                     pod,
                     events,
                     retry: Some(attempts),
                 });
-            }
-            events.push(event(EventReason::ArchAwareInspectionError, format!("The images' architectures could not be read after {attempts} attempts. Registry error: {error}")));
-            match inputs.fallback_architecture {
-                Some(fallback) => {
-                    merge_required(&mut pod, &ArchRequirement::In(vec![fallback.to_owned()]));
-                    set_label(&mut pod, LABEL_FALLBACK, fallback);
-                    set_label(&mut pod, LABEL_NODE_AFFINITY, "set");
-                    events.push(event(EventReason::ArchAwareFallbackPredicateSet, format!("Image inspection failed; setting the nodeAffinity to the fallback architecture: {{{fallback}}}")));
-                }
-                None => set_label(&mut pod, LABEL_NODE_AFFINITY, "not-set"),
             }
         }
     }

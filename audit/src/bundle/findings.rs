@@ -172,10 +172,12 @@ pub fn is_digest(image: &str) -> bool {
     image.contains('@')
 }
 
-/// Every finding for `bundle`, in rule order then subject order.
-pub fn judge(bundle: &Bundle, answers: &BTreeMap<String, ImageAnswer>) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    let known = |image: &str| answers.get(image).and_then(|a| a.as_ref().ok());
+/// What each image of the bundle lacks: a claimed platform, a manifest list, an answer.
+fn images_findings(
+    bundle: &Bundle,
+    answers: &BTreeMap<String, ImageAnswer>,
+    findings: &mut Vec<Finding>,
+) {
     let several = bundle.architectures.len() > 1;
     for image in bundle.all_images() {
         match answers.get(&image) {
@@ -220,6 +222,16 @@ pub fn judge(bundle: &Bundle, answers: &BTreeMap<String, ImageAnswer>) -> Vec<Fi
             )),
         }
     }
+}
+
+/// What each operand's node affinity says against the labelled architectures and its
+/// images' builds.
+fn operand_findings(
+    bundle: &Bundle,
+    answers: &BTreeMap<String, ImageAnswer>,
+    findings: &mut Vec<Finding>,
+) {
+    let known = |image: &str| answers.get(image).and_then(|a| a.as_ref().ok());
     for operand in &bundle.operands {
         let images: Vec<&str> = operand
             .containers
@@ -281,6 +293,13 @@ pub fn judge(bundle: &Bundle, answers: &BTreeMap<String, ImageAnswer>) -> Vec<Fi
             }
         }
     }
+}
+
+/// Every finding for `bundle`, in rule order then subject order.
+pub fn judge(bundle: &Bundle, answers: &BTreeMap<String, ImageAnswer>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    images_findings(bundle, answers, &mut findings);
+    operand_findings(bundle, answers, &mut findings);
     findings.extend(unclaimed(bundle, answers));
     for related in &bundle.related_images {
         if !is_digest(&related.image) {

@@ -360,125 +360,13 @@ impl Checker {
     }
 
     fn resolve(&self, name: &str, target: Option<&CelType>, args: &[CelType]) -> Resolved {
-        use CelType as T;
-        let ok = |t: CelType, ids: &[&str]| {
-            Resolved::Ok(t, ids.iter().map(|s| (*s).to_owned()).collect())
-        };
+        if let Some(resolved) = resolve_operator(name, target, args) {
+            return resolved;
+        }
+        if let Some(resolved) = resolve_function(name, target, args) {
+            return resolved;
+        }
         match (name, target, args) {
-            (operators::LOGICAL_AND | operators::LOGICAL_OR, None, [a, b])
-                if unify(a, &T::Bool).is_some() && unify(b, &T::Bool).is_some() =>
-            {
-                let id = if name == operators::LOGICAL_AND {
-                    "logical_and"
-                } else {
-                    "logical_or"
-                };
-                ok(T::Bool, &[id])
-            }
-            (operators::LOGICAL_NOT, None, [a]) if unify(a, &T::Bool).is_some() => {
-                ok(T::Bool, &["logical_not"])
-            }
-            (operators::NOT_STRICTLY_FALSE, None, [a]) if unify(a, &T::Bool).is_some() => {
-                ok(T::Bool, &["not_strictly_false"])
-            }
-            (operators::CONDITIONAL, None, [c, a, b]) if unify(c, &T::Bool).is_some() => {
-                match unify(a, b) {
-                    Some(t) => ok(t, &["conditional"]),
-                    None => Resolved::NoOverload,
-                }
-            }
-            (operators::EQUALS | operators::NOT_EQUALS, None, [a, b]) => {
-                let id = if name == operators::EQUALS {
-                    "equals"
-                } else {
-                    "not_equals"
-                };
-                if unify(a, b).is_some() {
-                    ok(T::Bool, &[id])
-                } else {
-                    Resolved::NoOverload
-                }
-            }
-            (
-                operators::LESS
-                | operators::LESS_EQUALS
-                | operators::GREATER
-                | operators::GREATER_EQUALS,
-                None,
-                [a, b],
-            ) => relational(name, a, b),
-            (operators::ADD, None, [a, b]) => add(a, b),
-            (
-                operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO,
-                None,
-                [a, b],
-            ) => arithmetic(name, a, b),
-            (operators::NEGATE, None, [a]) => match a {
-                T::Int => ok(T::Int, &["negate_int64"]),
-                T::Double => ok(T::Double, &["negate_double"]),
-                T::Dyn => ok(T::Dyn, &["negate_int64", "negate_double"]),
-                _ => Resolved::NoOverload,
-            },
-            (operators::IN, None, [element, container]) => match container {
-                T::List(t) if unify(element, t).is_some() => ok(T::Bool, &["in_list"]),
-                T::Map(k, _) if unify(element, k).is_some() => ok(T::Bool, &["in_map"]),
-                T::Dyn => ok(T::Bool, &["in_list", "in_map"]),
-                _ => Resolved::NoOverload,
-            },
-            (operators::INDEX, None, [container, index]) => match container {
-                T::List(t) if unify(index, &T::Int).is_some() => ok((**t).clone(), &["index_list"]),
-                T::Map(k, v) if unify(index, k).is_some() => ok((**v).clone(), &["index_map"]),
-                T::Dyn => ok(T::Dyn, &["index_list", "index_map"]),
-                _ => Resolved::NoOverload,
-            },
-            ("size", None, [a]) => size(a, "size_"),
-            ("size", Some(a), []) => size_member(a),
-            ("matches", Some(s), [p]) if both_strings(s, p) => ok(T::Bool, &["matches_string"]),
-            ("matches", None, [s, p]) if both_strings(s, p) => ok(T::Bool, &["matches"]),
-            ("startsWith", Some(s), [p]) if both_strings(s, p) => {
-                ok(T::Bool, &["starts_with_string"])
-            }
-            ("endsWith", Some(s), [p]) if both_strings(s, p) => ok(T::Bool, &["ends_with_string"]),
-            ("contains", Some(s), [p]) if both_strings(s, p) => ok(T::Bool, &["contains_string"]),
-            ("lowerAscii" | "upperAscii" | "trim", Some(s), [])
-                if unify(s, &T::String).is_some() =>
-            {
-                ok(T::String, &["string_k8s_ascii"])
-            }
-            ("string", None, [a]) => conversion(
-                a,
-                T::String,
-                &[
-                    T::Int,
-                    T::Uint,
-                    T::Double,
-                    T::Bytes,
-                    T::Bool,
-                    T::String,
-                    T::Timestamp,
-                    T::Duration,
-                ],
-            ),
-            ("int", None, [a]) => conversion(
-                a,
-                T::Int,
-                &[
-                    T::Int,
-                    T::Uint,
-                    T::Double,
-                    T::String,
-                    T::Timestamp,
-                    T::Duration,
-                ],
-            ),
-            ("uint", None, [a]) => conversion(a, T::Uint, &[T::Int, T::Uint, T::Double, T::String]),
-            ("double", None, [a]) => {
-                conversion(a, T::Double, &[T::Int, T::Uint, T::Double, T::String])
-            }
-            ("bytes", None, [a]) => conversion(a, T::Bytes, &[T::String, T::Bytes]),
-            ("bool", None, [a]) => conversion(a, T::Bool, &[T::String, T::Bool]),
-            ("dyn", None, [_]) => ok(T::Dyn, &["to_dyn"]),
-            ("type", None, [_]) => ok(T::Type, &["type"]),
             (
                 operators::LOGICAL_AND
                 | operators::LOGICAL_OR
@@ -507,6 +395,134 @@ impl Checker {
             _ => Resolved::Unknown,
         }
     }
+}
+
+fn ok(t: CelType, ids: &[&str]) -> Resolved {
+    Resolved::Ok(t, ids.iter().map(|s| (*s).to_owned()).collect())
+}
+
+/// An operator's overload (`None`: not an operator, or none of its forms fits).
+fn resolve_operator(name: &str, target: Option<&CelType>, args: &[CelType]) -> Option<Resolved> {
+    use CelType as T;
+    Some(match (name, target, args) {
+        (operators::LOGICAL_AND | operators::LOGICAL_OR, None, [a, b])
+            if unify(a, &T::Bool).is_some() && unify(b, &T::Bool).is_some() =>
+        {
+            let id = if name == operators::LOGICAL_AND {
+                "logical_and"
+            } else {
+                "logical_or"
+            };
+            ok(T::Bool, &[id])
+        }
+        (operators::LOGICAL_NOT, None, [a]) if unify(a, &T::Bool).is_some() => {
+            ok(T::Bool, &["logical_not"])
+        }
+        (operators::NOT_STRICTLY_FALSE, None, [a]) if unify(a, &T::Bool).is_some() => {
+            ok(T::Bool, &["not_strictly_false"])
+        }
+        (operators::CONDITIONAL, None, [c, a, b]) if unify(c, &T::Bool).is_some() => {
+            match unify(a, b) {
+                Some(t) => ok(t, &["conditional"]),
+                None => Resolved::NoOverload,
+            }
+        }
+        (operators::EQUALS | operators::NOT_EQUALS, None, [a, b]) => {
+            let id = if name == operators::EQUALS {
+                "equals"
+            } else {
+                "not_equals"
+            };
+            if unify(a, b).is_some() {
+                ok(T::Bool, &[id])
+            } else {
+                Resolved::NoOverload
+            }
+        }
+        (
+            operators::LESS
+            | operators::LESS_EQUALS
+            | operators::GREATER
+            | operators::GREATER_EQUALS,
+            None,
+            [a, b],
+        ) => relational(name, a, b),
+        (operators::ADD, None, [a, b]) => add(a, b),
+        (
+            operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO,
+            None,
+            [a, b],
+        ) => arithmetic(name, a, b),
+        (operators::NEGATE, None, [a]) => match a {
+            T::Int => ok(T::Int, &["negate_int64"]),
+            T::Double => ok(T::Double, &["negate_double"]),
+            T::Dyn => ok(T::Dyn, &["negate_int64", "negate_double"]),
+            _ => Resolved::NoOverload,
+        },
+        (operators::IN, None, [element, container]) => match container {
+            T::List(t) if unify(element, t).is_some() => ok(T::Bool, &["in_list"]),
+            T::Map(k, _) if unify(element, k).is_some() => ok(T::Bool, &["in_map"]),
+            T::Dyn => ok(T::Bool, &["in_list", "in_map"]),
+            _ => Resolved::NoOverload,
+        },
+        (operators::INDEX, None, [container, index]) => match container {
+            T::List(t) if unify(index, &T::Int).is_some() => ok((**t).clone(), &["index_list"]),
+            T::Map(k, v) if unify(index, k).is_some() => ok((**v).clone(), &["index_map"]),
+            T::Dyn => ok(T::Dyn, &["index_list", "index_map"]),
+            _ => Resolved::NoOverload,
+        },
+        _ => return None,
+    })
+}
+
+/// A function's or method's overload (`None`: not one of them, or none of its forms fits).
+fn resolve_function(name: &str, target: Option<&CelType>, args: &[CelType]) -> Option<Resolved> {
+    use CelType as T;
+    Some(match (name, target, args) {
+        ("size", None, [a]) => size(a, "size_"),
+        ("size", Some(a), []) => size_member(a),
+        ("matches", Some(s), [p]) if both_strings(s, p) => ok(T::Bool, &["matches_string"]),
+        ("matches", None, [s, p]) if both_strings(s, p) => ok(T::Bool, &["matches"]),
+        ("startsWith", Some(s), [p]) if both_strings(s, p) => ok(T::Bool, &["starts_with_string"]),
+        ("endsWith", Some(s), [p]) if both_strings(s, p) => ok(T::Bool, &["ends_with_string"]),
+        ("contains", Some(s), [p]) if both_strings(s, p) => ok(T::Bool, &["contains_string"]),
+        ("lowerAscii" | "upperAscii" | "trim", Some(s), []) if unify(s, &T::String).is_some() => {
+            ok(T::String, &["string_k8s_ascii"])
+        }
+        ("string", None, [a]) => conversion(
+            a,
+            T::String,
+            &[
+                T::Int,
+                T::Uint,
+                T::Double,
+                T::Bytes,
+                T::Bool,
+                T::String,
+                T::Timestamp,
+                T::Duration,
+            ],
+        ),
+        ("int", None, [a]) => conversion(
+            a,
+            T::Int,
+            &[
+                T::Int,
+                T::Uint,
+                T::Double,
+                T::String,
+                T::Timestamp,
+                T::Duration,
+            ],
+        ),
+        ("uint", None, [a]) => conversion(a, T::Uint, &[T::Int, T::Uint, T::Double, T::String]),
+        ("double", None, [a]) => conversion(a, T::Double, &[T::Int, T::Uint, T::Double, T::String]),
+        ("bytes", None, [a]) => conversion(a, T::Bytes, &[T::String, T::Bytes]),
+        ("bool", None, [a]) => conversion(a, T::Bool, &[T::String, T::Bool]),
+        ("dyn", None, [_]) => ok(T::Dyn, &["to_dyn"]),
+        ("type", None, [_]) => ok(T::Type, &["type"]),
+        _ => return None,
+    })
 }
 
 mod overloads;

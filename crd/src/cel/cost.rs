@@ -272,6 +272,73 @@ impl Coster<'_> {
         sum.add(function_cost)
     }
 
+    /// The string and bytes functions' cost (`None`: `overload` is not one of them).
+    fn string_function_cost(
+        &mut self,
+        overload: &str,
+        target: Option<&IdedExpr>,
+        args: &[IdedExpr],
+        arg_sum: Range,
+    ) -> Option<(Range, Option<Range>)> {
+        match overload {
+            "string_to_bytes" if args.len() == 1 => {
+                let size = self.size_or_unknown(&args[0]);
+                let result = Range {
+                    min: size.min,
+                    max: size.max.saturating_mul(4),
+                };
+                return Some((
+                    size.factor(STRING_TRAVERSAL_COST_FACTOR).add(arg_sum),
+                    Some(result),
+                ));
+            }
+            "bytes_to_string" if args.len() == 1 => {
+                let size = self.size_or_unknown(&args[0]);
+                let result = Range {
+                    min: size.min / 4,
+                    max: size.max,
+                };
+                return Some((
+                    size.factor(STRING_TRAVERSAL_COST_FACTOR).add(arg_sum),
+                    Some(result),
+                ));
+            }
+            "starts_with_string" | "ends_with_string" if args.len() == 1 => {
+                let size = self.size_or_unknown(&args[0]);
+                return Some((size.factor(STRING_TRAVERSAL_COST_FACTOR).add(arg_sum), None));
+            }
+            "in_list" if args.len() == 2 => {
+                let size = self.size_or_unknown(&args[1]);
+                return Some((size.factor(1.0).add(arg_sum), None));
+            }
+            "matches_string" if args.len() == 1 => {
+                if let Some(target) = target {
+                    let string = self
+                        .size_or_unknown(target)
+                        .add(Range::fixed(1))
+                        .factor(STRING_TRAVERSAL_COST_FACTOR);
+                    let regex = self
+                        .size_or_unknown(&args[0])
+                        .factor(REGEX_STRING_LENGTH_COST_FACTOR);
+                    return Some((string.multiply(regex).add(arg_sum), None));
+                }
+            }
+            "contains_string" if args.len() == 1 => {
+                if let Some(target) = target {
+                    let string = self
+                        .size_or_unknown(target)
+                        .factor(STRING_TRAVERSAL_COST_FACTOR);
+                    let substring = self
+                        .size_or_unknown(&args[0])
+                        .factor(STRING_TRAVERSAL_COST_FACTOR);
+                    return Some((string.multiply(substring).add(arg_sum), None));
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
     /// `functionCost`: the Kubernetes library's estimate first, then cel-go's.
     fn function_cost(
         &mut self,
@@ -294,60 +361,10 @@ impl Coster<'_> {
                 Some(size),
             );
         }
+        if let Some(cost) = self.string_function_cost(overload, target, args, arg_sum) {
+            return cost;
+        }
         match overload {
-            "string_to_bytes" if args.len() == 1 => {
-                let size = self.size_or_unknown(&args[0]);
-                let result = Range {
-                    min: size.min,
-                    max: size.max.saturating_mul(4),
-                };
-                return (
-                    size.factor(STRING_TRAVERSAL_COST_FACTOR).add(arg_sum),
-                    Some(result),
-                );
-            }
-            "bytes_to_string" if args.len() == 1 => {
-                let size = self.size_or_unknown(&args[0]);
-                let result = Range {
-                    min: size.min / 4,
-                    max: size.max,
-                };
-                return (
-                    size.factor(STRING_TRAVERSAL_COST_FACTOR).add(arg_sum),
-                    Some(result),
-                );
-            }
-            "starts_with_string" | "ends_with_string" if args.len() == 1 => {
-                let size = self.size_or_unknown(&args[0]);
-                return (size.factor(STRING_TRAVERSAL_COST_FACTOR).add(arg_sum), None);
-            }
-            "in_list" if args.len() == 2 => {
-                let size = self.size_or_unknown(&args[1]);
-                return (size.factor(1.0).add(arg_sum), None);
-            }
-            "matches_string" if args.len() == 1 => {
-                if let Some(target) = target {
-                    let string = self
-                        .size_or_unknown(target)
-                        .add(Range::fixed(1))
-                        .factor(STRING_TRAVERSAL_COST_FACTOR);
-                    let regex = self
-                        .size_or_unknown(&args[0])
-                        .factor(REGEX_STRING_LENGTH_COST_FACTOR);
-                    return (string.multiply(regex).add(arg_sum), None);
-                }
-            }
-            "contains_string" if args.len() == 1 => {
-                if let Some(target) = target {
-                    let string = self
-                        .size_or_unknown(target)
-                        .factor(STRING_TRAVERSAL_COST_FACTOR);
-                    let substring = self
-                        .size_or_unknown(&args[0])
-                        .factor(STRING_TRAVERSAL_COST_FACTOR);
-                    return (string.multiply(substring).add(arg_sum), None);
-                }
-            }
             "logical_or" | "logical_and" => {
                 let (lhs, rhs) = (arg_costs[0], arg_costs[1]);
                 return (

@@ -95,6 +95,27 @@ async fn request_counts(client: &kube::Client) -> Result<RequestCounts, String> 
         .map_err(|e| format!("GET /metrics: {e}"))
 }
 
+/// The API server's requests per pod between `before` and `after`, the bench's own taken
+/// out (or why they are unavailable).
+fn per_pod(
+    before: Result<RequestCounts, String>,
+    after: Result<RequestCounts, String>,
+    own: &RequestCounts,
+    pods: usize,
+) -> (Option<RequestCounts>, Option<String>) {
+    match (before, after) {
+        (Ok(before), Ok(after)) => {
+            let pods = pods.max(1) as f64;
+            let per_pod = apiserver_metrics::delta(&before, &after, own)
+                .into_iter()
+                .map(|(k, v)| (k, v / pods))
+                .collect();
+            (Some(per_pod), None)
+        }
+        (Err(e), _) | (_, Err(e)) => (None, Some(e)),
+    }
+}
+
 /// The request counts once the placer has finished writing what follows its bindings
 /// (a scheduler's events trail them): unchanged, leases aside, for a second; at most 30 s.
 async fn settled_counts(client: &kube::Client, deadline: Instant) -> Result<RequestCounts, String> {
@@ -231,21 +252,9 @@ impl Bench<'_> {
                 self.args.bind_concurrency,
             )
             .await;
-        } else if let Some((program, rest)) = self.args.command.split_first() {
-            // Its output goes to standard error: standard output is the report.
-            let stderr = std::io::stderr()
-                .as_fd()
-                .try_clone_to_owned()
-                .context("cannot pass standard error on")?;
-            let spawned = tokio::process::Command::new(program)
-                .args(rest)
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(stderr))
-                .kill_on_drop(true)
-                .spawn()
-                .with_context(|| format!("cannot start {program}"))?;
-            pid = spawned.id();
-            child = Some(spawned);
+        } else if let Some(started) = self.start_command()? {
+            pid = started.id();
+            child = Some(started);
         }
         let bindings = watch.wait(created.len(), deadline).await;
         let after = settled_counts(&self.client, deadline).await;
@@ -267,17 +276,7 @@ impl Bench<'_> {
                 }
             })
             .collect();
-        let (requests_per_pod, requests_unavailable) = match (before, after) {
-            (Ok(before), Ok(after)) => {
-                let pods = created.len().max(1) as f64;
-                let per_pod = apiserver_metrics::delta(&before, &after, &own)
-                    .into_iter()
-                    .map(|(k, v)| (k, v / pods))
-                    .collect();
-                (Some(per_pod), None)
-            }
-            (Err(e), _) | (_, Err(e)) => (None, Some(e)),
-        };
+        let (requests_per_pod, requests_unavailable) = per_pod(before, after, &own, created.len());
         if failed_bindings > 0 {
             tracing::warn!(failed_bindings, "bind-only: some bindings were refused");
         }
@@ -291,6 +290,26 @@ impl Bench<'_> {
         };
         self.delete_pods().await?;
         Ok(run)
+    }
+
+    /// Starts the scheduler `command` names, if it names one.
+    fn start_command(&self) -> anyhow::Result<Option<tokio::process::Child>> {
+        let Some((program, rest)) = self.args.command.split_first() else {
+            return Ok(None);
+        };
+        // Its output goes to standard error: standard output is the report.
+        let stderr = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("cannot pass standard error on")?;
+        let spawned = tokio::process::Command::new(program)
+            .args(rest)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stderr))
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {program}"))?;
+        Ok(Some(spawned))
     }
 
     async fn delete_pods(&self) -> anyhow::Result<()> {
