@@ -177,8 +177,8 @@ async fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
-    let total = phase.total;
+/// The webhook binary, serving on a free port, and that port (once it accepts).
+async fn start_webhook(dir: &std::path::Path, phase: &Phase) -> (std::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -212,7 +212,7 @@ async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
     if let Some(endpoint) = &phase.inspector {
         command.args(["--inspector-endpoint", endpoint]);
     }
-    let mut server = command
+    let server = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -220,21 +220,32 @@ async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    (server, port)
+}
+
+/// A TLS client trusting `ca`.
+fn tls_connector(ca: &str) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    tokio_rustls::TlsConnector::from(Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ))
+}
+
+async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
+    let total = phase.total;
+    let (mut server, port) = start_webhook(dir, phase).await;
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/admission/admissionreview-request-0.json");
     let body = std::fs::read(fixture).unwrap();
     let request: Arc<Vec<u8>> = Arc::new(
         [format!("POST /mutate-pods HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes(), body].concat(),
     );
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(
-        rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    ));
+    let connector = tls_connector(ca);
 
     let mut idle = Vec::with_capacity(phase.idle);
     for _ in 0..phase.idle {

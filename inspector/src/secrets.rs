@@ -218,6 +218,38 @@ impl KubeSecrets {
         true
     }
 
+    /// The pull secrets the service account `sa` names (none when it is not found).
+    async fn service_account_secrets(
+        &self,
+        namespace: &str,
+        sa: &str,
+    ) -> Result<Vec<String>, InspectError> {
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        self.rate.acquire(namespace).await;
+        match api.get_opt(sa).await {
+            Ok(Some(account)) => Ok(account
+                .image_pull_secrets
+                .into_iter()
+                .flatten()
+                .map(|reference| reference.name)
+                .filter(|name| !name.is_empty())
+                .collect()),
+            Ok(None) => {
+                warn!(
+                    namespace,
+                    service_account = sa,
+                    "service account not found; using the pod's pull secrets only"
+                );
+                Ok(Vec::new())
+            }
+            Err(e) => Err(InspectError::Secret {
+                namespace: namespace.to_owned(),
+                name: format!("serviceaccount/{sa}"),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
     async fn read(
         &self,
         namespace: &str,
@@ -245,31 +277,11 @@ impl KubeSecrets {
                 name: sa.to_owned(),
                 version: None,
             });
-            let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
-            self.rate.acquire(namespace).await;
-            match api.get_opt(sa).await {
-                Ok(Some(account)) => {
-                    for reference in account.image_pull_secrets.into_iter().flatten() {
-                        if names.len() > MAX_PULL_SECRETS {
-                            break;
-                        }
-                        if !reference.name.is_empty() {
-                            add(reference.name, &mut names);
-                        }
-                    }
+            for name in self.service_account_secrets(namespace, sa).await? {
+                if names.len() > MAX_PULL_SECRETS {
+                    break;
                 }
-                Ok(None) => warn!(
-                    namespace,
-                    service_account = sa,
-                    "service account not found; using the pod's pull secrets only"
-                ),
-                Err(e) => {
-                    return Err(InspectError::Secret {
-                        namespace: namespace.to_owned(),
-                        name: format!("serviceaccount/{sa}"),
-                        detail: e.to_string(),
-                    });
-                }
+                add(name, &mut names);
             }
         }
         if names.len() > MAX_PULL_SECRETS {

@@ -56,37 +56,97 @@ pub enum Origin {
     Multiarch,
 }
 
-/// Every event reason multiarch publishes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventReason {
-    Scheduled,
-    FailedScheduling,
-    Preempted,
-    UnreadableResourceRequest,
-    ArchitectureRuleOverridesImages,
-    ArchAwareSchedGateAdded,
-    ArchAwareSchedGateRemovalSuccess,
-    ArchAwareSchedGateRemovalFailed,
-    ArchAwareGatedPodIgnored,
-    ArchAwarePredicatesConflict,
-    ArchAwarePredicateSet,
-    ArchAwarePreferredAffinityDuplicates,
-    NoSupportedArchitecturesFound,
-    ArchAwareOperatorBundle,
-    ArchAwareInspectionError,
-    ArchAwareFallbackPredicateSet,
-    ArchAwareConfigurationUnreadable,
-    ArchAwarePlacedWithoutConfiguration,
-    ExecFormatError,
-    MisplacedPodEvicted,
-    MisplacedPodNotCorrected,
-    RoutingToScheduler,
-    RoutingToGate,
-    RoutingOff,
-    ArchAwareSchedGateRemovedByOperator,
-    RecreatedForDefaultScheduler,
-    CannotRecreateForDefaultScheduler,
-    PodNotRecreated,
+/// The table: each reason's severity, publishers, the kind it is about, its origin and
+/// meaning; its name is the variant's. Gives the enum, `EventReason::ALL` (every reason,
+/// in the table's order) and `EventReason::facts`.
+macro_rules! event_reasons {
+    ($($reason:ident: $severity:ident, [$($publisher:ident),*], $regarding:expr, $origin:ident, $meaning:literal;)*) => {
+        /// Every event reason multiarch publishes.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum EventReason {
+            $($reason,)*
+        }
+
+        impl EventReason {
+            pub const ALL: [EventReason; [$(stringify!($reason)),*].len()] = [$(EventReason::$reason,)*];
+
+            /// The reason's row of the table.
+            pub fn facts(self) -> ReasonFacts {
+                match self {
+                    $(EventReason::$reason => ReasonFacts {
+                        name: stringify!($reason),
+                        severity: Severity::$severity,
+                        publishers: &[$(Publisher::$publisher),*],
+                        regarding: $regarding,
+                        origin: Origin::$origin,
+                        meaning: $meaning,
+                    },)*
+                }
+            }
+        }
+    };
+}
+
+const POD: &str = "Pod";
+const CONFIG: &str = "ClusterPodPlacementConfig";
+
+event_reasons! {
+    Scheduled: Normal, [Scheduler], POD, KubeScheduler,
+        "The pod was bound to a node: `Successfully assigned NAMESPACE/POD to NODE`.";
+    FailedScheduling: Warning, [Scheduler], POD, KubeScheduler,
+        "No node fits the pod now; the note counts the nodes by why they do not (kube-scheduler's wording, plus `node(s) didn't match the pod's image architectures (images support ARCHS)`). The pod is retried when the cluster changes; its `PodScheduled` condition says the same. See [my pod is Pending](../operations.md#my-pod-is-pending).";
+    Preempted: Normal, [Scheduler], POD, KubeScheduler,
+        "This pod was evicted to make room for a pod of higher priority: `Preempted by pod UID on node NODE`.";
+    UnreadableResourceRequest: Warning, [Scheduler], POD, Multiarch,
+        "A pod bound to a node has a resource request the scheduler cannot read; it counts the node as full while the pod is there. Fix or delete the pod.";
+    ArchitectureRuleOverridesImages: Warning, [Scheduler, GateController], POD, Multiarch,
+        "A namespace's architecture rule (`celArchitecturePlacement`) chose architectures the pod's images do not all have; the rule wins. See [architecture rules](../architecture-rules.md).";
+    ArchAwareSchedGateAdded: Normal, [GateController], POD, Mto,
+        "Gate mode: the pod was admitted with the `multiarch.openshift.io/scheduling-gate` scheduling gate.";
+    ArchAwareSchedGateRemovalSuccess: Normal, [GateController], POD, Mto,
+        "Gate mode: the gate was removed (with the architecture constraint the other events of the pod name); the default scheduler places it now.";
+    ArchAwareSchedGateRemovalFailed: Warning, [GateController], POD, Mto,
+        "Gate mode: the API server refused the write that removes the gate; the pod stays gated and the write is retried with backoff. The note has the API server's answer.";
+    ArchAwareGatedPodIgnored: Warning, [GateController], POD, Mto,
+        "Gate mode: the gated pod changed so that it is no longer placed by architecture (for example, it now has a `kubernetes.io/arch` constraint); the gate is removed without adding one.";
+    ArchAwarePredicatesConflict: Normal, [GateController], POD, Mto,
+        "Gate mode: every term of the pod's required node affinity already names architectures; nothing was added.";
+    ArchAwarePredicateSet: Normal, [GateController], POD, Mto,
+        "Gate mode: the architectures the pod's images have were written into its required node affinity (or a preferred affinity from the configuration was).";
+    ArchAwarePreferredAffinityDuplicates: Normal, [GateController], POD, Mto,
+        "Gate mode: the configuration's architecture preferences were already in the pod's preferred affinity; none was added.";
+    NoSupportedArchitecturesFound: Normal, [GateController], POD, Mto,
+        "Gate mode: the pod's images have no architecture in common; the pod cannot run anywhere and stays Pending. Rebuild an image, or use images that share an architecture.";
+    ArchAwareOperatorBundle: Normal, [GateController], POD, Multiarch,
+        "Gate mode: the pod's images are operator bundles (manifests, never executed), which run on every architecture; no constraint was set. See [audit](../audit.md).";
+    ArchAwareInspectionError: Warning, [GateController], POD, Mto,
+        "Gate mode: the images' architectures could not be read (the note has the registry's error); retried with backoff, then the fallback architecture or none. See [image inspection](../image-inspection.md).";
+    ArchAwareFallbackPredicateSet: Warning, [GateController], POD, Mto,
+        "Gate mode: after the last failed inspection, the configuration's `fallbackArchitecture` was written into the pod's node affinity.";
+    ArchAwareConfigurationUnreadable: Warning, [GateController], POD, Multiarch,
+        "Gate mode: the placement configuration could not be read; the gate stays until it is read (the note counts the attempts).";
+    ArchAwarePlacedWithoutConfiguration: Warning, [GateController], POD, Multiarch,
+        "Gate mode: the placement configuration stayed unreadable for every attempt; the pod was placed by its images' architectures alone, without preferences or fallback.";
+    ExecFormatError: Warning, [NodeDaemon], POD, Multiarch,
+        "A container's binary is built for another architecture than its node's: it failed with `exec format error`. The note names container, image, node architecture and file. See [exec format errors](../exec-format-errors.md).";
+    MisplacedPodEvicted: Normal, [NodeDaemon], "Pod, and its controller", Multiarch,
+        "Misplaced-pod correction: the pod runs on a node its images have no build for; it was evicted so that its controller creates one that is placed by architecture.";
+    MisplacedPodNotCorrected: Warning, [NodeDaemon], "Pod, and its controller", Multiarch,
+        "Misplaced-pod correction: the pod is misplaced but was not moved; the note says why (no controller to recreate it, a DaemonSet's or a Job's without retries, its own affinity pins it, no node its images run on, the eviction limit, a disruption budget, a dry run).";
+    RoutingToScheduler: Normal, [Operator], CONFIG, Multiarch,
+        "Scheduler mode is serving: new pods in the selected namespaces go to multiarch-scheduler.";
+    RoutingToGate: Normal, [Operator], CONFIG, Multiarch,
+        "Gate mode is serving: new pods in the selected namespaces are gated and given an architecture affinity.";
+    RoutingOff: Warning, [Operator], CONFIG, Multiarch,
+        "The mode's components are not available, so the webhook configuration was removed and new pods are admitted unchanged; the `Degraded` condition says why. See [failure behaviour](../failure-behaviour.md).";
+    ArchAwareSchedGateRemovedByOperator: Warning, [Operator], POD, Multiarch,
+        "A mode switch or uninstall released the pod: the gate was removed without an architecture constraint, so the default scheduler places it.";
+    RecreatedForDefaultScheduler: Warning, [Operator], POD, Multiarch,
+        "A mode switch or uninstall released a pod waiting for multiarch-scheduler: it was deleted for its controller to recreate, or recreated from the journal, for the default scheduler.";
+    CannotRecreateForDefaultScheduler: Warning, [Operator], POD, Multiarch,
+        "A pod waiting for multiarch-scheduler was left as it is: the API server would refuse to create it again (the note has its answer), so it is not deleted. Recreate it yourself once creation is allowed.";
+    PodNotRecreated: Warning, [Operator], CONFIG, Multiarch,
+        "A pod deleted to be recreated for the default scheduler could not be created again yet; its copy stays in the journal ConfigMap the note names and is retried. See [install](../install.md).";
 }
 
 /// One row of the table.
@@ -103,37 +163,6 @@ pub struct ReasonFacts {
 }
 
 impl EventReason {
-    pub const ALL: [EventReason; 28] = [
-        EventReason::Scheduled,
-        EventReason::FailedScheduling,
-        EventReason::Preempted,
-        EventReason::UnreadableResourceRequest,
-        EventReason::ArchitectureRuleOverridesImages,
-        EventReason::ArchAwareSchedGateAdded,
-        EventReason::ArchAwareSchedGateRemovalSuccess,
-        EventReason::ArchAwareSchedGateRemovalFailed,
-        EventReason::ArchAwareGatedPodIgnored,
-        EventReason::ArchAwarePredicatesConflict,
-        EventReason::ArchAwarePredicateSet,
-        EventReason::ArchAwarePreferredAffinityDuplicates,
-        EventReason::NoSupportedArchitecturesFound,
-        EventReason::ArchAwareOperatorBundle,
-        EventReason::ArchAwareInspectionError,
-        EventReason::ArchAwareFallbackPredicateSet,
-        EventReason::ArchAwareConfigurationUnreadable,
-        EventReason::ArchAwarePlacedWithoutConfiguration,
-        EventReason::ExecFormatError,
-        EventReason::MisplacedPodEvicted,
-        EventReason::MisplacedPodNotCorrected,
-        EventReason::RoutingToScheduler,
-        EventReason::RoutingToGate,
-        EventReason::RoutingOff,
-        EventReason::ArchAwareSchedGateRemovedByOperator,
-        EventReason::RecreatedForDefaultScheduler,
-        EventReason::CannotRecreateForDefaultScheduler,
-        EventReason::PodNotRecreated,
-    ];
-
     /// The event's `reason`.
     pub fn as_str(self) -> &'static str {
         self.facts().name
@@ -141,255 +170,6 @@ impl EventReason {
 
     pub fn severity(self) -> Severity {
         self.facts().severity
-    }
-
-    pub fn facts(self) -> ReasonFacts {
-        use Origin::{KubeScheduler, Mto, Multiarch};
-        use Publisher::{GateController, NodeDaemon, Operator, Scheduler};
-        use Severity::{Normal, Warning};
-        const POD: &str = "Pod";
-        const CONFIG: &str = "ClusterPodPlacementConfig";
-        let (name, severity, publishers, regarding, origin, meaning): (
-            _,
-            _,
-            &'static [Publisher],
-            _,
-            _,
-            _,
-        ) = match self {
-            EventReason::Scheduled => (
-                "Scheduled",
-                Normal,
-                &[Scheduler],
-                POD,
-                KubeScheduler,
-                "The pod was bound to a node: `Successfully assigned NAMESPACE/POD to NODE`.",
-            ),
-            EventReason::FailedScheduling => (
-                "FailedScheduling",
-                Warning,
-                &[Scheduler],
-                POD,
-                KubeScheduler,
-                "No node fits the pod now; the note counts the nodes by why they do not (kube-scheduler's wording, plus `node(s) didn't match the pod's image architectures (images support ARCHS)`). The pod is retried when the cluster changes; its `PodScheduled` condition says the same. See [my pod is Pending](../operations.md#my-pod-is-pending).",
-            ),
-            EventReason::Preempted => (
-                "Preempted",
-                Normal,
-                &[Scheduler],
-                POD,
-                KubeScheduler,
-                "This pod was evicted to make room for a pod of higher priority: `Preempted by pod UID on node NODE`.",
-            ),
-            EventReason::UnreadableResourceRequest => (
-                "UnreadableResourceRequest",
-                Warning,
-                &[Scheduler],
-                POD,
-                Multiarch,
-                "A pod bound to a node has a resource request the scheduler cannot read; it counts the node as full while the pod is there. Fix or delete the pod.",
-            ),
-            EventReason::ArchitectureRuleOverridesImages => (
-                "ArchitectureRuleOverridesImages",
-                Warning,
-                &[Scheduler, GateController],
-                POD,
-                Multiarch,
-                "A namespace's architecture rule (`celArchitecturePlacement`) chose architectures the pod's images do not all have; the rule wins. See [architecture rules](../architecture-rules.md).",
-            ),
-            EventReason::ArchAwareSchedGateAdded => (
-                "ArchAwareSchedGateAdded",
-                Normal,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the pod was admitted with the `multiarch.openshift.io/scheduling-gate` scheduling gate.",
-            ),
-            EventReason::ArchAwareSchedGateRemovalSuccess => (
-                "ArchAwareSchedGateRemovalSuccess",
-                Normal,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the gate was removed (with the architecture constraint the other events of the pod name); the default scheduler places it now.",
-            ),
-            EventReason::ArchAwareSchedGateRemovalFailed => (
-                "ArchAwareSchedGateRemovalFailed",
-                Warning,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the API server refused the write that removes the gate; the pod stays gated and the write is retried with backoff. The note has the API server's answer.",
-            ),
-            EventReason::ArchAwareGatedPodIgnored => (
-                "ArchAwareGatedPodIgnored",
-                Warning,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the gated pod changed so that it is no longer placed by architecture (for example, it now has a `kubernetes.io/arch` constraint); the gate is removed without adding one.",
-            ),
-            EventReason::ArchAwarePredicatesConflict => (
-                "ArchAwarePredicatesConflict",
-                Normal,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: every term of the pod's required node affinity already names architectures; nothing was added.",
-            ),
-            EventReason::ArchAwarePredicateSet => (
-                "ArchAwarePredicateSet",
-                Normal,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the architectures the pod's images have were written into its required node affinity (or a preferred affinity from the configuration was).",
-            ),
-            EventReason::ArchAwarePreferredAffinityDuplicates => (
-                "ArchAwarePreferredAffinityDuplicates",
-                Normal,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the configuration's architecture preferences were already in the pod's preferred affinity; none was added.",
-            ),
-            EventReason::NoSupportedArchitecturesFound => (
-                "NoSupportedArchitecturesFound",
-                Normal,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the pod's images have no architecture in common; the pod cannot run anywhere and stays Pending. Rebuild an image, or use images that share an architecture.",
-            ),
-            EventReason::ArchAwareOperatorBundle => (
-                "ArchAwareOperatorBundle",
-                Normal,
-                &[GateController],
-                POD,
-                Multiarch,
-                "Gate mode: the pod's images are operator bundles (manifests, never executed), which run on every architecture; no constraint was set. See [audit](../audit.md).",
-            ),
-            EventReason::ArchAwareInspectionError => (
-                "ArchAwareInspectionError",
-                Warning,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: the images' architectures could not be read (the note has the registry's error); retried with backoff, then the fallback architecture or none. See [image inspection](../image-inspection.md).",
-            ),
-            EventReason::ArchAwareFallbackPredicateSet => (
-                "ArchAwareFallbackPredicateSet",
-                Warning,
-                &[GateController],
-                POD,
-                Mto,
-                "Gate mode: after the last failed inspection, the configuration's `fallbackArchitecture` was written into the pod's node affinity.",
-            ),
-            EventReason::ArchAwareConfigurationUnreadable => (
-                "ArchAwareConfigurationUnreadable",
-                Warning,
-                &[GateController],
-                POD,
-                Multiarch,
-                "Gate mode: the placement configuration could not be read; the gate stays until it is read (the note counts the attempts).",
-            ),
-            EventReason::ArchAwarePlacedWithoutConfiguration => (
-                "ArchAwarePlacedWithoutConfiguration",
-                Warning,
-                &[GateController],
-                POD,
-                Multiarch,
-                "Gate mode: the placement configuration stayed unreadable for every attempt; the pod was placed by its images' architectures alone, without preferences or fallback.",
-            ),
-            EventReason::ExecFormatError => (
-                "ExecFormatError",
-                Warning,
-                &[NodeDaemon],
-                POD,
-                Multiarch,
-                "A container's binary is built for another architecture than its node's: it failed with `exec format error`. The note names container, image, node architecture and file. See [exec format errors](../exec-format-errors.md).",
-            ),
-            EventReason::MisplacedPodEvicted => (
-                "MisplacedPodEvicted",
-                Normal,
-                &[NodeDaemon],
-                "Pod, and its controller",
-                Multiarch,
-                "Misplaced-pod correction: the pod runs on a node its images have no build for; it was evicted so that its controller creates one that is placed by architecture.",
-            ),
-            EventReason::MisplacedPodNotCorrected => (
-                "MisplacedPodNotCorrected",
-                Warning,
-                &[NodeDaemon],
-                "Pod, and its controller",
-                Multiarch,
-                "Misplaced-pod correction: the pod is misplaced but was not moved; the note says why (no controller to recreate it, a DaemonSet's or a Job's without retries, its own affinity pins it, no node its images run on, the eviction limit, a disruption budget, a dry run).",
-            ),
-            EventReason::RoutingToScheduler => (
-                "RoutingToScheduler",
-                Normal,
-                &[Operator],
-                CONFIG,
-                Multiarch,
-                "Scheduler mode is serving: new pods in the selected namespaces go to multiarch-scheduler.",
-            ),
-            EventReason::RoutingToGate => (
-                "RoutingToGate",
-                Normal,
-                &[Operator],
-                CONFIG,
-                Multiarch,
-                "Gate mode is serving: new pods in the selected namespaces are gated and given an architecture affinity.",
-            ),
-            EventReason::RoutingOff => (
-                "RoutingOff",
-                Warning,
-                &[Operator],
-                CONFIG,
-                Multiarch,
-                "The mode's components are not available, so the webhook configuration was removed and new pods are admitted unchanged; the `Degraded` condition says why. See [failure behaviour](../failure-behaviour.md).",
-            ),
-            EventReason::ArchAwareSchedGateRemovedByOperator => (
-                "ArchAwareSchedGateRemovedByOperator",
-                Warning,
-                &[Operator],
-                POD,
-                Multiarch,
-                "A mode switch or uninstall released the pod: the gate was removed without an architecture constraint, so the default scheduler places it.",
-            ),
-            EventReason::RecreatedForDefaultScheduler => (
-                "RecreatedForDefaultScheduler",
-                Warning,
-                &[Operator],
-                POD,
-                Multiarch,
-                "A mode switch or uninstall released a pod waiting for multiarch-scheduler: it was deleted for its controller to recreate, or recreated from the journal, for the default scheduler.",
-            ),
-            EventReason::CannotRecreateForDefaultScheduler => (
-                "CannotRecreateForDefaultScheduler",
-                Warning,
-                &[Operator],
-                POD,
-                Multiarch,
-                "A pod waiting for multiarch-scheduler was left as it is: the API server would refuse to create it again (the note has its answer), so it is not deleted. Recreate it yourself once creation is allowed.",
-            ),
-            EventReason::PodNotRecreated => (
-                "PodNotRecreated",
-                Warning,
-                &[Operator],
-                CONFIG,
-                Multiarch,
-                "A pod deleted to be recreated for the default scheduler could not be created again yet; its copy stays in the journal ConfigMap the note names and is retried. See [install](../install.md).",
-            ),
-        };
-        ReasonFacts {
-            name,
-            severity,
-            publishers,
-            regarding,
-            origin,
-            meaning,
-        }
     }
 }
 

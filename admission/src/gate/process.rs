@@ -211,6 +211,37 @@ fn inspection_failed(
     None
 }
 
+/// The pod's required affinity set to the architectures its images share, and said.
+fn constrain_to(pod: &mut Pod, platforms: &[Platform], events: &mut Vec<GateEvent>) {
+    // Only pods without their own architecture constraint get here.
+    let requirement = match constrain(pod, platforms) {
+        Constrained::Architectures(archs) => ArchRequirement::In(archs),
+        _ => ArchRequirement::NoSupportedArch,
+    };
+    set_label(pod, LABEL_NODE_AFFINITY, "set");
+    if let Some(labels) = pod.metadata.labels.as_mut() {
+        labels.remove(LABEL_INSPECT_ERROR);
+    }
+    match &requirement {
+        ArchRequirement::In(archs) => {
+            label_architectures(pod, archs);
+            events.push(event(
+                EventReason::ArchAwarePredicateSet,
+                format!(
+                    "Set the supported architectures to {{{}}}",
+                    archs.join(", ")
+                ),
+            ));
+        }
+        ArchRequirement::NoSupportedArch => {
+            events.push(event(
+                EventReason::NoSupportedArchitecturesFound,
+                "Pod cannot be scheduled due to incompatible image architectures; container images have no supported architectures in common".into(),
+            ));
+        }
+    }
+}
+
 /// One pass. `None` when the pod is not (or no longer) gated by us.
 pub fn process(
     original: &Pod,
@@ -277,35 +308,7 @@ pub fn process(
                 "The pod's images are operator bundle images (manifests, never executed): they run on every architecture, so no architecture constraint was set".into(),
             ));
         }
-        Inspection::Compatible(platforms) => {
-            // Only pods without their own architecture constraint get here.
-            let requirement = match constrain(&mut pod, &platforms) {
-                Constrained::Architectures(archs) => ArchRequirement::In(archs),
-                _ => ArchRequirement::NoSupportedArch,
-            };
-            set_label(&mut pod, LABEL_NODE_AFFINITY, "set");
-            if let Some(labels) = pod.metadata.labels.as_mut() {
-                labels.remove(LABEL_INSPECT_ERROR);
-            }
-            match &requirement {
-                ArchRequirement::In(archs) => {
-                    label_architectures(&mut pod, archs);
-                    events.push(event(
-                        EventReason::ArchAwarePredicateSet,
-                        format!(
-                            "Set the supported architectures to {{{}}}",
-                            archs.join(", ")
-                        ),
-                    ));
-                }
-                ArchRequirement::NoSupportedArch => {
-                    events.push(event(
-                        EventReason::NoSupportedArchitecturesFound,
-                        "Pod cannot be scheduled due to incompatible image architectures; container images have no supported architectures in common".into(),
-                    ));
-                }
-            }
-        }
+        Inspection::Compatible(platforms) => constrain_to(&mut pod, &platforms, &mut events),
         Inspection::Failed(error) => {
             if let Some(attempts) = inspection_failed(&mut pod, inputs, &error, &mut events) {
                 return Some(Processed {

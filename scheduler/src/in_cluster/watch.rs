@@ -42,6 +42,21 @@ struct Watch<K: Resource> {
     kind: Kind,
 }
 
+impl<K> Watch<K>
+where
+    K: Resource<DynamicType = ()>,
+{
+    /// A watch of every object of `K`.
+    fn all(client: &kube::Client, name: &'static str, kind: Kind) -> Self {
+        Watch {
+            name,
+            api: Api::all(client.clone()),
+            config: watcher::Config::default(),
+            kind,
+        }
+    }
+}
+
 /// Spawns one watch; `upsert` turns an object into a message (None: unreadable, skipped),
 /// `key` names it and `deleted` tells the loop it is gone. The watch remembers the keys it
 /// has shown, so that a relist (initial, or after `410 Gone`) reports as deleted what it
@@ -127,12 +142,7 @@ fn start_cluster_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "node watch",
-            api: Api::<Node>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::Nodes,
-        },
+        Watch::<Node>::all(client, "node watch", Kind::Nodes),
         |node| match NodeInfo::from_node(&node) {
             Ok(info) => Some(LoopMessage::NodeUpsert(Box::new(info))),
             Err(e) => {
@@ -197,12 +207,7 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "namespace watch",
-            api: Api::<Namespace>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::Namespaces,
-        },
+        Watch::<Namespace>::all(client, "namespace watch", Kind::Namespaces),
         |ns| {
             Some(LoopMessage::Namespace(
                 ns.name_any(),
@@ -215,12 +220,11 @@ pub fn start_others(client: &kube::Client, inbox: &InboxSender, tasks: &Tasks) {
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "PodDisruptionBudget watch",
-            api: Api::<PodDisruptionBudget>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::DisruptionBudgets,
-        },
+        Watch::<PodDisruptionBudget>::all(
+            client,
+            "PodDisruptionBudget watch",
+            Kind::DisruptionBudgets,
+        ),
         |pdb| {
             Some(LoopMessage::DisruptionBudget(DisruptionBudget::from_api(
                 &pdb,
@@ -237,12 +241,7 @@ fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "PersistentVolume watch",
-            api: Api::<PersistentVolume>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::PersistentVolumes,
-        },
+        Watch::<PersistentVolume>::all(client, "PersistentVolume watch", Kind::PersistentVolumes),
         |pv| match PersistentVolumeInfo::from_api(&pv) {
             Ok(info) => storage(StorageObject::Volume(info)),
             Err(e) => {
@@ -256,12 +255,11 @@ fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "PersistentVolumeClaim watch",
-            api: Api::<PersistentVolumeClaim>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::PersistentVolumeClaims,
-        },
+        Watch::<PersistentVolumeClaim>::all(
+            client,
+            "PersistentVolumeClaim watch",
+            Kind::PersistentVolumeClaims,
+        ),
         |pvc| match ClaimInfo::from_api(&pvc) {
             Ok(info) => storage(StorageObject::Claim(info)),
             Err(e) => {
@@ -275,12 +273,7 @@ fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "StorageClass watch",
-            api: Api::<StorageClass>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::StorageClasses,
-        },
+        Watch::<StorageClass>::all(client, "StorageClass watch", Kind::StorageClasses),
         |class| storage(StorageObject::Class(StorageClassInfo::from_api(&class))),
         ResourceExt::name_any,
         |name| LoopMessage::StorageDelete(StorageKey::Class(name)),
@@ -288,12 +281,7 @@ fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "CSINode watch",
-            api: Api::<CSINode>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::CsiNodes,
-        },
+        Watch::<CSINode>::all(client, "CSINode watch", Kind::CsiNodes),
         |node| storage(StorageObject::CsiNode(CsiNodeInfo::from_api(&node))),
         ResourceExt::name_any,
         |name| LoopMessage::StorageDelete(StorageKey::CsiNode(name)),
@@ -301,12 +289,7 @@ fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "CSIDriver watch",
-            api: Api::<CSIDriver>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::CsiDrivers,
-        },
+        Watch::<CSIDriver>::all(client, "CSIDriver watch", Kind::CsiDrivers),
         |driver| storage(StorageObject::CsiDriver(CsiDriverInfo::from_api(&driver))),
         ResourceExt::name_any,
         |name| LoopMessage::StorageDelete(StorageKey::CsiDriver(name)),
@@ -314,12 +297,11 @@ fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "CSIStorageCapacity watch",
-            api: Api::<CSIStorageCapacity>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::StorageCapacities,
-        },
+        Watch::<CSIStorageCapacity>::all(
+            client,
+            "CSIStorageCapacity watch",
+            Kind::StorageCapacities,
+        ),
         |capacity| match StorageCapacityInfo::from_api(&capacity) {
             Ok(info) => storage(StorageObject::Capacity(info)),
             Err(e) => {
@@ -333,12 +315,7 @@ fn start_storage_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
     spawn(
         tasks,
         inbox.clone(),
-        Watch {
-            name: "VolumeAttachment watch",
-            api: Api::<VolumeAttachment>::all(client.clone()),
-            config: watcher::Config::default(),
-            kind: Kind::VolumeAttachments,
-        },
+        Watch::<VolumeAttachment>::all(client, "VolumeAttachment watch", Kind::VolumeAttachments),
         |attachment| {
             storage(StorageObject::Attachment(VolumeAttachmentInfo::from_api(
                 &attachment,

@@ -69,11 +69,8 @@ const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 /// Replicas per generated Deployment (pods of one controller spread by default).
 const REPLICAS: usize = 10;
 
-/// The default scenario with `nodes` nodes and `pods` pods, reproducible from `seed`.
-pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, ScenarioError> {
-    let catalog: Catalog = serde_yaml_ng::from_str(CATALOG)?;
-    let mut rng = SmallRng::seed_from_u64(seed);
-
+/// `nodes` nodes: the architecture mix shuffled, sizes drawn, a few tainted, in zones.
+fn node_groups(nodes: usize, rng: &mut SmallRng) -> Vec<NodeGroup> {
     let mut archs: Vec<&str> = Vec::with_capacity(nodes);
     for (arch, share) in ARCH_MIX {
         let count = nodes * share as usize / 100;
@@ -82,8 +79,8 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
     while archs.len() < nodes {
         archs.push(ARCH_MIX[0].0);
     }
-    archs.shuffle(&mut rng);
-    let node_groups = archs
+    archs.shuffle(rng);
+    archs
         .iter()
         .enumerate()
         .map(|(i, arch)| {
@@ -120,8 +117,11 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
                 unschedulable: false,
             }
         })
-        .collect();
+        .collect()
+}
 
+/// `pods` pods in Deployments of the catalog's workloads, drawn by weight.
+fn pod_groups(catalog: &Catalog, pods: usize, rng: &mut SmallRng) -> Vec<PodGroup> {
     let total_weight: u32 = catalog.workloads.iter().map(|w| w.weight).sum();
     let mut pod_groups: Vec<PodGroup> = Vec::new();
     let mut remaining = pods;
@@ -164,6 +164,16 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
         remaining -= replicas;
         deployment += 1;
     }
+    pod_groups
+}
+
+/// The default scenario with `nodes` nodes and `pods` pods, reproducible from `seed`.
+pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, ScenarioError> {
+    let catalog: Catalog = serde_yaml_ng::from_str(CATALOG)?;
+    let mut rng = SmallRng::seed_from_u64(seed);
+
+    let node_groups = node_groups(nodes, &mut rng);
+    let pod_groups = pod_groups(&catalog, pods, &mut rng);
 
     Ok(Scenario {
         images: catalog.images,

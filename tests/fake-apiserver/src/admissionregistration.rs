@@ -120,6 +120,94 @@ fn errors_or_ok(errors: Vec<FieldError>) -> Result<(), Vec<FieldError>> {
     }
 }
 
+/// The API server's defaults for a webhook, and its CA bundle read as it reads it.
+fn default_webhook(hook: &mut Value, mutating: bool, at: &str, errors: &mut Vec<FieldError>) {
+    set_default(hook, "failurePolicy", json!("Fail"));
+    set_default(hook, "matchPolicy", json!("Equivalent"));
+    set_default(hook, "namespaceSelector", json!({}));
+    set_default(hook, "objectSelector", json!({}));
+    set_default(hook, "timeoutSeconds", json!(10));
+    if mutating {
+        set_default(hook, "reinvocationPolicy", json!("Never"));
+    }
+    for rule in hook["rules"].as_array_mut().into_iter().flatten() {
+        set_default(rule, "scope", json!("*"));
+    }
+    if let Some(bundle) = hook["clientConfig"]["caBundle"].as_str().map(str::to_owned) {
+        match decode_bytes(&bundle) {
+            Some(bytes) => {
+                hook["clientConfig"]["caBundle"] =
+                    json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+            }
+            None => errors.push(FieldError::invalid(
+                format!("{at}.clientConfig.caBundle"),
+                None,
+                "illegal base64 data",
+            )),
+        }
+    }
+}
+
+/// A webhook's operations, failure, reinvocation and side-effect policies and timeout.
+fn check_policies(hook: &Value, mutating: bool, at: &str, errors: &mut Vec<FieldError>) {
+    for (j, rule) in hook["rules"].as_array().into_iter().flatten().enumerate() {
+        for (k, op) in rule["operations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let known = ["*", "CREATE", "UPDATE", "DELETE", "CONNECT"];
+            if !op.as_str().is_some_and(|o| known.contains(&o)) {
+                errors.push(FieldError::not_supported(
+                    format!("{at}.rules[{j}].operations[{k}]"),
+                    op,
+                    &supported(&known),
+                ));
+            }
+        }
+    }
+    let failure = &hook["failurePolicy"];
+    if !matches!(failure.as_str(), Some("Ignore" | "Fail")) {
+        errors.push(FieldError::not_supported(
+            format!("{at}.failurePolicy"),
+            failure,
+            &supported(&["Fail", "Ignore"]),
+        ));
+    }
+    if mutating {
+        let reinvocation = &hook["reinvocationPolicy"];
+        if !matches!(reinvocation.as_str(), Some("Never" | "IfNeeded")) {
+            errors.push(FieldError::not_supported(
+                format!("{at}.reinvocationPolicy"),
+                reinvocation,
+                &supported(&["IfNeeded", "Never"]),
+            ));
+        }
+    }
+    match &hook["sideEffects"] {
+        Value::Null => errors.push(FieldError::required(
+            format!("{at}.sideEffects"),
+            "must specify one of None, NoneOnDryRun",
+        )),
+        Value::String(s) if s == "None" || s == "NoneOnDryRun" => {}
+        other => errors.push(FieldError::not_supported(
+            format!("{at}.sideEffects"),
+            other,
+            &supported(&["None", "NoneOnDryRun"]),
+        )),
+    }
+    if let Some(timeout) = hook["timeoutSeconds"].as_i64()
+        && !(1..=30).contains(&timeout)
+    {
+        errors.push(FieldError::invalid(
+            format!("{at}.timeoutSeconds"),
+            Some(timeout.to_string()),
+            "the timeout value must be between 1 and 30 seconds",
+        ));
+    }
+}
+
 fn supported(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -136,30 +224,7 @@ fn webhooks(mutating: bool, object: &mut Value) -> Result<(), Vec<FieldError>> {
         .enumerate()
     {
         let at = format!("webhooks[{i}]");
-        set_default(hook, "failurePolicy", json!("Fail"));
-        set_default(hook, "matchPolicy", json!("Equivalent"));
-        set_default(hook, "namespaceSelector", json!({}));
-        set_default(hook, "objectSelector", json!({}));
-        set_default(hook, "timeoutSeconds", json!(10));
-        if mutating {
-            set_default(hook, "reinvocationPolicy", json!("Never"));
-        }
-        for rule in hook["rules"].as_array_mut().into_iter().flatten() {
-            set_default(rule, "scope", json!("*"));
-        }
-        if let Some(bundle) = hook["clientConfig"]["caBundle"].as_str().map(str::to_owned) {
-            match decode_bytes(&bundle) {
-                Some(bytes) => {
-                    hook["clientConfig"]["caBundle"] =
-                        json!(base64::engine::general_purpose::STANDARD.encode(bytes));
-                }
-                None => errors.push(FieldError::invalid(
-                    format!("{at}.clientConfig.caBundle"),
-                    None,
-                    "illegal base64 data",
-                )),
-            }
-        }
+        default_webhook(hook, mutating, &at, &mut errors);
         let name = hook["name"].as_str().unwrap_or("");
         if name.split('.').filter(|s| !s.is_empty()).count() < 3 {
             errors.push(FieldError::invalid(
@@ -184,62 +249,7 @@ fn webhooks(mutating: bool, object: &mut Value) -> Result<(), Vec<FieldError>> {
                 "must specify one of v1, v1beta1",
             ));
         }
-        for (j, rule) in hook["rules"].as_array().into_iter().flatten().enumerate() {
-            for (k, op) in rule["operations"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let known = ["*", "CREATE", "UPDATE", "DELETE", "CONNECT"];
-                if !op.as_str().is_some_and(|o| known.contains(&o)) {
-                    errors.push(FieldError::not_supported(
-                        format!("{at}.rules[{j}].operations[{k}]"),
-                        op,
-                        &supported(&known),
-                    ));
-                }
-            }
-        }
-        let failure = &hook["failurePolicy"];
-        if !matches!(failure.as_str(), Some("Ignore" | "Fail")) {
-            errors.push(FieldError::not_supported(
-                format!("{at}.failurePolicy"),
-                failure,
-                &supported(&["Fail", "Ignore"]),
-            ));
-        }
-        if mutating {
-            let reinvocation = &hook["reinvocationPolicy"];
-            if !matches!(reinvocation.as_str(), Some("Never" | "IfNeeded")) {
-                errors.push(FieldError::not_supported(
-                    format!("{at}.reinvocationPolicy"),
-                    reinvocation,
-                    &supported(&["IfNeeded", "Never"]),
-                ));
-            }
-        }
-        match &hook["sideEffects"] {
-            Value::Null => errors.push(FieldError::required(
-                format!("{at}.sideEffects"),
-                "must specify one of None, NoneOnDryRun",
-            )),
-            Value::String(s) if s == "None" || s == "NoneOnDryRun" => {}
-            other => errors.push(FieldError::not_supported(
-                format!("{at}.sideEffects"),
-                other,
-                &supported(&["None", "NoneOnDryRun"]),
-            )),
-        }
-        if let Some(timeout) = hook["timeoutSeconds"].as_i64()
-            && !(1..=30).contains(&timeout)
-        {
-            errors.push(FieldError::invalid(
-                format!("{at}.timeoutSeconds"),
-                Some(timeout.to_string()),
-                "the timeout value must be between 1 and 30 seconds",
-            ));
-        }
+        check_policies(hook, mutating, &at, &mut errors);
         let service = &hook["clientConfig"]["service"];
         let url = &hook["clientConfig"]["url"];
         match (service.is_object(), url.is_string()) {

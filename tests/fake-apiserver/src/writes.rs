@@ -328,6 +328,63 @@ fn json_patch(target: &Value, body: &Value) -> Result<Value, String> {
     Ok(patched)
 }
 
+/// A JSON patch of `existing` (its status only, for the status subresource); a
+/// resourceVersion it leaves on the object is a precondition, as on the real server (its
+/// storage compares it with the stored one).
+fn json_patched(
+    existing: &Value,
+    body: &Value,
+    status_only: bool,
+    target: &Target,
+    name: &str,
+) -> Result<Value, Box<Response>> {
+    match json_patch(existing, body) {
+        // A resourceVersion the patch leaves on the object is a precondition, as on
+        // the real server (its storage compares it with the stored one).
+        Ok(patched)
+            if patched["metadata"]["resourceVersion"].is_string()
+                && patched["metadata"]["resourceVersion"]
+                    != existing["metadata"]["resourceVersion"] =>
+        {
+            Err(Box::new(conflict(target, name)))
+        }
+        Ok(patched) if status_only => {
+            let mut kept = existing.clone();
+            kept["status"] = patched["status"].clone();
+            Ok(kept)
+        }
+        Ok(patched) => Ok(patched),
+        Err(e) => Err(Box::new(status(
+            422,
+            "Invalid",
+            &format!("the server rejected our request due to an error in our request: {e}"),
+            name,
+            plural(target),
+        ))),
+    }
+}
+
+/// A merge or strategic merge patch of `existing` (its status only, for the status
+/// subresource), never of its resourceVersion or uid.
+fn merge_patched(existing: &Value, body: &Value, strategic: bool, status_only: bool) -> Value {
+    let mut patched = existing.clone();
+    let mut patch = body.clone();
+    if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("uid");
+    }
+    if status_only {
+        merge(
+            &mut patched,
+            &json!({"status": patch["status"].clone()}),
+            strategic,
+        );
+    } else {
+        merge(&mut patched, &patch, strategic);
+    }
+    patched
+}
+
 pub(crate) struct PatchRequest<'a> {
     pub content_type: &'a str,
     pub force: bool,
@@ -389,52 +446,15 @@ pub(crate) fn patch(
             Err(conflicts) => return json_response(409, &conflicts.status()),
         }
     } else if request.content_type.starts_with("application/json-patch") {
-        match json_patch(&existing, body) {
-            // A resourceVersion the patch leaves on the object is a precondition, as on
-            // the real server (its storage compares it with the stored one).
-            Ok(patched)
-                if patched["metadata"]["resourceVersion"].is_string()
-                    && patched["metadata"]["resourceVersion"]
-                        != existing["metadata"]["resourceVersion"] =>
-            {
-                return conflict(target, name);
-            }
-            Ok(patched) if status_only => {
-                let mut kept = existing.clone();
-                kept["status"] = patched["status"].clone();
-                kept
-            }
+        match json_patched(&existing, body, status_only, target, name) {
             Ok(patched) => patched,
-            Err(e) => {
-                return status(
-                    422,
-                    "Invalid",
-                    &format!("the server rejected our request due to an error in our request: {e}"),
-                    name,
-                    plural(target),
-                );
-            }
+            Err(refused) => return *refused,
         }
     } else {
-        let mut patched = existing.clone();
         let strategic = request
             .content_type
             .starts_with("application/strategic-merge-patch");
-        let mut patch = body.clone();
-        if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-            meta.remove("uid");
-        }
-        if status_only {
-            merge(
-                &mut patched,
-                &json!({"status": patch["status"].clone()}),
-                strategic,
-            );
-        } else {
-            merge(&mut patched, &patch, strategic);
-        }
-        patched
+        merge_patched(&existing, body, strategic, status_only)
     };
     for field in [
         "uid",

@@ -170,7 +170,6 @@ impl Correction {
         }
         self.metrics.found.inc();
         let namespace = pod.namespace().unwrap_or_default();
-        let name = pod.name_any();
         // A dry run writes nothing but events.
         if !settings.plugin.dry_run {
             self.label(pod).await?;
@@ -214,6 +213,19 @@ impl Correction {
                 )
                 .await;
         }
+        self.evict(pod, &controller, &why_misplaced).await
+    }
+
+    /// Evicts `pod` for `controller` to recreate; a refusal (its disruption budget) is
+    /// told on the pod, and the limiter's token given back.
+    async fn evict(
+        &self,
+        pod: &Pod,
+        controller: &Controller,
+        why_misplaced: &str,
+    ) -> Result<Judgement, kube::Error> {
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
         let params = EvictParams {
             delete_options: Some(DeleteParams {
                 preconditions: Some(Preconditions {
@@ -228,7 +240,7 @@ impl Correction {
         match pods.evict(&name, &params).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 429 => {
-                self.give_back(&controller);
+                self.give_back(controller);
                 self.metrics.refused.inc();
                 // The budget's own words ("needs 1 healthy pods and has 1") are the cause's.
                 let mut message = s.message.clone();
@@ -239,18 +251,18 @@ impl Correction {
                 return self
                     .not_corrected(
                         pod,
-                        Some(&controller),
-                        &why_misplaced,
+                        Some(controller),
+                        why_misplaced,
                         NotCorrected::DisruptionBudget(message),
                     )
                     .await;
             }
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
-                self.give_back(&controller);
+                self.give_back(controller);
                 return Ok(Judgement::Placed);
             }
             Err(e) => {
-                self.give_back(&controller);
+                self.give_back(controller);
                 return Err(e);
             }
         }
@@ -262,7 +274,7 @@ impl Correction {
         info!(pod = %name, %namespace, controller = %controller.key(), "evicted a misplaced pod");
         self.publish(
             pod,
-            Some(&controller),
+            Some(controller),
             EventReason::MisplacedPodEvicted,
             note,
         )

@@ -37,56 +37,8 @@ impl PodInfo {
             .find(|o| o.controller == Some(true))
             .map(|o| o.uid.clone());
 
-        let node_affinity = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.node_affinity.as_ref());
-        let required_node_affinity = node_affinity
-            .and_then(|n| {
-                n.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
-            .map(NodeSelector::from);
-        let preferred_node_affinity = node_affinity
-            .and_then(|n| {
-                n.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
-            .into_iter()
-            .flatten()
-            .map(|p| (p.weight, NodeSelectorTerm::from(&p.preference)))
-            .collect();
-
-        let affinity = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.pod_affinity.as_ref())
-            .map(|a| {
-                pod_affinity(
-                    a.required_during_scheduling_ignored_during_execution
-                        .as_deref(),
-                    a.preferred_during_scheduling_ignored_during_execution
-                        .as_deref(),
-                    &namespace,
-                    &labels,
-                )
-            })
-            .unwrap_or_default();
-        let anti_affinity = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.pod_anti_affinity.as_ref())
-            .map(|a| {
-                pod_affinity(
-                    a.required_during_scheduling_ignored_during_execution
-                        .as_deref(),
-                    a.preferred_during_scheduling_ignored_during_execution
-                        .as_deref(),
-                    &namespace,
-                    &labels,
-                )
-            })
-            .unwrap_or_default();
+        let (required_node_affinity, preferred_node_affinity) = node_affinity(spec);
+        let (affinity, anti_affinity) = pod_affinities(spec, &namespace, &labels);
 
         let images = container_images(spec);
 
@@ -324,6 +276,69 @@ fn affinity_term(t: &core::PodAffinityTerm, namespace: &str, labels: &Labels) ->
         namespaces: NamespaceScope::Listed(names, ns_selector),
         topology_key: t.topology_key.clone(),
     }
+}
+
+/// The pod's required node affinity and its preferred terms with their weights.
+fn node_affinity(spec: &core::PodSpec) -> (Option<NodeSelector>, Vec<(i32, NodeSelectorTerm)>) {
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    let required_node_affinity = node_affinity
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(NodeSelector::from);
+    let preferred_node_affinity = node_affinity
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .into_iter()
+        .flatten()
+        .map(|p| (p.weight, NodeSelectorTerm::from(&p.preference)))
+        .collect();
+    (required_node_affinity, preferred_node_affinity)
+}
+
+/// The pod's affinity and anti-affinity to other pods.
+fn pod_affinities(
+    spec: &core::PodSpec,
+    namespace: &str,
+    labels: &Labels,
+) -> (PodAffinity, PodAffinity) {
+    let affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_affinity.as_ref())
+        .map(|a| {
+            pod_affinity(
+                a.required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                namespace,
+                labels,
+            )
+        })
+        .unwrap_or_default();
+    let anti_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .map(|a| {
+            pod_affinity(
+                a.required_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_deref(),
+                namespace,
+                labels,
+            )
+        })
+        .unwrap_or_default();
+    (affinity, anti_affinity)
 }
 
 fn pod_affinity(

@@ -408,11 +408,15 @@ enum Level {
     Junctor,
 }
 
-/// `ValidateStructural`: the rules that make a schema structural.
-fn structural_rules(schema: &Value, path: &str, level: Level, errors: &mut Vec<FieldError>) {
-    let Some(object) = schema.as_object() else {
-        return;
-    };
+/// The rules on a schema node itself (not its children): what a junctor may not say,
+/// that a type is given, an object at the root, items for an array.
+fn own_rules(
+    schema: &Value,
+    object: &serde_json::Map<String, Value>,
+    path: &str,
+    level: Level,
+    errors: &mut Vec<FieldError>,
+) {
     let int_or_string = schema["x-kubernetes-int-or-string"] == true;
     let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
     if level == Level::Junctor {
@@ -452,6 +456,14 @@ fn structural_rules(schema: &Value, path: &str, level: Level, errors: &mut Vec<F
             "must be specified",
         ));
     }
+}
+
+/// `ValidateStructural`: the rules that make a schema structural.
+fn structural_rules(schema: &Value, path: &str, level: Level, errors: &mut Vec<FieldError>) {
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    own_rules(schema, object, path, level, errors);
     if let Some(properties) = schema["properties"].as_object() {
         if level == Level::Root {
             for meta in ["kind", "apiVersion"] {
@@ -885,6 +897,45 @@ fn compile(source: &str, decl: &std::sync::Arc<Decl>) -> Result<Compiled, String
     })
 }
 
+/// The keys of a map list: scalar properties of its items, each required or defaulted,
+/// none nullable.
+fn map_key_rules(items: &Value, keys: &[&str], path: &str, errors: &mut Vec<FieldError>) {
+    let required: Vec<&str> = items["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for key in keys {
+        let property = &items["properties"][key];
+        if property.is_null() {
+            errors.push(FieldError::invalid(
+                format!("{path}.x-kubernetes-list-map-keys"),
+                None,
+                "entries must all be names of item properties",
+            ));
+            continue;
+        }
+        if property["type"] == "array" || property["type"] == "object" {
+            errors.push(FieldError::invalid(
+                format!("{path}.items.properties[{key}].type"),
+                Some(show(&property["type"])),
+                "must be a scalar type if parent array's x-kubernetes-list-type is map",
+            ));
+        }
+        if !required.contains(key) && property.get("default").is_none() {
+            errors.push(FieldError::required(
+                format!("{path}.items.properties[{key}].default"),
+                "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+            ));
+        }
+        if property["nullable"] == true {
+            errors.push(FieldError::forbidden(
+                format!("{path}.items.properties[{key}].nullable"),
+                "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+            ));
+        }
+    }
+}
+
 /// `specStandardValidatorV3.validate`: keywords a CRD schema may not use.
 fn standard_rules(schema: &Value, path: &str, ctx: &Ctx, errors: &mut Vec<FieldError>) {
     let types = ["array", "boolean", "integer", "number", "object", "string"];
@@ -1006,40 +1057,7 @@ fn list_and_map_rules(schema: &Value, path: &str, errors: &mut Vec<FieldError>) 
                 "must be object if parent array's x-kubernetes-list-type is map",
             ));
         }
-        let required: Vec<&str> = items["required"]
-            .as_array()
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        for key in &keys {
-            let property = &items["properties"][key];
-            if property.is_null() {
-                errors.push(FieldError::invalid(
-                    format!("{path}.x-kubernetes-list-map-keys"),
-                    None,
-                    "entries must all be names of item properties",
-                ));
-                continue;
-            }
-            if property["type"] == "array" || property["type"] == "object" {
-                errors.push(FieldError::invalid(
-                    format!("{path}.items.properties[{key}].type"),
-                    Some(show(&property["type"])),
-                    "must be a scalar type if parent array's x-kubernetes-list-type is map",
-                ));
-            }
-            if !required.contains(key) && property.get("default").is_none() {
-                errors.push(FieldError::required(
-                    format!("{path}.items.properties[{key}].default"),
-                    "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
-                ));
-            }
-            if property["nullable"] == true {
-                errors.push(FieldError::forbidden(
-                    format!("{path}.items.properties[{key}].nullable"),
-                    "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
-                ));
-            }
-        }
+        map_key_rules(items, &keys, path, errors);
     }
     if matches!(list_type, Some("set" | "map")) && items["nullable"] == true {
         errors.push(FieldError::forbidden(
