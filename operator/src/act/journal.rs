@@ -7,8 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, DynamicObject, ObjectMeta, PostParams},

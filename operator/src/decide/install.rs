@@ -15,8 +15,7 @@ use crate::{
     observe::{Snapshot, scheduler_names::previous_names},
     target::Target,
 };
-use multiarch_crd::names::FINALIZER_NO_POD_PLACEMENT_CONFIG;
-use multiarch_crd::names::FINALIZER_POD_PLACEMENT;
+use multiarch_crd::names::{FINALIZER_NO_POD_PLACEMENT_CONFIG, FINALIZER_POD_PLACEMENT};
 
 pub(super) fn decide(
     spec: &ClusterPodPlacementConfigSpec,

@@ -19,8 +19,7 @@ use crate::{
     observe::Snapshot,
     pod_ref::PodRef,
 };
-use multiarch_crd::names::FINALIZER_NO_POD_PLACEMENT_CONFIG;
-use multiarch_crd::names::FINALIZER_POD_PLACEMENT;
+use multiarch_crd::names::{FINALIZER_NO_POD_PLACEMENT_CONFIG, FINALIZER_POD_PLACEMENT};
 
 const WHY: &str = "multiarch is being uninstalled (the ClusterPodPlacementConfig was deleted)";
 

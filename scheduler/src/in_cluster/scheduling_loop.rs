@@ -39,10 +39,7 @@ use super::{
 };
 mod fencing;
 
-use crate::engine::outcome::FailureKind;
-use crate::engine::outcome::Nomination;
-use crate::engine::outcome::Outcome;
-use crate::engine::outcome::RuleOverride;
+use crate::engine::outcome::{FailureKind, Nomination, Outcome, RuleOverride};
 use crate::engine::placement_inputs::PlacementInputs;
 use crate::engine::{
     binder::{Binder, Binding},

@@ -15,9 +15,7 @@ use multiarch_plugins::{
 use multiarch_policy::platform::Platform;
 use multiarch_policy::selectors::LabelSelector;
 
-use crate::engine::outcome::FailureKind;
-use crate::engine::outcome::Nomination;
-use crate::engine::outcome::Outcome;
+use crate::engine::outcome::{FailureKind, Nomination, Outcome};
 use crate::engine::placement_inputs::PlacementInputs;
 use crate::engine::{image_source::CatalogImages, scheduler::SchedulerCore};
 
