@@ -39,24 +39,14 @@ fn inspector(settings: &RegistrySettings) -> Inspector {
     )
 }
 
-#[tokio::main]
-async fn main() {
-    // `cargo bench` passes `--bench`; `cargo test --benches` does not: keep it short then.
-    let quick = !std::env::args().any(|a| a == "--bench");
-    if std::env::args().any(|a| a == "--list") {
-        return;
-    }
-    let reg = Registry::start(Options::default());
-    let settings_file = reg.dir().join("registries.yaml");
-    std::fs::write(&settings_file, reg.settings_yaml()).unwrap();
-    let settings = RegistrySettings::load(&settings_file).unwrap();
-    let images = if quick { 3 } else { IMAGES };
+/// `images` images of two platforms each, as an index, at `bench/appN:v1`.
+async fn push_images(reg: &Registry, images: usize) {
     for i in 0..images {
         let repo = format!("bench/app{i}");
-        let amd = push_image(&reg, &repo, "linux", "amd64", None, false, None).await;
-        let arm = push_image(&reg, &repo, "linux", "arm64", None, false, None).await;
+        let amd = push_image(reg, &repo, "linux", "amd64", None, false, None).await;
+        let arm = push_image(reg, &repo, "linux", "arm64", None, false, None).await;
         push_index(
-            &reg,
+            reg,
             &repo,
             "v1",
             false,
@@ -67,10 +57,11 @@ async fn main() {
         )
         .await;
     }
+}
 
-    // 1. Single-flight.
-    let concurrent = if quick { 50 } else { 1000 };
-    let shared = Arc::new(inspector(&settings));
+/// `concurrent` requests for one image at once: how many reach the registry.
+async fn single_flight(settings: &RegistrySettings, reg: &Registry, concurrent: usize) {
+    let shared = Arc::new(inspector(settings));
     let image = format!("{}/bench/app0:v1", reg.addr);
     let tasks: Vec<_> = (0..concurrent)
         .map(|_| {
@@ -95,6 +86,24 @@ async fn main() {
         "single-flight: {concurrent} concurrent requests ({ok} ok) -> {} manifest request(s) to the registry",
         shared.registry_requests()
     );
+}
+
+#[tokio::main]
+async fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not: keep it short then.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let reg = Registry::start(Options::default());
+    let settings_file = reg.dir().join("registries.yaml");
+    std::fs::write(&settings_file, reg.settings_yaml()).unwrap();
+    let settings = RegistrySettings::load(&settings_file).unwrap();
+    let images = if quick { 3 } else { IMAGES };
+    push_images(&reg, images).await;
+
+    // 1. Single-flight.
+    single_flight(&settings, &reg, if quick { 50 } else { 1000 }).await;
 
     // 2. Cold inspection, per image.
     let binary = multiarch_binary();

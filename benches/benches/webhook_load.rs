@@ -236,6 +236,40 @@ fn tls_connector(ca: &str) -> tokio_rustls::TlsConnector {
     ))
 }
 
+type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+/// `count` TLS connections to the webhook, left idle.
+async fn open_idle(connector: &tokio_rustls::TlsConnector, port: u16, count: usize) -> Vec<Tls> {
+    let mut idle = Vec::with_capacity(count);
+    for _ in 0..count {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        idle.push(
+            connector
+                .connect("127.0.0.1".try_into().unwrap(), tcp)
+                .await
+                .unwrap(),
+        );
+    }
+    idle
+}
+
+/// How many of `idle` the server still holds open: a closed one reads EOF at once.
+async fn still_open(idle: &mut [Tls]) -> usize {
+    let mut still_open = 0;
+    for connection in idle {
+        let mut byte = [0u8; 1];
+        if tokio::time::timeout(Duration::from_millis(1), connection.read(&mut byte))
+            .await
+            .is_err()
+        {
+            still_open += 1;
+        }
+    }
+    still_open
+}
+
 async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
     let total = phase.total;
     let (mut server, port) = start_webhook(dir, phase).await;
@@ -247,18 +281,7 @@ async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
     );
     let connector = tls_connector(ca);
 
-    let mut idle = Vec::with_capacity(phase.idle);
-    for _ in 0..phase.idle {
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .unwrap();
-        idle.push(
-            connector
-                .connect("127.0.0.1".try_into().unwrap(), tcp)
-                .await
-                .unwrap(),
-        );
-    }
+    let mut idle = open_idle(&connector, port, phase.idle).await;
 
     // Warm up, then measure memory.
     let (tx, rx) = mpsc::channel::<Instant>(100_000);
@@ -317,17 +340,7 @@ async fn run_phase(dir: &std::path::Path, ca: &str, phase: &Phase) {
     }
     producer.abort();
     let elapsed = started.elapsed();
-    // Still open: a closed one reads EOF at once.
-    let mut still_open = 0;
-    for connection in &mut idle {
-        let mut byte = [0u8; 1];
-        if tokio::time::timeout(Duration::from_millis(1), connection.read(&mut byte))
-            .await
-            .is_err()
-        {
-            still_open += 1;
-        }
-    }
+    let still_open = still_open(&mut idle).await;
     let rss_after = rss_kib(server.id());
     server.kill().unwrap();
     let _ = server.wait();

@@ -176,32 +176,65 @@ fn settings(dir: &std::path::Path, registries: &[&Registry]) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
-    let reg = Registry::start(Options::default());
-    let dir = tempfile::tempdir().unwrap();
-    let operator = multi(&reg, "ops/operator", "1", &ALL).await;
-    let two = multi(&reg, "ops/sidecar", "1", &["amd64", "arm64"]).await;
-    let settings = settings(dir.path(), &[&reg]);
-    let run = |csv: Csv<'_>, name: &str, extra: &[&str]| {
-        let bundle = csv.write(&dir.path().join(name));
+/// A registry holding the operator's image (every architecture) and a sidecar's (amd64
+/// and arm64), and the settings to read it; `run` audits a bundle of a CSV.
+struct Bundles {
+    reg: Registry,
+    dir: tempfile::TempDir,
+    settings: String,
+    operator: String,
+    two: String,
+}
+
+impl Bundles {
+    async fn start() -> Bundles {
+        let reg = Registry::start(Options::default());
+        let dir = tempfile::tempdir().unwrap();
+        let operator = multi(&reg, "ops/operator", "1", &ALL).await;
+        let two = multi(&reg, "ops/sidecar", "1", &["amd64", "arm64"]).await;
+        let settings = settings(dir.path(), &[&reg]);
+        Bundles {
+            reg,
+            dir,
+            settings,
+            operator,
+            two,
+        }
+    }
+
+    fn run(&self, csv: Csv<'_>, name: &str, extra: &[&str]) -> Run {
+        let bundle = csv.write(&self.dir.path().join(name));
         let mut args = vec![
             "--bundle",
             bundle.as_str(),
             "--registries-config",
-            settings.as_str(),
+            self.settings.as_str(),
         ];
         args.extend_from_slice(extra);
         audit(&args)
-    };
+    }
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
+    let bundles = Bundles::start().await;
+    a_correct_bundle_runs_everywhere(&bundles);
+    a_false_promise_fails(&bundles);
+    an_unlabelled_bundle_warns(&bundles);
+    no_affinity_is_suggested(&bundles);
+    an_unbuilt_allowed_arch_fails_ci(&bundles);
+    a_related_tag_warns(&bundles);
+    a_single_platform_image_fails(&bundles).await;
+}
+
+fn a_correct_bundle_runs_everywhere(bundles: &Bundles) {
     // A correct 4-arch bundle: no finding, runs everywhere, CI passes.
-    let good = run(
+    let good = bundles.run(
         Csv {
             archs: &ALL,
-            containers: &[("manager", &operator)],
+            containers: &[("manager", &bundles.operator)],
             affinity: Some(&ALL),
-            related: &[&operator],
+            related: &[&bundles.operator],
         },
         "good",
         &["--require-arch", "s390x"],
@@ -220,14 +253,16 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
         good.report["suggestion"]["labels"]["operatorframework.io/arch.s390x"],
         "supported"
     );
+}
 
+fn a_false_promise_fails(bundles: &Bundles) {
     // Labels claim s390x while the sidecar lacks it: an error, exit 3, s390x cannot run.
-    let false_promise = run(
+    let false_promise = bundles.run(
         Csv {
             archs: &["amd64", "s390x"],
-            containers: &[("manager", &operator), ("sidecar", &two)],
+            containers: &[("manager", &bundles.operator), ("sidecar", &bundles.two)],
             affinity: Some(&["amd64", "s390x"]),
-            related: &[&operator, &two],
+            related: &[&bundles.operator, &bundles.two],
         },
         "false-promise",
         &[],
@@ -240,7 +275,7 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
     );
     let lacks = false_promise.finding("image-lacks-claimed-platform");
     assert_eq!(lacks["severity"], "error");
-    assert_eq!(lacks["subject"], two.as_str());
+    assert_eq!(lacks["subject"], bundles.two.as_str());
     assert!(lacks["message"].as_str().unwrap().contains("linux/s390x"));
     // Every image has arm64, which no label claims.
     assert_eq!(
@@ -256,8 +291,8 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
     // The table a person reads (docs/audit.md shows this output).
     let out = Command::new(env!("CARGO_BIN_EXE_multiarch"))
         .args(["audit", "--bundle"])
-        .arg(dir.path().join("false-promise"))
-        .args(["--registries-config", &settings])
+        .arg(bundles.dir.path().join("false-promise"))
+        .args(["--registries-config", &bundles.settings])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
@@ -270,15 +305,17 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
         "{table}"
     );
     assert!(table.contains("s390x: cannot run"), "{table}");
+}
 
+fn an_unlabelled_bundle_warns(bundles: &Bundles) {
     // Unlabelled (OLM: amd64 only) while every image has amd64 and arm64: a warning that
     // names the unclaimed arm64; the promise (amd64) holds, so CI passes.
-    let unlabelled = run(
+    let unlabelled = bundles.run(
         Csv {
             archs: &[],
-            containers: &[("manager", &two)],
+            containers: &[("manager", &bundles.two)],
             affinity: Some(&["amd64"]),
-            related: &[&two],
+            related: &[&bundles.two],
         },
         "unlabelled",
         &[],
@@ -296,14 +333,16 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
         unlabelled.report["claims"]["architectures"],
         json!(["amd64"])
     );
+}
 
+fn no_affinity_is_suggested(bundles: &Bundles) {
     // No node affinity: a warning; the suggestion has the block to paste.
-    let no_affinity = run(
+    let no_affinity = bundles.run(
         Csv {
             archs: &["amd64", "arm64"],
-            containers: &[("manager", &two)],
+            containers: &[("manager", &bundles.two)],
             affinity: None,
-            related: &[&two],
+            related: &[&bundles.two],
         },
         "no-affinity",
         &[],
@@ -315,15 +354,17 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
             ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"],
         json!(["amd64", "arm64"])
     );
+}
 
+fn an_unbuilt_allowed_arch_fails_ci(bundles: &Bundles) {
     // The affinity allows ppc64le without a ppc64le build: a warning, and a CI job that
     // requires ppc64le fails.
-    let ppc = run(
+    let ppc = bundles.run(
         Csv {
             archs: &["amd64", "arm64"],
-            containers: &[("manager", &two)],
+            containers: &[("manager", &bundles.two)],
             affinity: Some(&["amd64", "arm64", "ppc64le"]),
-            related: &[&two],
+            related: &[&bundles.two],
         },
         "ppc",
         &["--require-arch", "ppc64le"],
@@ -342,13 +383,15 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
         "{}",
         ppc.stderr
     );
+}
 
+fn a_related_tag_warns(bundles: &Bundles) {
     // A tag in relatedImages (and the digest the deployment runs not listed): warnings.
-    let tag = format!("{}/ops/sidecar:1", reg.addr);
-    let tagged = run(
+    let tag = format!("{}/ops/sidecar:1", bundles.reg.addr);
+    let tagged = bundles.run(
         Csv {
             archs: &["amd64", "arm64"],
-            containers: &[("manager", &two)],
+            containers: &[("manager", &bundles.two)],
             affinity: Some(&["amd64", "arm64"]),
             related: &[&tag],
         },
@@ -364,11 +407,22 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
         tagged.finding("related-image-not-digest")["subject"],
         tag.as_str()
     );
+}
 
+async fn a_single_platform_image_fails(bundles: &Bundles) {
     // A single-platform image while two architectures are labelled: both errors.
-    let single = push_image(&reg, "ops/legacy", "linux", "amd64", None, false, Some("1")).await;
-    let legacy = format!("{}/ops/legacy@{}", reg.addr, single.digest);
-    let single_run = run(
+    let single = push_image(
+        &bundles.reg,
+        "ops/legacy",
+        "linux",
+        "amd64",
+        None,
+        false,
+        Some("1"),
+    )
+    .await;
+    let legacy = format!("{}/ops/legacy@{}", bundles.reg.addr, single.digest);
+    let single_run = bundles.run(
         Csv {
             archs: &["amd64", "arm64"],
             containers: &[("manager", &legacy)],
@@ -452,11 +506,10 @@ async fn a_private_image_needs_its_pull_secret_and_unknown_never_passes() {
     assert!(without.report.get("suggestion").is_none());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bundle_image_is_read_from_the_registry_and_judged_against_the_cluster() {
-    let reg = Registry::start(Options::default());
-    let dir = tempfile::tempdir().unwrap();
-    let operator = multi(&reg, "ops/operator", "1", &["amd64", "s390x"]).await;
+/// An operator image (amd64, s390x) and its bundle image, as `operator-sdk bundle`
+/// builds it: FROM scratch, one layer, amd64 only.
+async fn push_bundle_image(reg: &Registry) {
+    let operator = multi(reg, "ops/operator", "1", &["amd64", "s390x"]).await;
     let csv = Csv {
         archs: &["amd64", "s390x"],
         containers: &[("manager", &operator)],
@@ -466,7 +519,7 @@ async fn a_bundle_image_is_read_from_the_registry_and_judged_against_the_cluster
     .yaml();
     // As `operator-sdk bundle` builds it: FROM scratch, one layer, amd64 only.
     push_image_with_files(
-        &reg,
+        reg,
         "ops/operator-bundle",
         "v1.0.0",
         "amd64",
@@ -480,6 +533,13 @@ async fn a_bundle_image_is_read_from_the_registry_and_judged_against_the_cluster
         ],
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_image_is_read_from_the_registry_and_judged_against_the_cluster() {
+    let reg = Registry::start(Options::default());
+    let dir = tempfile::tempdir().unwrap();
+    push_bundle_image(&reg).await;
     let settings = settings(dir.path(), &[&reg]);
     let reference = format!("{}/ops/operator-bundle:v1.0.0", reg.addr);
 

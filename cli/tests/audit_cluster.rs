@@ -84,19 +84,16 @@ impl Cluster {
     }
 }
 
-async fn cluster() -> Cluster {
-    let public = Registry::start(Options::default());
-    let private = Registry::start(Options {
-        basic_auth: true,
-        ..Options::default()
-    });
+/// In `public`: an OCI index with a buildx attestation entry, a single amd64 manifest; in
+/// `private`: a Docker manifest list.
+async fn push_images(public: &Registry, private: &Registry) {
     // An OCI index with a buildx attestation entry; a single amd64 manifest.
-    let amd = push_image(&public, "shop/web", "linux", "amd64", None, false, None).await;
-    let arm = push_image(&public, "shop/web", "linux", "arm64", None, false, None).await;
-    let att = push_image(&public, "shop/web", "unknown", "unknown", None, false, None).await;
+    let amd = push_image(public, "shop/web", "linux", "amd64", None, false, None).await;
+    let arm = push_image(public, "shop/web", "linux", "arm64", None, false, None).await;
+    let att = push_image(public, "shop/web", "unknown", "unknown", None, false, None).await;
     let attestation = json!({"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": amd.digest});
     push_index(
-        &public,
+        public,
         "shop/web",
         "1",
         false,
@@ -108,7 +105,7 @@ async fn cluster() -> Cluster {
     )
     .await;
     push_image(
-        &public,
+        public,
         "shop/legacy",
         "linux",
         "amd64",
@@ -118,10 +115,10 @@ async fn cluster() -> Cluster {
     )
     .await;
     // A private Docker manifest list.
-    let amd = push_image(&private, "team/model", "linux", "amd64", None, true, None).await;
-    let arm = push_image(&private, "team/model", "linux", "arm64", None, true, None).await;
+    let amd = push_image(private, "team/model", "linux", "amd64", None, true, None).await;
+    let arm = push_image(private, "team/model", "linux", "arm64", None, true, None).await;
     push_index(
-        &private,
+        private,
         "team/model",
         "1",
         true,
@@ -131,6 +128,15 @@ async fn cluster() -> Cluster {
         ],
     )
     .await;
+}
+
+async fn cluster() -> Cluster {
+    let public = Registry::start(Options::default());
+    let private = Registry::start(Options {
+        basic_auth: true,
+        ..Options::default()
+    });
+    push_images(&public, &private).await;
 
     let server = FakeApiServer::start().await;
     server.apply("nodes", node("amd-1", "amd64"));

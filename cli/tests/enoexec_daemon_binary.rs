@@ -34,6 +34,43 @@ fn foreign_binary(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// Execs a foreign binary from a process the fake host /proc places in the container's
+/// cgroup; the binary's path.
+fn exec_in_container(
+    dir: &std::path::Path,
+    proc: &std::path::Path,
+    container_id: &str,
+) -> std::path::PathBuf {
+    // A "container process": its pid is known before it execs, so the fake host /proc can
+    // place it in the container's cgroup (CRI-O, systemd driver, cgroup v2).
+    let binary = foreign_binary(dir);
+    let mut shell = Command::new("/bin/sh")
+        .args(["-c", "echo $$; read go; exec \"$0\""])
+        .arg(&binary)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut pid = String::new();
+    BufReader::new(shell.stdout.take().unwrap())
+        .read_line(&mut pid)
+        .unwrap();
+    let pid = pid.trim();
+    std::fs::create_dir_all(proc.join(pid)).unwrap();
+    std::fs::write(
+        proc.join(pid).join("cgroup"),
+        format!(
+            "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{}.slice/crio-{container_id}.scope\n",
+            UID.replace('-', "_")
+        ),
+    )
+    .unwrap();
+    shell.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(!shell.wait().unwrap().success());
+    binary
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_exec_in_a_container_becomes_an_enoexecevent() {
     let server = FakeApiServer::start().await;
@@ -106,33 +143,7 @@ async fn a_foreign_exec_in_a_container_becomes_an_enoexecevent() {
         let _ = stderr.read_to_string(&mut rest);
     });
 
-    // A "container process": its pid is known before it execs, so the fake host /proc can
-    // place it in the container's cgroup (CRI-O, systemd driver, cgroup v2).
-    let binary = foreign_binary(dir.path());
-    let mut shell = Command::new("/bin/sh")
-        .args(["-c", "echo $$; read go; exec \"$0\""])
-        .arg(&binary)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut pid = String::new();
-    BufReader::new(shell.stdout.take().unwrap())
-        .read_line(&mut pid)
-        .unwrap();
-    let pid = pid.trim();
-    std::fs::create_dir_all(proc.join(pid)).unwrap();
-    std::fs::write(
-        proc.join(pid).join("cgroup"),
-        format!(
-            "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{}.slice/crio-{container_id}.scope\n",
-            UID.replace('-', "_")
-        ),
-    )
-    .unwrap();
-    shell.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(!shell.wait().unwrap().success());
+    let binary = exec_in_container(dir.path(), &proc, &container_id);
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let object = loop {

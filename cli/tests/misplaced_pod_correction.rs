@@ -612,6 +612,21 @@ async fn a_standby_replica_neither_scans_nor_evicts() {
     );
 }
 
+/// The image ID a node reports for `image` pulled at the digest of `digest` repeated, and
+/// the reference of that digest.
+fn running_digest(image: &str, digest: char) -> (String, String) {
+    let digest = format!("sha256:{}", String::from(digest).repeat(64));
+    let id = format!(
+        "docker.io/library/{}@{digest}",
+        image.split(':').next().unwrap()
+    );
+    let reference = multiarch_inspector::ImageRef::parse(image)
+        .unwrap()
+        .with_digest(&digest)
+        .to_string();
+    (id, reference)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_digest_a_pod_runs_is_judged_and_a_scan_never_reads_the_cluster_whole() {
     let server = FakeApiServer::start().await;
@@ -620,18 +635,6 @@ async fn the_digest_a_pod_runs_is_judged_and_a_scan_never_reads_the_cluster_whol
     correction(&server, json!({"enabled": true, "dryRun": true}), None);
     // `multi:1` now names an index of both; the arm64 node runs the amd64-only image the
     // tag named when the pod started.
-    let running_digest = |image: &str, digest: char| {
-        let digest = format!("sha256:{}", String::from(digest).repeat(64));
-        let id = format!(
-            "docker.io/library/{}@{digest}",
-            image.split(':').next().unwrap()
-        );
-        let reference = multiarch_inspector::ImageRef::parse(image)
-            .unwrap()
-            .with_digest(&digest)
-            .to_string();
-        (id, reference)
-    };
     let (stale_id, stale) = running_digest("multi:1", 'a');
     let (fine_id, fine) = running_digest("amd:1", 'b');
     let inspector = std::sync::Arc::new(table_inspector::TableInspector(

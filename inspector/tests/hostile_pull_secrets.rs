@@ -62,12 +62,12 @@ fn secret_reads(server: &FakeApiServer) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pods_pull_secrets_are_bounded_read_once_and_paced_per_namespace() {
-    let server = FakeApiServer::start().await;
-    let supervisor = Supervisor::new(CancellationToken::new());
-    let secrets = source(&server, &supervisor).await;
-
+/// A pod naming 10,000 pull secrets, and one whose service account names the rest, are
+/// refused before any Secret is read; through the inspector the refusal is counted.
+async fn too_many_names_are_refused_before_any_read(
+    server: &FakeApiServer,
+    secrets: &Arc<KubeSecrets>,
+) {
     // 10,000 names (the model keeps 101 of them): refused before any read.
     let names: Vec<String> = (0..=MAX_PULL_SECRETS).map(|i| format!("s{i}")).collect();
     let refused = secrets.keyring("tenant", &names, None).await.unwrap_err();
@@ -82,7 +82,7 @@ async fn a_pods_pull_secrets_are_bounded_read_once_and_paced_per_namespace() {
         "{refused}"
     );
     assert!(!refused.is_transient(), "a limit, not a failure to retry");
-    assert_eq!(secret_reads(&server), 0);
+    assert_eq!(secret_reads(server), 0);
     // Through the inspector, the refusal is counted.
     let metrics = InspectorMetrics::default();
     let inspector = Inspector::new(
@@ -120,7 +120,16 @@ async fn a_pods_pull_secrets_are_bounded_read_once_and_paced_per_namespace() {
             .contains("the pod and its service account name more than 100"),
         "{refused}"
     );
-    assert_eq!(secret_reads(&server), 0);
+    assert_eq!(secret_reads(server), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_pull_secrets_are_bounded_read_once_and_paced_per_namespace() {
+    let server = FakeApiServer::start().await;
+    let supervisor = Supervisor::new(CancellationToken::new());
+    let secrets = source(&server, &supervisor).await;
+
+    too_many_names_are_refused_before_any_read(&server, &secrets).await;
 
     // Fifty pods of one workload at once: one read of its two secrets.
     server.apply("secrets", pull_secret("shop", "a", 100));

@@ -115,13 +115,34 @@ fn peak_rss() -> u64 {
     kib * 1024
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_huge_indexes_at_once_stay_under_the_bound_while_a_healthy_image_is_answered() {
-    let huge = index(&vec![entry("arm64"); 18_000]);
-    assert!(huge.len() > 3 * 1024 * 1024 && huge.len() < 4 * 1024 * 1024);
-    let hostile = serving(huge).await;
-    let healthy = serving(index(&[entry("amd64"), entry("arm64")])).await;
-    // An index of 100 nested indexes, each of one platform: 16 are fetched, then refused.
+/// An inspector of `registries` (insecure: plain HTTP), and the directory of its
+/// settings.
+fn inspector_of(registries: &[SocketAddr]) -> (tempfile::TempDir, Arc<Inspector>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("registries.yaml");
+    let mut yaml = String::from("registries:\n");
+    for registry in registries {
+        yaml.push_str(&format!(
+            "  - registry: \"{registry}\"\n    insecure: true\n"
+        ));
+    }
+    std::fs::write(&file, yaml).unwrap();
+    let inspector = Arc::new(Inspector::new(
+        RegistrySettings::load(&file).unwrap(),
+        RegistryOptions {
+            retry_backoff: Duration::from_millis(20),
+            ..RegistryOptions::default()
+        },
+        CacheOptions::default(),
+        Arc::new(StaticKeyring(Arc::new(Keyring::default()))),
+        InspectorMetrics::default(),
+    ));
+    (dir, inspector)
+}
+
+/// A registry serving an index of 100 nested indexes, each of one platform (16 are
+/// fetched, then refused).
+async fn nesting_registry() -> SocketAddr {
     let mut nested = std::collections::HashMap::new();
     let mut fan_out = Vec::new();
     for i in 0..100 {
@@ -137,31 +158,20 @@ async fn fifty_huge_indexes_at_once_stay_under_the_bound_while_a_healthy_image_i
         nested.insert(format!("/v2/app/manifests/{digest}"), Arc::new(doc));
     }
     let fan_out = Arc::new(index(&fan_out));
-    let nesting = routed(move |path| {
-        Reply::Body(nested.get(path).cloned().unwrap_or_else(|| fan_out.clone()))
-    })
-    .await;
+    routed(move |path| Reply::Body(nested.get(path).cloned().unwrap_or_else(|| fan_out.clone())))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_huge_indexes_at_once_stay_under_the_bound_while_a_healthy_image_is_answered() {
+    let huge = index(&vec![entry("arm64"); 18_000]);
+    assert!(huge.len() > 3 * 1024 * 1024 && huge.len() < 4 * 1024 * 1024);
+    let hostile = serving(huge).await;
+    let healthy = serving(index(&[entry("amd64"), entry("arm64")])).await;
+    let nesting = nesting_registry().await;
     let redirecting =
         routed(|_| Reply::Redirect("http://169.254.169.254/latest/meta-data/".into())).await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("registries.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "registries:\n  - registry: \"{hostile}\"\n    insecure: true\n  - registry: \"{healthy}\"\n    insecure: true\n  - registry: \"{nesting}\"\n    insecure: true\n  - registry: \"{redirecting}\"\n    insecure: true\n"
-        ),
-    )
-    .unwrap();
-    let inspector = Arc::new(Inspector::new(
-        RegistrySettings::load(&file).unwrap(),
-        RegistryOptions {
-            retry_backoff: Duration::from_millis(20),
-            ..RegistryOptions::default()
-        },
-        CacheOptions::default(),
-        Arc::new(StaticKeyring(Arc::new(Keyring::default()))),
-        InspectorMetrics::default(),
-    ));
+    let (_dir, inspector) = inspector_of(&[hostile, healthy, nesting, redirecting]);
     let before = peak_rss();
 
     let mut attacks = tokio::task::JoinSet::new();

@@ -48,8 +48,18 @@ async fn until(what: &str, check: impl Fn() -> bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_revoked_pull_secret_opens_no_private_image_for_the_next_pod() {
+/// A private registry holding `private:v1`, its pull secret named by the service account
+/// `builder`, the Secret watches live, and an inspector reading through them.
+struct Setup {
+    reg: Registry,
+    server: FakeApiServer,
+    secrets: Arc<KubeSecrets>,
+    inspector: Inspector,
+    /// Runs the watches while the test runs.
+    supervisor: Supervisor,
+}
+
+async fn setup() -> Setup {
     let reg = Registry::start(Options {
         basic_auth: true,
         ..Options::default()
@@ -76,6 +86,24 @@ async fn a_revoked_pull_secret_opens_no_private_image_for_the_next_pod() {
         secrets.clone(),
         InspectorMetrics::default(),
     );
+    Setup {
+        reg,
+        server,
+        secrets,
+        inspector,
+        supervisor,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_pull_secret_opens_no_private_image_for_the_next_pod() {
+    let Setup {
+        reg,
+        server,
+        secrets,
+        inspector,
+        supervisor: _supervisor,
+    } = setup().await;
     let image = format!("{}/private:v1", reg.addr);
     let pod = |service_account: Option<&str>, pull_secrets: &[&str]| InspectRequest {
         image: image.clone(),

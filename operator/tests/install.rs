@@ -11,6 +11,7 @@ use std::{sync::Arc, time::Duration};
 
 use base64::Engine;
 use common::*;
+use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_operator::install;
 use serde_json::{Value, json};
 
@@ -46,6 +47,171 @@ fn column(object: &Value, path: &str) -> String {
     }
 }
 
+/// The operator's own webhooks (validating, CRD conversion) carry the CA bundle `ca`
+/// holds, a PEM certificate.
+async fn operator_webhooks_trust(server: &FakeApiServer, ca: &Value) {
+    eventually("the CA bundle in the operator's webhooks", || {
+        let vwc = server
+            .get(
+                "admissionregistration.k8s.io/validatingwebhookconfigurations",
+                "",
+                "multiarch-operator",
+            )
+            .unwrap();
+        let crd = server
+            .get(
+                "apiextensions.k8s.io/customresourcedefinitions",
+                "",
+                "clusterpodplacementconfigs.multiarch.openshift.io",
+            )
+            .unwrap();
+        vwc["webhooks"][0]["clientConfig"]["caBundle"] == ca["data"]["ca-bundle.crt"]
+            && vwc["webhooks"][1]["clientConfig"]["caBundle"] == ca["data"]["ca-bundle.crt"]
+            && crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
+                == ca["data"]["ca-bundle.crt"]
+    })
+    .await;
+    let bundle = base64::engine::general_purpose::STANDARD
+        .decode(ca["data"]["ca-bundle.crt"].as_str().unwrap())
+        .unwrap();
+    assert!(
+        String::from_utf8(bundle)
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----")
+    );
+}
+
+/// Every operand is owned by the configuration; the scheduler and the roles run as the
+/// spec and the operator's settings say.
+fn operands_are_owned_and_run_as_the_spec_says(server: &FakeApiServer, owner: Value) {
+    for name in [
+        "multiarch-scheduler",
+        "multiarch-inspector",
+        "multiarch-webhook",
+        "multiarch-gate-controller",
+    ] {
+        let deployment = get(server, "apps/deployments", name).unwrap();
+        let reference = &deployment["metadata"]["ownerReferences"][0];
+        assert_eq!(reference["uid"], owner, "{name}");
+        assert_eq!(reference["kind"], "ClusterPodPlacementConfig");
+        assert_eq!(reference["controller"], true);
+        let pod = &deployment["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["containers"][0]["image"], "registry.example.com/multiarch:1.2.3",
+            "{name}"
+        );
+        assert_eq!(
+            pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [0]["matchExpressions"][0]["values"],
+            json!(install::IMAGE_ARCHITECTURES),
+            "{name} runs on every architecture"
+        );
+        assert_eq!(deployment["spec"]["replicas"], 2);
+        for kind in [
+            "policy/poddisruptionbudgets",
+            "networking.k8s.io/networkpolicies",
+            "serviceaccounts",
+        ] {
+            assert!(get(server, kind, name).is_some(), "{kind} {name}");
+        }
+    }
+    let scheduler = get(server, "apps/deployments", "multiarch-scheduler").unwrap();
+    assert!(
+        scheduler["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--scheduler-name=multiarch-scheduler"))
+    );
+    for role in [
+        "multiarch-scheduler",
+        "multiarch-inspector",
+        "multiarch-webhook",
+        "multiarch-gate-controller",
+    ] {
+        assert!(
+            get(server, "rbac.authorization.k8s.io/clusterroles", role).is_some(),
+            "{role}"
+        );
+        assert!(
+            get(
+                server,
+                "rbac.authorization.k8s.io/clusterrolebindings",
+                role
+            )
+            .is_some(),
+            "{role}"
+        );
+    }
+}
+
+/// `kubectl get clusterpodplacementconfig` shows routing, architectures, availability.
+fn printer_columns_show_the_status(server: &FakeApiServer) {
+    // `kubectl get clusterpodplacementconfig`: routing, architectures, availability.
+    let cppc = get(
+        server,
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        "cluster",
+    )
+    .unwrap();
+    assert_eq!(cppc["status"]["routing"], "Scheduler");
+    assert_eq!(cppc["status"]["architectures"], json!(["amd64", "arm64"]));
+    assert_eq!(
+        cppc["status"]["observedGeneration"],
+        cppc["metadata"]["generation"]
+    );
+    assert!(
+        cppc["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("finalizers.multiarch.openshift.io/pod-placement"))
+    );
+    let crd = multiarch_crd::render::crds()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "ClusterPodPlacementConfig")
+        .unwrap();
+    let storage = crd.spec.versions.iter().find(|v| v.storage).unwrap();
+    let shown: Vec<(String, String)> = storage
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.clone(), column(&cppc, &c.json_path)))
+        .collect();
+    for (name, value) in [
+        ("Routing", "Scheduler"),
+        ("Architectures", "[\"amd64\",\"arm64\"]"),
+        ("Available", "True"),
+        ("Degraded", "False"),
+        ("Status", "AllComponentsReady"),
+    ] {
+        assert!(
+            shown.contains(&(name.to_owned(), value.to_owned())),
+            "{name}: {shown:?}"
+        );
+    }
+    for c in cppc["status"]["conditions"].as_array().unwrap() {
+        assert_eq!(
+            c["observedGeneration"], cppc["metadata"]["generation"],
+            "{c}"
+        );
+    }
+}
+
+/// Every request the operator made is granted by its generated RBAC.
+fn every_request_is_granted(server: &FakeApiServer) {
+    // Every request the operator made is granted by its generated RBAC.
+    let rules = rbac::rules(&[
+        install::operator_cluster_rules(),
+        install::operator_namespace_rules(),
+    ]);
+    let operator_requests: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r != "POST /apis/multiarch.openshift.io/v1beta1/clusterpodplacementconfigs")
+        .collect();
+    rbac::assert_granted(&rules, &operator_requests);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operand_is_installed_and_pods_are_routed_once_the_scheduler_is_available() {
     let server = Arc::new(cluster().await);
@@ -72,64 +238,7 @@ async fn every_operand_is_installed_and_pods_are_routed_once_the_scheduler_is_av
     })
     .await;
     let owner = uid(&server);
-    for name in [
-        "multiarch-scheduler",
-        "multiarch-inspector",
-        "multiarch-webhook",
-        "multiarch-gate-controller",
-    ] {
-        let deployment = get(&server, "apps/deployments", name).unwrap();
-        let reference = &deployment["metadata"]["ownerReferences"][0];
-        assert_eq!(reference["uid"], owner, "{name}");
-        assert_eq!(reference["kind"], "ClusterPodPlacementConfig");
-        assert_eq!(reference["controller"], true);
-        let pod = &deployment["spec"]["template"]["spec"];
-        assert_eq!(
-            pod["containers"][0]["image"], "registry.example.com/multiarch:1.2.3",
-            "{name}"
-        );
-        assert_eq!(
-            pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-                [0]["matchExpressions"][0]["values"],
-            json!(install::IMAGE_ARCHITECTURES),
-            "{name} runs on every architecture"
-        );
-        assert_eq!(deployment["spec"]["replicas"], 2);
-        for kind in [
-            "policy/poddisruptionbudgets",
-            "networking.k8s.io/networkpolicies",
-            "serviceaccounts",
-        ] {
-            assert!(get(&server, kind, name).is_some(), "{kind} {name}");
-        }
-    }
-    let scheduler = get(&server, "apps/deployments", "multiarch-scheduler").unwrap();
-    assert!(
-        scheduler["spec"]["template"]["spec"]["containers"][0]["args"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("--scheduler-name=multiarch-scheduler"))
-    );
-    for role in [
-        "multiarch-scheduler",
-        "multiarch-inspector",
-        "multiarch-webhook",
-        "multiarch-gate-controller",
-    ] {
-        assert!(
-            get(&server, "rbac.authorization.k8s.io/clusterroles", role).is_some(),
-            "{role}"
-        );
-        assert!(
-            get(
-                &server,
-                "rbac.authorization.k8s.io/clusterrolebindings",
-                role
-            )
-            .is_some(),
-            "{role}"
-        );
-    }
+    operands_are_owned_and_run_as_the_spec_says(&server, owner.clone());
     let tls = get(&server, "secrets", "multiarch-webhook-tls").unwrap();
     assert_eq!(tls["type"], "kubernetes.io/tls");
     assert_eq!(tls["metadata"]["ownerReferences"][0]["uid"], owner);
@@ -185,85 +294,9 @@ async fn every_operand_is_installed_and_pods_are_routed_once_the_scheduler_is_av
     );
     assert_eq!(tls["data"]["ca.crt"], ca["data"]["ca-bundle.crt"]);
     // ... and for the webhooks the operator serves.
-    eventually("the CA bundle in the operator's webhooks", || {
-        let vwc = server
-            .get(
-                "admissionregistration.k8s.io/validatingwebhookconfigurations",
-                "",
-                "multiarch-operator",
-            )
-            .unwrap();
-        let crd = server
-            .get(
-                "apiextensions.k8s.io/customresourcedefinitions",
-                "",
-                "clusterpodplacementconfigs.multiarch.openshift.io",
-            )
-            .unwrap();
-        vwc["webhooks"][0]["clientConfig"]["caBundle"] == ca["data"]["ca-bundle.crt"]
-            && vwc["webhooks"][1]["clientConfig"]["caBundle"] == ca["data"]["ca-bundle.crt"]
-            && crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
-                == ca["data"]["ca-bundle.crt"]
-    })
-    .await;
-    let bundle = base64::engine::general_purpose::STANDARD
-        .decode(ca["data"]["ca-bundle.crt"].as_str().unwrap())
-        .unwrap();
-    assert!(
-        String::from_utf8(bundle)
-            .unwrap()
-            .starts_with("-----BEGIN CERTIFICATE-----")
-    );
+    operator_webhooks_trust(&server, &ca).await;
 
-    // `kubectl get clusterpodplacementconfig`: routing, architectures, availability.
-    let cppc = get(
-        &server,
-        "multiarch.openshift.io/clusterpodplacementconfigs",
-        "cluster",
-    )
-    .unwrap();
-    assert_eq!(cppc["status"]["routing"], "Scheduler");
-    assert_eq!(cppc["status"]["architectures"], json!(["amd64", "arm64"]));
-    assert_eq!(
-        cppc["status"]["observedGeneration"],
-        cppc["metadata"]["generation"]
-    );
-    assert!(
-        cppc["metadata"]["finalizers"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("finalizers.multiarch.openshift.io/pod-placement"))
-    );
-    let crd = multiarch_crd::render::crds()
-        .unwrap()
-        .into_iter()
-        .find(|c| c.spec.names.kind == "ClusterPodPlacementConfig")
-        .unwrap();
-    let storage = crd.spec.versions.iter().find(|v| v.storage).unwrap();
-    let shown: Vec<(String, String)> = storage
-        .additional_printer_columns
-        .iter()
-        .flatten()
-        .map(|c| (c.name.clone(), column(&cppc, &c.json_path)))
-        .collect();
-    for (name, value) in [
-        ("Routing", "Scheduler"),
-        ("Architectures", "[\"amd64\",\"arm64\"]"),
-        ("Available", "True"),
-        ("Degraded", "False"),
-        ("Status", "AllComponentsReady"),
-    ] {
-        assert!(
-            shown.contains(&(name.to_owned(), value.to_owned())),
-            "{name}: {shown:?}"
-        );
-    }
-    for c in cppc["status"]["conditions"].as_array().unwrap() {
-        assert_eq!(
-            c["observedGeneration"], cppc["metadata"]["generation"],
-            "{c}"
-        );
-    }
+    printer_columns_show_the_status(&server);
 
     // A new node architecture shows in the status without any other change.
     server.apply("nodes", node("ppc-1", "ppc64le"));
@@ -278,17 +311,7 @@ async fn every_operand_is_installed_and_pods_are_routed_once_the_scheduler_is_av
     })
     .await;
 
-    // Every request the operator made is granted by its generated RBAC.
-    let rules = rbac::rules(&[
-        install::operator_cluster_rules(),
-        install::operator_namespace_rules(),
-    ]);
-    let operator_requests: Vec<String> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r != "POST /apis/multiarch.openshift.io/v1beta1/clusterpodplacementconfigs")
-        .collect();
-    rbac::assert_granted(&rules, &operator_requests);
+    every_request_is_granted(&server);
     operator.stop().await;
 }
 

@@ -392,15 +392,9 @@ async fn the_exec_format_error_monitor_comes_and_goes_with_its_plugin() {
     operator.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uninstall_strands_no_pod_and_removes_everything() {
-    let server = Arc::new(cluster().await);
-    let (_rollouts, operator) = installed(
-        &server,
-        json!({"plugins": {"execFormatErrorMonitor": {"enabled": true}}}),
-        Duration::from_secs(2),
-    )
-    .await;
+/// What an uninstall must not strand: a PodPlacementConfig, two gated pods, two pods
+/// waiting for the scheduler (one with a controller), an exec-format-error report.
+fn leave_work_for_the_uninstall(server: &FakeApiServer) {
     server.apply(
         "multiarch.openshift.io/podplacementconfigs",
         json!({"metadata": {"name": "prefs", "namespace": "shop"}, "spec": {"priority": 1, "plugins": {}}}),
@@ -419,6 +413,18 @@ async fn uninstall_strands_no_pod_and_removes_everything() {
         "multiarch.openshift.io/enoexecevents",
         json!({"metadata": {"name": "left", "namespace": NS}}),
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_strands_no_pod_and_removes_everything() {
+    let server = Arc::new(cluster().await);
+    let (_rollouts, operator) = installed(
+        &server,
+        json!({"plugins": {"execFormatErrorMonitor": {"enabled": true}}}),
+        Duration::from_secs(2),
+    )
+    .await;
+    leave_work_for_the_uninstall(&server);
 
     // (The validating webhook would refuse this; it fails open, and the finalizer holds.)
     Api::<ClusterPodPlacementConfig>::all(client(&server))

@@ -236,12 +236,9 @@ async fn a_wait_for_first_consumer_claim_gets_an_available_volume() {
     runtime.shutdown().await.unwrap();
 }
 
-/// The recorded preemption, on the fake API server: the unprotected victim gets the
-/// DisruptionTarget condition, is deleted and gets `Preempted`; the preemptor's
-/// `FailedScheduling` equals kube-scheduler's, it is nominated, then bound.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_high_priority_pod_preempts_as_kube_scheduler_does() {
-    let server = FakeApiServer::start().await;
+/// The cluster of the recorded preemption: four nodes, two priority classes, a budget
+/// protecting `pdb: yes` pods, and the low pods running where kube-scheduler put them.
+fn recorded_preemption_cluster(server: &FakeApiServer) {
     for (name, arch) in [
         ("rec-amd64-0", "amd64"),
         ("rec-amd64-1", "amd64"),
@@ -286,6 +283,15 @@ async fn a_high_priority_pod_preempts_as_kube_scheduler_does() {
         "spec": {"nodeName": "rec-ppc64le-1", "priority": 10, "priorityClassName": "low", "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "c0", "image": "registry.example/app:1", "resources": {"requests": {"cpu": "3800m", "memory": "500Mi"}}}]},
         "status": {"phase": "Running"}}));
+}
+
+/// The recorded preemption, on the fake API server: the unprotected victim gets the
+/// DisruptionTarget condition, is deleted and gets `Preempted`; the preemptor's
+/// `FailedScheduling` equals kube-scheduler's, it is nominated, then bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_priority_pod_preempts_as_kube_scheduler_does() {
+    let server = FakeApiServer::start().await;
+    recorded_preemption_cluster(&server);
     let runtime = start(&server, "a", false);
     ready(&runtime).await;
     let client = common::client(&server);

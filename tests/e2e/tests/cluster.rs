@@ -214,6 +214,140 @@ fn run_readme(tier: &Tier, name: &str, env: &[(&str, &str)]) -> anyhow::Result<(
     readme::run(&script, &dir, &all)
 }
 
+/// Every operand runs and is ready.
+fn every_operand_is_ready(tier: &Tier) -> anyhow::Result<()> {
+    let expected = [
+        "multiarch-operator",
+        "multiarch-inspector",
+        "multiarch-webhook",
+        "multiarch-gate-controller",
+        "multiarch-scheduler",
+        "multiarch-enoexec-handler",
+    ];
+    wait::until_true("every operand rolled out", ROLLOUT, || {
+        let deployments = tier.kubectl.items(&["deployments", "-n", "multiarch"])?;
+        let mut missing = Vec::new();
+        for name in expected {
+            let ready = deployments.iter().any(|d| {
+                d["metadata"]["name"] == name
+                    && d["status"]["readyReplicas"] == d["spec"]["replicas"]
+                    && d["status"]["updatedReplicas"] == d["spec"]["replicas"]
+            });
+            if !ready {
+                missing.push(name);
+            }
+        }
+        let daemon = tier.kubectl.json(&[
+            "get",
+            "daemonset",
+            "-n",
+            "multiarch",
+            "multiarch-enoexec-daemon",
+        ])?;
+        let daemon_ready = daemon["status"]["numberReady"].as_i64() >= Some(1)
+            && daemon["status"]["numberReady"] == daemon["status"]["desiredNumberScheduled"];
+        if !daemon_ready {
+            missing.push("multiarch-enoexec-daemon");
+        }
+        let pods = tier.kubectl.items(&["pods", "-n", "multiarch"])?;
+        let not_ready: Vec<String> = pods
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && !running_and_ready(p))
+            .map(|p| format!("{} {}", pods::name(p), pods::waiting_reason(p)))
+            .collect();
+        Ok((
+            missing.is_empty() && not_ready.is_empty(),
+            format!("not rolled out: {missing:?}; pods not ready: {not_ready:?}"),
+        ))
+    })?;
+    Ok(())
+}
+
+/// The configuration says where pods go and what the nodes are, in v1beta1 and, through
+/// the operator's conversion webhook, in v1alpha1.
+fn configuration_says_where_pods_go(tier: &Tier) -> anyhow::Result<()> {
+    // The configuration says where pods go and what the nodes are.
+    let cppc = tier.cppc()?;
+    let status = &cppc["status"];
+    ensure!(
+        status["routing"] == "Scheduler",
+        "routing: {}",
+        status["routing"]
+    );
+    ensure!(condition(status, "Available") == "True", "status: {status}");
+    let archs = tier.node_architectures()?;
+    ensure!(
+        status["architectures"] == json!(archs),
+        "architectures {} for nodes of {archs:?}",
+        status["architectures"]
+    );
+    let table = tier.kubectl.run(&["get", "cppc"])?;
+    let row = table.lines().nth(1).unwrap_or_default();
+    ensure!(
+        row.contains("Scheduler")
+            && row.contains(&json!(archs).to_string())
+            && row.contains("True"),
+        "kubectl get cppc:\n{table}"
+    );
+
+    // v1alpha1 is served through the operator's conversion webhook, behind its Service;
+    // what v1alpha1 has no field for rides in annotations.
+    let old = tier.kubectl.json(&[
+        "get",
+        "clusterpodplacementconfigs.v1alpha1.multiarch.openshift.io",
+        "cluster",
+    ])?;
+    ensure!(
+        old["apiVersion"] == "multiarch.openshift.io/v1alpha1",
+        "{}",
+        old["apiVersion"]
+    );
+    ensure!(
+        old["metadata"]["annotations"]["multiarch.openshift.io/v1beta1-placement"].is_string()
+            && old["metadata"]["annotations"]["multiarch.openshift.io/v1beta1-plugins"].is_string(),
+        "v1alpha1 without the v1beta1 fields in its annotations: {}",
+        old["metadata"]
+    );
+    ensure!(
+        !old["spec"]["namespaceSelector"].is_null(),
+        "v1alpha1 spec: {}",
+        old["spec"]
+    );
+    Ok(())
+}
+
+/// The operator's validating webhook refuses a second PodPlacementConfig of one priority
+/// in a namespace, and deleting the configuration while one exists.
+fn validating_webhook_refuses(tier: &Tier) -> anyhow::Result<()> {
+    // The operator's validating webhook refuses a second PodPlacementConfig of one
+    // priority in a namespace, and deleting the configuration while one exists.
+    tier.kubectl.apply(&ppc("first", 10).to_string())?;
+    let second = tier.kubectl.output(
+        &["create", "-f", "-"],
+        &ppc("second", 10).to_string(),
+        multiarch_e2e::kubectl::CALL_DEADLINE,
+    )?;
+    ensure!(
+        !second.success && second.stderr.contains("first"),
+        "a second PodPlacementConfig of priority 10: {} {}",
+        second.stdout,
+        second.stderr
+    );
+    let delete = tier.kubectl.output(
+        &["delete", "cppc", "cluster", "--dry-run=server"],
+        "",
+        multiarch_e2e::kubectl::CALL_DEADLINE,
+    )?;
+    ensure!(
+        !delete.success && delete.stderr.contains(&format!("{NS_PPC}/first")),
+        "deleting the ClusterPodPlacementConfig while a PodPlacementConfig exists: {} {}",
+        delete.stdout,
+        delete.stderr
+    );
+    tier.delete_namespace(NS_PPC)?;
+    Ok(())
+}
+
 fn install(tier: &Tier) -> anyhow::Result<()> {
     if tier.service_monitors {
         for (fixture, crd) in [
@@ -275,126 +409,10 @@ fn install(tier: &Tier) -> anyhow::Result<()> {
         );
     }
 
-    // Every operand runs and is ready.
-    let expected = [
-        "multiarch-operator",
-        "multiarch-inspector",
-        "multiarch-webhook",
-        "multiarch-gate-controller",
-        "multiarch-scheduler",
-        "multiarch-enoexec-handler",
-    ];
-    wait::until_true("every operand rolled out", ROLLOUT, || {
-        let deployments = tier.kubectl.items(&["deployments", "-n", "multiarch"])?;
-        let mut missing = Vec::new();
-        for name in expected {
-            let ready = deployments.iter().any(|d| {
-                d["metadata"]["name"] == name
-                    && d["status"]["readyReplicas"] == d["spec"]["replicas"]
-                    && d["status"]["updatedReplicas"] == d["spec"]["replicas"]
-            });
-            if !ready {
-                missing.push(name);
-            }
-        }
-        let daemon = tier.kubectl.json(&[
-            "get",
-            "daemonset",
-            "-n",
-            "multiarch",
-            "multiarch-enoexec-daemon",
-        ])?;
-        let daemon_ready = daemon["status"]["numberReady"].as_i64() >= Some(1)
-            && daemon["status"]["numberReady"] == daemon["status"]["desiredNumberScheduled"];
-        if !daemon_ready {
-            missing.push("multiarch-enoexec-daemon");
-        }
-        let pods = tier.kubectl.items(&["pods", "-n", "multiarch"])?;
-        let not_ready: Vec<String> = pods
-            .iter()
-            .filter(|p| p["metadata"]["deletionTimestamp"].is_null() && !running_and_ready(p))
-            .map(|p| format!("{} {}", pods::name(p), pods::waiting_reason(p)))
-            .collect();
-        Ok((
-            missing.is_empty() && not_ready.is_empty(),
-            format!("not rolled out: {missing:?}; pods not ready: {not_ready:?}"),
-        ))
-    })?;
+    every_operand_is_ready(tier)?;
+    configuration_says_where_pods_go(tier)?;
 
-    // The configuration says where pods go and what the nodes are.
-    let cppc = tier.cppc()?;
-    let status = &cppc["status"];
-    ensure!(
-        status["routing"] == "Scheduler",
-        "routing: {}",
-        status["routing"]
-    );
-    ensure!(condition(status, "Available") == "True", "status: {status}");
-    let archs = tier.node_architectures()?;
-    ensure!(
-        status["architectures"] == json!(archs),
-        "architectures {} for nodes of {archs:?}",
-        status["architectures"]
-    );
-    let table = tier.kubectl.run(&["get", "cppc"])?;
-    let row = table.lines().nth(1).unwrap_or_default();
-    ensure!(
-        row.contains("Scheduler")
-            && row.contains(&json!(archs).to_string())
-            && row.contains("True"),
-        "kubectl get cppc:\n{table}"
-    );
-
-    // v1alpha1 is served through the operator's conversion webhook, behind its Service;
-    // what v1alpha1 has no field for rides in annotations.
-    let old = tier.kubectl.json(&[
-        "get",
-        "clusterpodplacementconfigs.v1alpha1.multiarch.openshift.io",
-        "cluster",
-    ])?;
-    ensure!(
-        old["apiVersion"] == "multiarch.openshift.io/v1alpha1",
-        "{}",
-        old["apiVersion"]
-    );
-    ensure!(
-        old["metadata"]["annotations"]["multiarch.openshift.io/v1beta1-placement"].is_string()
-            && old["metadata"]["annotations"]["multiarch.openshift.io/v1beta1-plugins"].is_string(),
-        "v1alpha1 without the v1beta1 fields in its annotations: {}",
-        old["metadata"]
-    );
-    ensure!(
-        !old["spec"]["namespaceSelector"].is_null(),
-        "v1alpha1 spec: {}",
-        old["spec"]
-    );
-
-    // The operator's validating webhook refuses a second PodPlacementConfig of one
-    // priority in a namespace, and deleting the configuration while one exists.
-    tier.kubectl.apply(&ppc("first", 10).to_string())?;
-    let second = tier.kubectl.output(
-        &["create", "-f", "-"],
-        &ppc("second", 10).to_string(),
-        multiarch_e2e::kubectl::CALL_DEADLINE,
-    )?;
-    ensure!(
-        !second.success && second.stderr.contains("first"),
-        "a second PodPlacementConfig of priority 10: {} {}",
-        second.stdout,
-        second.stderr
-    );
-    let delete = tier.kubectl.output(
-        &["delete", "cppc", "cluster", "--dry-run=server"],
-        "",
-        multiarch_e2e::kubectl::CALL_DEADLINE,
-    )?;
-    ensure!(
-        !delete.success && delete.stderr.contains(&format!("{NS_PPC}/first")),
-        "deleting the ClusterPodPlacementConfig while a PodPlacementConfig exists: {} {}",
-        delete.stdout,
-        delete.stderr
-    );
-    tier.delete_namespace(NS_PPC)?;
+    validating_webhook_refuses(tier)?;
 
     // ServiceMonitors exactly when the cluster serves them.
     if tier.service_monitors {
@@ -523,6 +541,40 @@ fn scheduler_mode(tier: &Tier) -> anyhow::Result<()> {
 
 // ---- exec format errors ---------------------------------------------------------------
 
+/// The node image carries the daemon alone: its `--help` runs, the scheduler's does not.
+fn node_image_carries_the_daemon_alone(tier: &Tier, node: &str) -> anyhow::Result<()> {
+    if let Some(node_image) = &tier.node_image {
+        for (name, args, phase) in [
+            (
+                "node-image-daemon",
+                json!(["enoexec-daemon", "--help"]),
+                "Succeeded",
+            ),
+            (
+                "node-image-scheduler",
+                json!(["scheduler", "--help"]),
+                "Failed",
+            ),
+        ] {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": NS_ENOEXEC},
+                "spec": {"nodeName": node, "restartPolicy": "Never",
+                         "containers": [{"name": "node", "image": node_image, "args": args}]},
+            });
+            tier.kubectl.apply(&pod.to_string())?;
+            wait::until_true(&format!("{name} {phase}"), PODS_RUNNING, || {
+                let pod = pods::get(&tier.kubectl, NS_ENOEXEC, name)?;
+                Ok((
+                    pods::phase(&pod) == phase,
+                    format!("phase {}", pods::phase(&pod)),
+                ))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 fn exec_format_errors(tier: &Tier) -> anyhow::Result<()> {
     // Placement is bypassed twice over: an excluded namespace, and a pod pinned to a node
     // with nodeName. The container then really runs a binary of another architecture.
@@ -608,36 +660,7 @@ fn exec_format_errors(tier: &Tier) -> anyhow::Result<()> {
         Ok((left.is_empty(), format!("{} left", left.len())))
     })?;
 
-    // The node image carries the daemon alone.
-    if let Some(node_image) = &tier.node_image {
-        for (name, args, phase) in [
-            (
-                "node-image-daemon",
-                json!(["enoexec-daemon", "--help"]),
-                "Succeeded",
-            ),
-            (
-                "node-image-scheduler",
-                json!(["scheduler", "--help"]),
-                "Failed",
-            ),
-        ] {
-            let pod = json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": NS_ENOEXEC},
-                "spec": {"nodeName": node, "restartPolicy": "Never",
-                         "containers": [{"name": "node", "image": node_image, "args": args}]},
-            });
-            tier.kubectl.apply(&pod.to_string())?;
-            wait::until_true(&format!("{name} {phase}"), PODS_RUNNING, || {
-                let pod = pods::get(&tier.kubectl, NS_ENOEXEC, name)?;
-                Ok((
-                    pods::phase(&pod) == phase,
-                    format!("phase {}", pods::phase(&pod)),
-                ))
-            })?;
-        }
-    }
+    node_image_carries_the_daemon_alone(tier, &node)?;
     tier.delete_namespace(NS_ENOEXEC)
 }
 
@@ -661,6 +684,26 @@ fn wait_note(tier: &Tier, pod: &str, reason: &str, words: &str) -> anyhow::Resul
             )
         },
     )
+}
+
+/// A node (no kubelet) of architecture `arch`, with capacity.
+fn add_fake_node(tier: &Tier, arch: &str) -> anyhow::Result<()> {
+    tier.kubectl.apply(
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": FAKE_NODE, "labels": {
+            "kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": FAKE_NODE}}})
+        .to_string(),
+    )?;
+    let capacity = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
+    tier.kubectl.run(&[
+        "patch",
+        "node",
+        FAKE_NODE,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
+    ])?;
+    Ok(())
 }
 
 /// A Deployment's pod really runs a foreign binary (placed by the default scheduler in a
@@ -738,21 +781,7 @@ fn misplaced_pods(tier: &Tier) -> anyhow::Result<()> {
         ))
     })?;
     // A node of its architecture: the next exec format error moves the pod there.
-    tier.kubectl.apply(
-        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": FAKE_NODE, "labels": {
-            "kubernetes.io/arch": foreign, "kubernetes.io/os": "linux", "kubernetes.io/hostname": FAKE_NODE}}})
-        .to_string(),
-    )?;
-    let capacity = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
-    tier.kubectl.run(&[
-        "patch",
-        "node",
-        FAKE_NODE,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
-    ])?;
+    add_fake_node(tier, &foreign)?;
     shown.push(wait_note(
         tier,
         &first,

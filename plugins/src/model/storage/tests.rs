@@ -12,12 +12,16 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 const GI: i64 = 1 << 30;
 
-/// kube's `FindMatchingVolume` cases, for the scheduler's path (a node is given).
-#[test]
-fn matching_volume_table() {
-    let node = labels(&[("kubernetes.io/hostname", "n1"), ("zone", "a")]);
-    let claim = ClaimBuilder::new("ns", "c", "fast", "5Gi").info();
-    let cases: Vec<(&str, Vec<PersistentVolumeInfo>, Option<&str>)> = vec![
+/// A case's name, the volumes offered, the one chosen.
+type VolumeCase = (
+    &'static str,
+    Vec<PersistentVolumeInfo>,
+    Option<&'static str>,
+);
+
+/// For a claim of 5Gi of `fast` on node n1 (zone a).
+fn matching_volume_cases() -> Vec<VolumeCase> {
+    vec![
         (
             "smallest that fits",
             vec![
@@ -98,7 +102,15 @@ fn matching_volume_table() {
             vec![VolumeBuilder::new("v", "fast", "4Gi").info()],
             None,
         ),
-    ];
+    ]
+}
+
+/// kube's `FindMatchingVolume` cases, for the scheduler's path (a node is given).
+#[test]
+fn matching_volume_table() {
+    let node = labels(&[("kubernetes.io/hostname", "n1"), ("zone", "a")]);
+    let claim = ClaimBuilder::new("ns", "c", "fast", "5Gi").info();
+    let cases = matching_volume_cases();
     let find = |volumes: &[PersistentVolumeInfo], excluded: &[&str]| {
         claim
             .matching_volume(

@@ -44,11 +44,9 @@ fn rule_of(pod: &Value) -> &str {
         .unwrap_or_default()
 }
 
-pub fn architecture_rules(tier: &Tier) -> anyhow::Result<()> {
-    tier.namespace(NS_RULES, json!({}))?;
-    let foreign = tier.foreign_architecture()?;
-    let native = if foreign == "amd64" { "arm64" } else { "amd64" };
-
+/// A rule reading the pod's spec is refused; rules sending `tier: native` pods to
+/// `native` and `tier: foreign` ones to `foreign` are admitted.
+fn configure_rules(tier: &Tier, native: &str, foreign: &str) -> anyhow::Result<()> {
     let reads_spec = config(json!([rule("spec", "self.spec.nodeName == ''", native)]));
     match tier.kubectl.apply(&reads_spec.to_string()) {
         Ok(_) => bail!("a rule reading the pod's spec was accepted"),
@@ -66,10 +64,19 @@ pub fn architecture_rules(tier: &Tier) -> anyhow::Result<()> {
         rule(
             "foreign",
             "'tier' in self.metadata.labels && self.metadata.labels['tier'] == 'foreign'",
-            &foreign
+            foreign
         ),
     ]);
     tier.kubectl.apply(&config(rules).to_string())?;
+    Ok(())
+}
+
+pub fn architecture_rules(tier: &Tier) -> anyhow::Result<()> {
+    tier.namespace(NS_RULES, json!({}))?;
+    let foreign = tier.foreign_architecture()?;
+    let native = if foreign == "amd64" { "arm64" } else { "amd64" };
+
+    configure_rules(tier, native, &foreign)?;
 
     // The webhook and the scheduler follow configs through watches: a pod created before
     // both have this one is placed by its image. Each attempt is a new pod, until one is

@@ -276,18 +276,74 @@ pub fn hostile_tenant(tier: &Tier) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn attack(tier: &Tier) -> anyhow::Result<()> {
-    // The other namespace's pods, created throughout.
-    let victims = Creator::start_at_most(
-        tier.kubectl.clone(),
-        NS_VICTIM,
-        "victim",
-        &tier.test_images.multi(),
-        Duration::from_secs(2),
-        VICTIMS,
+/// A pod naming 10,000 pull secrets: refused by the inspector, naming the limit.
+fn pull_secret_limit_is_told(tier: &Tier) -> anyhow::Result<()> {
+    // A pod naming 10,000 pull secrets: refused by the inspector, naming the limit.
+    let mut greedy = pods::sleeper(NS_HOSTILE, "greedy", &tier.test_images.multi());
+    greedy["spec"]["imagePullSecrets"] = Value::Array(
+        (0..10_000)
+            .map(|i| json!({"name": format!("s{i}")}))
+            .collect(),
     );
+    tier.kubectl.run_with(
+        &["create", "-f", "-"],
+        &greedy.to_string(),
+        Duration::from_secs(60),
+    )?;
+    let said = wait::until("the pull-secret limit told on the pod", WAIT, || {
+        let all = pods::events(&tier.kubectl, NS_HOSTILE, "greedy")?;
+        Ok(
+            match all.iter().find(|(reason, _, message)| {
+                reason == "FailedScheduling"
+                    && message.contains("more than 100 distinct imagePullSecrets")
+            }) {
+                Some((_, _, message)) => Check::Done(message.clone()),
+                None => Check::NotYet(format!("events so far: {all:?}")),
+            },
+        )
+    })?;
+    println!("e2e: the pod naming 10,000 pull secrets: {said}");
+    Ok(())
+}
 
-    // Twenty maximal configs: the first fits the namespace's budget, no other does.
+/// An image whose manifest is 4 MiB of layers: inspected and placed.
+fn huge_manifest_is_placed(tier: &Tier) -> anyhow::Result<()> {
+    // An image whose manifest is 4 MiB of layers: inspected and placed.
+    match push_layers_image(tier) {
+        Ok(image) => {
+            let pod = pods::sleeper(NS_HOSTILE, "layers", &image);
+            tier.kubectl.run_with(
+                &["create", "-f", "-"],
+                &pod.to_string(),
+                Duration::from_secs(60),
+            )?;
+            wait::until("the pod of the 4 MiB manifest bound", WAIT, || {
+                let pod = pods::get(&tier.kubectl, NS_HOSTILE, "layers")?;
+                Ok(match pod["spec"]["nodeName"].as_str() {
+                    Some(node) if pod["spec"]["schedulerName"] == "multiarch-scheduler" => {
+                        Check::Done(node.to_owned())
+                    }
+                    _ => Check::NotYet(format!("not bound: {}", pod["status"])),
+                })
+            })?;
+            // Not left for the kubelet to pull thousands of layers.
+            let _ = tier.kubectl.run(&[
+                "delete",
+                "pod",
+                "-n",
+                NS_HOSTILE,
+                "layers",
+                "--grace-period=0",
+                "--force",
+            ]);
+        }
+        Err(e) => println!("e2e: the 4 MiB manifest is not tried: {e:#}"),
+    }
+    Ok(())
+}
+
+/// Twenty maximal configs: the first fits the namespace's budget, no other does.
+fn maximal_configs_meet_the_budget(tier: &Tier) -> anyhow::Result<()> {
     tier.kubectl.run_with(
         &["create", "-f", "-"],
         &maximal_config("rules-0", 0, 0).to_string(),
@@ -315,38 +371,94 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
     println!(
         "e2e: 1 maximal PodPlacementConfig admitted, {refused} refused naming the namespace's budget"
     );
+    Ok(())
+}
+
+/// Every one of the other namespace's pods routed to multiarch-scheduler and bound.
+fn every_pod_routed_and_bound(tier: &Tier, names: &[String]) -> anyhow::Result<()> {
+    wait::until(
+        &format!(
+            "the other namespace's {} pods routed and bound",
+            names.len()
+        ),
+        WAIT,
+        || {
+            let pods = tier.kubectl.items(&["pods", "-n", NS_VICTIM])?;
+            let unrouted: Vec<&str> = pods
+                .iter()
+                .filter(|p| p["spec"]["schedulerName"] != "multiarch-scheduler")
+                .map(pods::name)
+                .collect();
+            if !unrouted.is_empty() {
+                bail!("admitted unrouted: {unrouted:?}");
+            }
+            let unbound = pods
+                .iter()
+                .filter(|p| p["spec"]["nodeName"].is_null())
+                .count();
+            Ok(if pods.len() >= names.len() && unbound == 0 {
+                Check::Done(())
+            } else {
+                Check::NotYet(format!("{unbound} of {} not bound yet", pods.len()))
+            })
+        },
+    )?;
+    Ok(())
+}
+
+/// Rewrites the admitted config once a second until `stop`, counting the rewrites that
+/// were checked and those the pace refused; what else was said.
+fn start_editor(
+    tier: &Tier,
+    stop: &Arc<AtomicBool>,
+    rewrites: &Arc<AtomicUsize>,
+    paced: &Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    let (kubectl, stop) = (tier.kubectl.clone(), stop.clone());
+    let (rewrites, paced) = (rewrites.clone(), paced.clone());
+    std::thread::spawn(move || {
+        let mut generation = 1;
+        let mut other = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            let config = maximal_config("rules-0", 0, generation).to_string();
+            // Server-side: a custom resource's update needs the resourceVersion a
+            // replace would have to read first; an apply does not.
+            let apply = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
+            match kubectl.output(&apply, &config, Duration::from_secs(120)) {
+                Ok(out) if out.success => {
+                    rewrites.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(out) if out.stderr.contains("may have checked now") => {
+                    paced.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(out) => other.push(out.stderr),
+                Err(e) => other.push(format!("{e:#}")),
+            }
+            generation += 1;
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        other
+    })
+}
+
+fn attack(tier: &Tier) -> anyhow::Result<()> {
+    // The other namespace's pods, created throughout.
+    let victims = Creator::start_at_most(
+        tier.kubectl.clone(),
+        NS_VICTIM,
+        "victim",
+        &tier.test_images.multi(),
+        Duration::from_secs(2),
+        VICTIMS,
+    );
+
+    maximal_configs_meet_the_budget(tier)?;
     // The admitted one rewritten again and again while the rest goes on: the first
     // rewrite is checked, the next ones refused by the namespace's pace of rule checks.
     let stop = Arc::new(AtomicBool::new(false));
     let rewrites = Arc::new(AtomicUsize::new(0));
     let paced = Arc::new(AtomicUsize::new(0));
-    let editor = {
-        let (kubectl, stop) = (tier.kubectl.clone(), stop.clone());
-        let (rewrites, paced) = (rewrites.clone(), paced.clone());
-        std::thread::spawn(move || {
-            let mut generation = 1;
-            let mut other = Vec::new();
-            while !stop.load(Ordering::SeqCst) {
-                let config = maximal_config("rules-0", 0, generation).to_string();
-                // Server-side: a custom resource's update needs the resourceVersion a
-                // replace would have to read first; an apply does not.
-                let apply = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
-                match kubectl.output(&apply, &config, Duration::from_secs(120)) {
-                    Ok(out) if out.success => {
-                        rewrites.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Ok(out) if out.stderr.contains("may have checked now") => {
-                        paced.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Ok(out) => other.push(out.stderr),
-                    Err(e) => other.push(format!("{e:#}")),
-                }
-                generation += 1;
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            other
-        })
-    };
+    let editor = start_editor(tier, &stop, &rewrites, &paced);
 
     // Reviews posted at the webhook's pods from this host, 8 at a time.
     let dir = tier.work.join("hostile");
@@ -382,63 +494,9 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
         })
         .collect();
 
-    // A pod naming 10,000 pull secrets: refused by the inspector, naming the limit.
-    let mut greedy = pods::sleeper(NS_HOSTILE, "greedy", &tier.test_images.multi());
-    greedy["spec"]["imagePullSecrets"] = Value::Array(
-        (0..10_000)
-            .map(|i| json!({"name": format!("s{i}")}))
-            .collect(),
-    );
-    tier.kubectl.run_with(
-        &["create", "-f", "-"],
-        &greedy.to_string(),
-        Duration::from_secs(60),
-    )?;
-    let said = wait::until("the pull-secret limit told on the pod", WAIT, || {
-        let all = pods::events(&tier.kubectl, NS_HOSTILE, "greedy")?;
-        Ok(
-            match all.iter().find(|(reason, _, message)| {
-                reason == "FailedScheduling"
-                    && message.contains("more than 100 distinct imagePullSecrets")
-            }) {
-                Some((_, _, message)) => Check::Done(message.clone()),
-                None => Check::NotYet(format!("events so far: {all:?}")),
-            },
-        )
-    })?;
-    println!("e2e: the pod naming 10,000 pull secrets: {said}");
+    pull_secret_limit_is_told(tier)?;
 
-    // An image whose manifest is 4 MiB of layers: inspected and placed.
-    match push_layers_image(tier) {
-        Ok(image) => {
-            let pod = pods::sleeper(NS_HOSTILE, "layers", &image);
-            tier.kubectl.run_with(
-                &["create", "-f", "-"],
-                &pod.to_string(),
-                Duration::from_secs(60),
-            )?;
-            wait::until("the pod of the 4 MiB manifest bound", WAIT, || {
-                let pod = pods::get(&tier.kubectl, NS_HOSTILE, "layers")?;
-                Ok(match pod["spec"]["nodeName"].as_str() {
-                    Some(node) if pod["spec"]["schedulerName"] == "multiarch-scheduler" => {
-                        Check::Done(node.to_owned())
-                    }
-                    _ => Check::NotYet(format!("not bound: {}", pod["status"])),
-                })
-            })?;
-            // Not left for the kubelet to pull thousands of layers.
-            let _ = tier.kubectl.run(&[
-                "delete",
-                "pod",
-                "-n",
-                NS_HOSTILE,
-                "layers",
-                "--grace-period=0",
-                "--force",
-            ]);
-        }
-        Err(e) => println!("e2e: the 4 MiB manifest is not tried: {e:#}"),
-    }
+    huge_manifest_is_placed(tier)?;
 
     // The other namespace's pods, all created during all this.
     victims.wait_for(VICTIMS, WAIT)?;
@@ -476,34 +534,5 @@ fn attack(tier: &Tier) -> anyhow::Result<()> {
         answers.get(&413).is_some_and(|n| *n > 0),
         "no review was refused as too large: {answers:?}"
     );
-    // Every one of the other namespace's pods routed to multiarch-scheduler and bound.
-    let names = created.names;
-    wait::until(
-        &format!(
-            "the other namespace's {} pods routed and bound",
-            names.len()
-        ),
-        WAIT,
-        || {
-            let pods = tier.kubectl.items(&["pods", "-n", NS_VICTIM])?;
-            let unrouted: Vec<&str> = pods
-                .iter()
-                .filter(|p| p["spec"]["schedulerName"] != "multiarch-scheduler")
-                .map(pods::name)
-                .collect();
-            if !unrouted.is_empty() {
-                bail!("admitted unrouted: {unrouted:?}");
-            }
-            let unbound = pods
-                .iter()
-                .filter(|p| p["spec"]["nodeName"].is_null())
-                .count();
-            Ok(if pods.len() >= names.len() && unbound == 0 {
-                Check::Done(())
-            } else {
-                Check::NotYet(format!("{unbound} of {} not bound yet", pods.len()))
-            })
-        },
-    )?;
-    Ok(())
+    every_pod_routed_and_bound(tier, &created.names)
 }
