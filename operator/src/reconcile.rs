@@ -95,7 +95,8 @@ fn failures_before(
     snapshot: &Snapshot,
 ) -> StepFailures {
     let mut failures = StepFailures::default();
-    if let Some(refused) = refused_name {
+    // (Being deleted, nothing is placed under any name: nothing to say.)
+    if let Some(refused) = refused_name.filter(|_| !snapshot.deleting) {
         failures.record(ctx, "use the configuration's schedulerName", refused);
     }
     for (what, why) in &snapshot.unread {

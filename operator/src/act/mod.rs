@@ -51,6 +51,8 @@ pub struct Aftermath {
     pub ungated_left: Left,
     /// Pending pods this pass's releases left waiting.
     pub recreated_left: Left,
+    /// Failures recorded before the actions (reads the pass went on without).
+    failed_before: usize,
 }
 
 /// What the actions are carried out with, besides the context.
@@ -70,8 +72,12 @@ pub async fn carry_out(
     plan: &Plan,
     failures: StepFailures,
 ) -> Result<Aftermath, ActError> {
+    // What failed before (reads) is reported, but only a failed action holds the
+    // finalizer.
+    let failed_before = failures.messages().len();
     let mut outcome = Aftermath {
         failures,
+        failed_before,
         ..Aftermath::default()
     };
     for action in &plan.actions {
@@ -134,8 +140,8 @@ async fn one(
         }
         Action::DeleteOperands => delete_operands(ctx, with.apis, |_| true, failures).await,
         Action::ReleaseFinalizer => {
-            // Only after a pass in which everything else went through.
-            if failures.is_empty() {
+            // Only after a pass in which every other action went through.
+            if failures.messages().len() == outcome.failed_before {
                 finalizers::set(ctx, with.cppc, &[(FINALIZER_POD_PLACEMENT, false)]).await?;
                 info!("uninstalled: every operand removed, finalizer released");
             }
