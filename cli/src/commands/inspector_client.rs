@@ -6,7 +6,8 @@ use multiarch_runtime::mutual_tls::TlsDir;
 use tracing::warn;
 
 #[cfg(any(feature = "admission", feature = "enoexec-handler"))]
-use multiarch_flags::{InspectorServiceArgs, InspectorTlsArgs};
+use multiarch_flags::InspectorServiceArgs;
+use multiarch_flags::InspectorTlsArgs;
 
 /// The inspector service a role always calls.
 #[cfg(any(feature = "admission", feature = "enoexec-handler"))]
