@@ -94,3 +94,12 @@ pub const RECREATED_FROM: &str = "multiarch.openshift.io/recreated-from";
 /// (most recent first): pods may still wait under them, and are recreated once the
 /// renamed scheduler runs.
 pub const PREVIOUS_SCHEDULER_NAMES: &str = "multiarch.openshift.io/previous-scheduler-names";
+
+/// The condition the scheduler writes on its own pod: whether it reaches the image
+/// inspector (`True`), or why not (`False`, reason `InspectorUnreachable` or
+/// `InspectorNotReached`). The operator reads it into the ClusterPodPlacementConfig.
+pub const CONDITION_INSPECTOR_REACHABLE: &str = "multiarch.openshift.io/inspector-reachable";
+pub const REASON_INSPECTOR_REACHABLE: &str = "InspectorReachable";
+pub const REASON_INSPECTOR_UNREACHABLE: &str = "InspectorUnreachable";
+/// Not reached since the scheduler started (fewer failed probes than make an outage).
+pub const REASON_INSPECTOR_NOT_REACHED: &str = "InspectorNotReached";

@@ -27,6 +27,9 @@ pub mod proto {
 
 use proto::inspector_client::InspectorClient;
 pub use proto::inspector_server::InspectorServer;
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
 
 /// The error kind travels in this metadata key, so clients keep typed retry decisions.
 const ERROR_KIND: &str = "x-multiarch-error-kind";
@@ -96,7 +99,11 @@ pub async fn serve(
     limits: ServiceLimits,
     shutdown: CancellationToken,
 ) {
+    // grpc.health.v1 beside the service: its callers (the scheduler's readiness) ask
+    // whether they reach it without inspecting anything.
+    let (_health, health_service) = tonic_health::server::health_reporter();
     let router = tonic::service::Routes::new(InspectorService::with_limits(inner, &limits))
+        .add_service(health_service)
         .prepare()
         .into_axum_router();
     bounded_server::serve(listener, tls, router, shutdown, limits.connections).await;
@@ -226,6 +233,7 @@ fn with_causes(status: &Status) -> String {
 #[derive(Clone)]
 pub struct RemoteInspector {
     client: InspectorClient<Channel>,
+    health: HealthClient<Channel>,
 }
 
 impl RemoteInspector {
@@ -275,8 +283,33 @@ impl RemoteInspector {
             None => endpoint_config.connect_lazy(),
         };
         Ok(RemoteInspector {
-            client: InspectorClient::new(channel),
+            client: InspectorClient::new(channel.clone()),
+            health: HealthClient::new(channel),
         })
+    }
+
+    /// Asks the inspector whether it serves (grpc.health.v1), over the connection the
+    /// inspections use (its address, name resolution and TLS), within `deadline`. An
+    /// inspector that answers without a health service (older than it) was reached.
+    /// The error says why it was not.
+    pub async fn probe(&self, deadline: Duration) -> Result<(), String> {
+        let mut health = self.health.clone();
+        let ask = health.check(HealthCheckRequest::default());
+        match tokio::time::timeout(deadline, ask).await {
+            Err(_) => Err(format!(
+                "the image inspector did not answer within {deadline:?}"
+            )),
+            Ok(Ok(answer)) if answer.get_ref().status() == ServingStatus::Serving => Ok(()),
+            Ok(Ok(answer)) => Err(format!(
+                "the image inspector says it is {}",
+                answer.get_ref().status().as_str_name()
+            )),
+            Ok(Err(status)) if status.code() == tonic::Code::Unimplemented => Ok(()),
+            Ok(Err(status)) => Err(format!(
+                "cannot reach the image inspector: {}",
+                with_causes(&status)
+            )),
+        }
     }
 }
 

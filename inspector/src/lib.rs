@@ -13,6 +13,7 @@ pub mod inspector;
 pub mod keyring;
 pub mod manifest;
 pub mod metrics;
+pub mod reachability;
 pub mod registry;
 pub mod secrets;
 pub mod settings;

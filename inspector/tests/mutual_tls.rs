@@ -164,11 +164,16 @@ async fn only_a_client_with_a_certificate_from_multiarchs_ca_is_answered() {
     let answer = client.inspect(&request()).await.unwrap();
     assert_eq!(answer.platform_list().len(), 1);
     assert_eq!(served.inspector.inspections.load(Ordering::SeqCst), 1);
+    // The health probe takes the same way, certificate and all, and inspects nothing.
+    client.probe(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(served.inspector.inspections.load(Ordering::SeqCst), 1);
 
     // Plain HTTP/2 to the TLS port.
     let plain = RemoteInspector::new(&format!("http://127.0.0.1:{}", served.port)).unwrap();
     let err = plain.inspect(&request()).await.unwrap_err();
     assert!(err.is_transient(), "{err}");
+    let unanswered = plain.probe(Duration::from_secs(1)).await.unwrap_err();
+    assert!(unanswered.contains("image inspector"), "{unanswered}");
 
     // TLS that trusts the server but presents no certificate of its own.
     let channel = tonic::transport::Channel::from_shared(endpoint.clone())

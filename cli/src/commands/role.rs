@@ -73,7 +73,7 @@ impl Role {
     }
 
     /// `/readyz` follows `is_ready`, asked every second, until shutdown.
-    #[cfg(feature = "operator")]
+    #[cfg(any(feature = "operator", feature = "scheduler"))]
     pub fn ready_when(&self, is_ready: impl Fn() -> bool + Send + 'static) {
         let readiness = self.ready.clone();
         let shutdown = self.tasks.shutdown().clone();

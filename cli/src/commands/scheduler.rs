@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
-use multiarch_scheduler::in_cluster::{self, SchedulerOptions, metrics::SchedulerMetrics};
-use tracing::info;
+use multiarch_scheduler::in_cluster::{
+    self, SchedulerOptions,
+    inspector_reach::{self, OwnPod, ProbeOptions},
+    metrics::SchedulerMetrics,
+};
+use tracing::{info, warn};
 
 use super::{role::Role, scheduler_images::image_source};
 use multiarch_flags::SchedulerArgs;
@@ -14,7 +18,7 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
 
     let metrics = SchedulerMetrics::default();
     metrics.register(&mut role.registry);
-    let inspector = image_source(args, &client, &mut role)?;
+    let images = image_source(args, &client, &mut role)?;
 
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let lease_name = args.lease_name.as_ref().unwrap_or(&args.scheduler_name);
@@ -32,10 +36,29 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         api_burst: args.kube_api_burst,
         volume_bind_timeout: args.volume_bind_timeout,
     };
-    let running = in_cluster::start(client, options, inspector, metrics, &role.tasks);
+    let reach = images.remote.map(|remote| {
+        let own_pod = own_pod();
+        if own_pod.is_none() {
+            warn!("POD_NAME or POD_NAMESPACE unset: whether the image inspector answers is told by readiness and metrics only, not on the pod");
+        }
+        let probes = ProbeOptions::default();
+        inspector_reach::start(remote, probes, own_pod, client.clone(), metrics.clone(), &role.tasks)
+    });
+    if reach.is_none() {
+        // Images are read in process (or from a file): nothing to reach.
+        metrics.inspector_reachable.set(1);
+    }
+    let running = in_cluster::start(client, options, images.inspector, metrics, &role.tasks);
 
     super::role::follow_log_verbosity(&role, log_filter, running.log_verbosity.clone());
-    role.ready_from(running.ready.clone());
+    match reach {
+        // Ready once the lists are in and the inspector answers.
+        Some(reach) => {
+            let synced = running.ready.clone();
+            role.ready_when(move || *synced.borrow() && reach.borrow().is_reachable());
+        }
+        None => role.ready_from(running.ready.clone()),
+    }
     role.tasks.spawn("scheduling loop", async move {
         match running.task.await {
             Ok(result) => result.map_err(|e| e.to_string()),
@@ -45,6 +68,15 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
 
     info!(name = %args.scheduler_name, %identity, "scheduler started");
     role.serve_and_wait(args.metrics_addr).await
+}
+
+/// The pod this process runs in, from the downward API the operator's Deployment sets.
+fn own_pod() -> Option<OwnPod> {
+    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    Some(OwnPod {
+        namespace: var("POD_NAMESPACE")?,
+        name: var("POD_NAME")?,
+    })
 }
 
 fn default_identity() -> String {

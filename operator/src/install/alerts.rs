@@ -126,6 +126,30 @@ inspection) and it makes no attempt.
    releases the waiting pods.",
     },
     Alert {
+        name: "MultiarchSchedulerCannotReachInspector",
+        severity: AlertSeverity::Warning,
+        for_: "3m",
+        expr: "multiarch_scheduler_inspector_reachable == 0",
+        summary: "multiarch-scheduler {{ $labels.pod }} cannot reach the image inspector",
+        description: "The scheduler {{ $labels.pod }} has had no answer from the image inspector for 3 minutes: it cannot place pods whose images it has not read, and reports not ready.",
+        runbook: "\
+The scheduler's probes of the image inspector (grpc.health.v1 over the connection its
+inspections use) go unanswered. It reports not ready, so the operator takes the route
+off (new pods go to the default scheduler unchanged) and the ClusterPodPlacementConfig
+is not `Available`; pods already routed to it wait, with events, until it answers.
+
+1. Why: `kubectl get pod -n multiarch -l app.kubernetes.io/component=scheduler -o
+   jsonpath='{..conditions[?(@.type==\"multiarch.openshift.io/inspector-reachable\")]}'`
+   (the same words are in the ClusterPodPlacementConfig's `Available` message).
+2. `dns error`: the Service name `multiarch-inspector.multiarch.svc` does not resolve on
+   the scheduler's node (cluster DNS, the node's resolver).
+3. `connection refused` / `did not answer`: `kubectl get endpointslices -n multiarch -l
+   kubernetes.io/service-name=multiarch-inspector` has no ready endpoint, or a
+   NetworkPolicy of your own denies the scheduler's namespace.
+4. A TLS error: the scheduler's or the inspector's certificate (see
+   `MultiarchCertificateExpiresSoon`, `multiarch_operator_certificate_expiry_seconds`).",
+    },
+    Alert {
         name: "MultiarchPodsUnschedulable",
         severity: AlertSeverity::Info,
         for_: "30m",

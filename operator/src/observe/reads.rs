@@ -25,7 +25,7 @@ use crate::{
         review_path,
     },
     observe::{
-        rollout::{daemon_set_rollout, deployment_rollout},
+        rollout::{daemon_set_rollout, deployment_rollout, with_inspector_reach},
         scheduler_names::DeployedScheduler,
     },
     pod_ref::PodRef,
@@ -79,10 +79,13 @@ pub async fn workloads(
             .await
             .map_err(read_error(format!("Deployment {name}")))?
         {
+            let mut rollout = deployment_rollout(&d);
             if component == Component::Scheduler {
                 scheduler = Some(DeployedScheduler::of(&d));
+                let pods = pods_of(client, &d).await?;
+                rollout = with_inspector_reach(rollout, &pods);
             }
-            out.insert(component, deployment_rollout(&d));
+            out.insert(component, rollout);
         }
     }
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), &settings.namespace);
@@ -94,6 +97,29 @@ pub async fn workloads(
         out.insert(Component::EnoexecDaemon, daemon_set_rollout(&ds));
     }
     Ok((out, scheduler))
+}
+
+/// The pods of a Deployment, by its selector's labels (the operator's Deployments select
+/// by labels only): a few replicas, read whole for their conditions.
+async fn pods_of(client: &kube::Client, deployment: &Deployment) -> Result<Vec<Pod>, ObserveError> {
+    let labels = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .filter(|l| !l.is_empty());
+    let Some(labels) = labels else {
+        return Ok(Vec::new());
+    };
+    let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let namespace = deployment.namespace().unwrap_or_default();
+    Api::<Pod>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default().labels(&selector.join(",")))
+        .await
+        .map(|list| list.items)
+        .map_err(read_error(format!(
+            "the pods of Deployment {}",
+            deployment.name_any()
+        )))
 }
 
 /// Whether the operator's mutating webhook configuration exists, and the mode it routes

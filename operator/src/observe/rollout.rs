@@ -1,7 +1,11 @@
 //! How far a workload has rolled out, read from its status as MTO reads it. No I/O.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment},
+    core::v1::Pod,
+};
 use kube::ResourceExt;
+use multiarch_crd::names::CONDITION_INSPECTOR_REACHABLE;
 
 use crate::component::Rollout;
 
@@ -75,6 +79,48 @@ pub fn daemon_set_rollout(daemon_set: &DaemonSet) -> Rollout {
     }
 }
 
+/// The scheduler's rollout with what its pods say of the image inspector (the condition
+/// [`CONDITION_INSPECTOR_REACHABLE`] each writes on itself): a pod that cannot reach it
+/// is named with why; when none reaches it and one says so, the scheduler is not
+/// available, whatever its readiness says yet (it cannot place a pod whose images it
+/// has not read).
+pub fn with_inspector_reach(mut rollout: Rollout, pods: &[Pod]) -> Rollout {
+    let mut reached = false;
+    let mut unreached = Vec::new();
+    for pod in pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let said = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_INSPECTOR_REACHABLE));
+        match said {
+            Some(c) if c.status == "True" => reached = true,
+            Some(c) if c.status == "False" => unreached.push(format!(
+                "pod {} cannot reach the image inspector ({}: {})",
+                pod.name_any(),
+                c.reason.as_deref().unwrap_or("no reason"),
+                c.message
+                    .as_deref()
+                    .unwrap_or("no message")
+                    .trim_end_matches('.')
+            )),
+            _ => {}
+        }
+    }
+    if !unreached.is_empty() {
+        unreached.sort();
+        rollout.detail = format!("{}; {}", rollout.detail, unreached.join("; "));
+        if !reached {
+            rollout.available = false;
+            rollout.rolled_out = false;
+        }
+    }
+    rollout
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -102,5 +148,70 @@ mod tests {
         }))
         .unwrap();
         assert!(daemon_set_rollout(&none).available);
+    }
+
+    fn scheduler_pod(name: &str, condition: Option<(&str, &str, &str)>) -> Pod {
+        let conditions: Vec<serde_json::Value> = condition
+            .into_iter()
+            .map(|(status, reason, message)| json!({"type": CONDITION_INSPECTOR_REACHABLE, "status": status, "reason": reason, "message": message}))
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "multiarch"},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_scheduler_that_cannot_reach_the_inspector_is_not_available() {
+        let running = Rollout {
+            exists: true,
+            available: true,
+            rolled_out: true,
+            detail: "Deployment multiarch/multiarch-scheduler has 1 of 1 replicas available".into(),
+        };
+        let unreachable = (
+            "False",
+            "InspectorUnreachable",
+            "cannot reach the image inspector: dns error.",
+        );
+        let reachable = ("True", "InspectorReachable", "The image inspector answers.");
+        let cases = [
+            ("no pod says anything", vec![scheduler_pod("a", None)], true),
+            (
+                "it reaches it",
+                vec![scheduler_pod("a", Some(reachable))],
+                true,
+            ),
+            (
+                "it cannot",
+                vec![scheduler_pod("a", Some(unreachable))],
+                false,
+            ),
+            (
+                "one replica reaches it",
+                vec![
+                    scheduler_pod("a", Some(unreachable)),
+                    scheduler_pod("b", Some(reachable)),
+                ],
+                true,
+            ),
+        ];
+        for (name, pods, available) in cases {
+            let rollout = with_inspector_reach(running.clone(), &pods);
+            assert_eq!(rollout.available, available, "{name}");
+            assert_eq!(rollout.rolled_out, available, "{name}");
+        }
+        let told = with_inspector_reach(running.clone(), &[scheduler_pod("a", Some(unreachable))]);
+        assert_eq!(
+            told.detail,
+            "Deployment multiarch/multiarch-scheduler has 1 of 1 replicas available; pod a cannot reach the image inspector (InspectorUnreachable: cannot reach the image inspector: dns error)"
+        );
+        let mut leaving = scheduler_pod("a", Some(unreachable));
+        leaving.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert_eq!(with_inspector_reach(running.clone(), &[leaving]), running);
     }
 }

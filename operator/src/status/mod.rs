@@ -97,11 +97,18 @@ fn available(facts: &ConditionFacts) -> Condition {
         )
     } else if facts.deprovisioning.is_some() {
         "Routing is off: multiarch is being uninstalled.".into()
-    } else {
+    } else if facts.problems.is_empty() {
         format!(
             "Routing is off: {} until the {} can take them.",
             facts.routing_words,
             mode_words(facts.mode)
+        )
+    } else {
+        format!(
+            "Routing is off: {} until the {} can take them: {}.",
+            facts.routing_words,
+            mode_words(facts.mode),
+            facts.problems.join("; ")
         )
     };
     condition(AVAILABLE, facts.available, &facts.reason, message)

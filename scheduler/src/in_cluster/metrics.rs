@@ -72,6 +72,8 @@ pub struct SchedulerMetrics {
     pub architecture_rule_overrides: Counter,
     /// Rules that could not be evaluated for a pod (treated as not matching).
     pub architecture_rule_errors: Counter,
+    /// 1 while the image inspector answers the scheduler's probes.
+    pub inspector_reachable: Gauge,
 }
 
 impl Default for SchedulerMetrics {
@@ -96,6 +98,7 @@ impl Default for SchedulerMetrics {
             architecture_rule_decisions: Family::default(),
             architecture_rule_overrides: Counter::default(),
             architecture_rule_errors: Counter::default(),
+            inspector_reachable: Gauge::default(),
         }
     }
 }
@@ -187,6 +190,11 @@ impl SchedulerMetrics {
             "architecture_rule_errors",
             "celArchitecturePlacement rules that could not be evaluated for a pod and did not match it",
             self.architecture_rule_errors.clone(),
+        );
+        sub.register(
+            "inspector_reachable",
+            "1 while the image inspector answers this scheduler's probes (always 1 when it inspects images in process)",
+            self.inspector_reachable.clone(),
         );
     }
 }

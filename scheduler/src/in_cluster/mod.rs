@@ -9,6 +9,7 @@ pub mod image_lookups;
 mod in_flight;
 pub mod inbox;
 pub mod inbox_sender;
+pub mod inspector_reach;
 pub mod metrics;
 pub mod pod_identity;
 pub mod pod_reports;
