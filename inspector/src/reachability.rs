@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// What the probes say.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reach {
+pub enum InspectorReach {
     /// No probe answered yet; `why` the last one was not, if one was asked.
     Unproven {
         why: Option<String>,
@@ -19,9 +19,9 @@ pub enum Reach {
     },
 }
 
-impl Reach {
+impl InspectorReach {
     pub fn is_reachable(&self) -> bool {
-        matches!(self, Reach::Reachable)
+        matches!(self, InspectorReach::Reachable)
     }
 }
 
@@ -30,7 +30,7 @@ impl Reach {
 pub struct Reachability {
     threshold: u32,
     failures_in_a_row: u32,
-    reach: Reach,
+    reach: InspectorReach,
 }
 
 impl Reachability {
@@ -39,27 +39,27 @@ impl Reachability {
         Reachability {
             threshold: threshold.max(1),
             failures_in_a_row: 0,
-            reach: Reach::Unproven { why: None },
+            reach: InspectorReach::Unproven { why: None },
         }
     }
 
-    pub fn reach(&self) -> &Reach {
+    pub fn reach(&self) -> &InspectorReach {
         &self.reach
     }
 
     /// Takes one probe's outcome in.
-    pub fn record(&mut self, probe: Result<(), String>) -> &Reach {
+    pub fn record(&mut self, probe: Result<(), String>) -> &InspectorReach {
         match probe {
             Ok(()) => {
                 self.failures_in_a_row = 0;
-                self.reach = Reach::Reachable;
+                self.reach = InspectorReach::Reachable;
             }
             Err(why) => {
                 self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
                 if self.failures_in_a_row >= self.threshold {
-                    self.reach = Reach::Unreachable { why };
+                    self.reach = InspectorReach::Unreachable { why };
                 } else if !self.reach.is_reachable() {
-                    self.reach = Reach::Unproven { why: Some(why) };
+                    self.reach = InspectorReach::Unproven { why: Some(why) };
                 }
             }
         }
@@ -89,13 +89,13 @@ mod tests {
 
     #[test]
     fn probes_in_a_row_decide() {
-        let unproven = |why: Option<&str>| Reach::Unproven {
+        let unproven = |why: Option<&str>| InspectorReach::Unproven {
             why: why.map(str::to_owned),
         };
-        let unreachable = |why: &str| Reach::Unreachable { why: why.into() };
-        let cases: [(&str, Vec<Probe>, Reach); 7] = [
+        let unreachable = |why: &str| InspectorReach::Unreachable { why: why.into() };
+        let cases: [(&str, Vec<Probe>, InspectorReach); 7] = [
             ("nothing asked", vec![], unproven(None)),
-            ("answered", vec![Ok(())], Reach::Reachable),
+            ("answered", vec![Ok(())], InspectorReach::Reachable),
             (
                 "one failure from the start",
                 vec![failed("a")],
@@ -109,7 +109,7 @@ mod tests {
             (
                 "a blip after an answer",
                 vec![Ok(()), failed("a"), failed("b")],
-                Reach::Reachable,
+                InspectorReach::Reachable,
             ),
             (
                 "an outage after an answer",
@@ -119,7 +119,7 @@ mod tests {
             (
                 "answered again",
                 vec![failed("a"), failed("b"), failed("c"), Ok(())],
-                Reach::Reachable,
+                InspectorReach::Reachable,
             ),
         ];
         for (name, probes, want) in cases {
@@ -139,7 +139,7 @@ mod tests {
         assert!(reachability.record(failed("b")).is_reachable());
         assert_eq!(
             reachability.record(failed("c")),
-            &Reach::Unreachable { why: "c".into() }
+            &InspectorReach::Unreachable { why: "c".into() }
         );
     }
 
@@ -162,7 +162,7 @@ mod tests {
         assert!(!reachability.record(failed("a")).is_reachable());
         assert_eq!(
             reachability.reach(),
-            &Reach::Unreachable { why: "a".into() }
+            &InspectorReach::Unreachable { why: "a".into() }
         );
     }
 }

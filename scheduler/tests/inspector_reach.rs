@@ -13,7 +13,7 @@ use multiarch_crd::names::CONDITION_INSPECTOR_REACHABLE;
 use multiarch_fake_apiserver::FakeApiServer;
 use multiarch_inspector::{
     grpc::{self, RemoteInspector, ServiceLimits},
-    reachability::Reach,
+    reachability::InspectorReach,
 };
 use multiarch_runtime::supervisor::Supervisor;
 use multiarch_scheduler::in_cluster::{
@@ -82,7 +82,7 @@ async fn the_scheduler_says_on_its_pod_whether_it_reaches_the_inspector() {
         metrics.clone(),
         &supervisor.tasks(),
     );
-    reach.wait_for(Reach::is_reachable).await.unwrap();
+    reach.wait_for(InspectorReach::is_reachable).await.unwrap();
     eventually("the pod says it reaches it", || {
         condition(&server)
             .is_some_and(|c| c["status"] == "True" && c["reason"] == "InspectorReachable")
@@ -103,7 +103,7 @@ async fn the_scheduler_says_on_its_pod_whether_it_reaches_the_inspector() {
     stop.cancel();
     served.await.unwrap();
     reach
-        .wait_for(|r| matches!(r, Reach::Unreachable { .. }))
+        .wait_for(|r| matches!(r, InspectorReach::Unreachable { .. }))
         .await
         .unwrap();
     eventually("the pod says why it does not", || {
@@ -122,7 +122,7 @@ async fn the_scheduler_says_on_its_pod_whether_it_reaches_the_inspector() {
 
     // It is back.
     let (stop, served) = inspector_at(address).await;
-    reach.wait_for(Reach::is_reachable).await.unwrap();
+    reach.wait_for(InspectorReach::is_reachable).await.unwrap();
     eventually("the pod says it reaches it again", || {
         condition(&server).is_some_and(|c| c["status"] == "True")
     })

@@ -16,7 +16,7 @@ use multiarch_flags::SchedulerArgs;
 
 /// Where images are read from; `remote` is the inspector service when it is one (the
 /// scheduler's readiness then follows whether it answers).
-pub struct ImageSource {
+pub struct SchedulerImages {
     pub inspector: Arc<dyn ImageInspector>,
     pub remote: Option<RemoteInspector>,
 }
@@ -27,10 +27,10 @@ pub fn image_source(
     args: &SchedulerArgs,
     client: &kube::Client,
     role: &mut Role,
-) -> anyhow::Result<ImageSource> {
+) -> anyhow::Result<SchedulerImages> {
     if let Some(endpoint) = &args.inspector_endpoint {
         let remote = remote_inspector_at(endpoint, &args.inspector_tls)?;
-        return Ok(ImageSource {
+        return Ok(SchedulerImages {
             inspector: Arc::new(remote.clone()),
             remote: Some(remote),
         });
@@ -39,7 +39,7 @@ pub fn image_source(
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let images = FileImages::from_yaml(&text).with_context(|| path.display().to_string())?;
-        return Ok(ImageSource {
+        return Ok(SchedulerImages {
             inspector: Arc::new(images),
             remote: None,
         });
@@ -50,7 +50,7 @@ pub fn image_source(
     };
     let metrics = InspectorMetrics::default();
     metrics.register(&mut role.registry);
-    Ok(ImageSource {
+    Ok(SchedulerImages {
         inspector: Arc::new(Inspector::new(
             settings,
             RegistryOptions::default(),

@@ -16,7 +16,7 @@ use multiarch_crd::names::{
 };
 use multiarch_inspector::{
     grpc::RemoteInspector,
-    reachability::{Reach, Reachability},
+    reachability::{InspectorReach, Reachability},
 };
 use multiarch_runtime::supervisor::Tasks;
 use serde_json::json;
@@ -66,8 +66,8 @@ pub fn start(
     client: kube::Client,
     metrics: SchedulerMetrics,
     tasks: &Tasks,
-) -> signal::Receiver<Reach> {
-    let (tx, rx) = signal::channel(Reach::Unproven { why: None });
+) -> signal::Receiver<InspectorReach> {
+    let (tx, rx) = signal::channel(InspectorReach::Unproven { why: None });
     let shutdown = tasks.shutdown().clone();
     let mut condition = own_pod.map(|pod| ConditionWriter::new(client, pod));
     tasks.spawn_infallible("inspector probe", async move {
@@ -99,40 +99,42 @@ pub fn start(
     rx
 }
 
-fn log_change(before: &Reach, now: &Reach) {
+fn log_change(before: &InspectorReach, now: &InspectorReach) {
     match now {
-        Reach::Reachable => info!("the image inspector answers"),
-        Reach::Unreachable { why } => warn!(
+        InspectorReach::Reachable => info!("the image inspector answers"),
+        InspectorReach::Unreachable { why } => warn!(
             %why,
             "the image inspector is unreachable: pods whose images were not read yet wait, and this scheduler reports not ready"
         ),
-        Reach::Unproven { why: Some(why) } if matches!(before, Reach::Unproven { why: None }) => {
+        InspectorReach::Unproven { why: Some(why) }
+            if matches!(before, InspectorReach::Unproven { why: None }) =>
+        {
             warn!(%why, "the image inspector did not answer yet");
         }
-        Reach::Unproven { .. } => {}
+        InspectorReach::Unproven { .. } => {}
     }
 }
 
 /// The condition as the pod should carry it: (status, reason, message); `None` before
 /// any probe was asked.
-fn condition_of(reach: &Reach) -> Option<(&'static str, &'static str, String)> {
+fn condition_of(reach: &InspectorReach) -> Option<(&'static str, &'static str, String)> {
     match reach {
-        Reach::Reachable => Some((
+        InspectorReach::Reachable => Some((
             "True",
             REASON_INSPECTOR_REACHABLE,
             "The image inspector answers.".to_owned(),
         )),
-        Reach::Unreachable { why } => Some((
+        InspectorReach::Unreachable { why } => Some((
             "False",
             REASON_INSPECTOR_UNREACHABLE,
             format!("{why}; pods whose images were not read yet wait until it answers."),
         )),
-        Reach::Unproven { why: Some(why) } => Some((
+        InspectorReach::Unproven { why: Some(why) } => Some((
             "False",
             REASON_INSPECTOR_NOT_REACHED,
             format!("Not reached since this scheduler started: {why}."),
         )),
-        Reach::Unproven { why: None } => None,
+        InspectorReach::Unproven { why: None } => None,
     }
 }
 
@@ -154,7 +156,7 @@ impl ConditionWriter {
         }
     }
 
-    async fn write(&mut self, reach: &Reach) {
+    async fn write(&mut self, reach: &InspectorReach) {
         let Some(wanted) = condition_of(reach) else {
             return;
         };
@@ -195,13 +197,13 @@ mod tests {
 
     #[test]
     fn the_condition_says_what_the_probes_say() {
-        assert_eq!(condition_of(&Reach::Unproven { why: None }), None);
-        let reachable = condition_of(&Reach::Reachable);
+        assert_eq!(condition_of(&InspectorReach::Unproven { why: None }), None);
+        let reachable = condition_of(&InspectorReach::Reachable);
         assert_eq!(
             reachable.map(|(s, r, _)| (s, r)),
             Some(("True", REASON_INSPECTOR_REACHABLE))
         );
-        let down = condition_of(&Reach::Unreachable {
+        let down = condition_of(&InspectorReach::Unreachable {
             why: "cannot reach the image inspector: dns error".into(),
         });
         assert_eq!(
@@ -212,7 +214,7 @@ mod tests {
                 "cannot reach the image inspector: dns error; pods whose images were not read yet wait until it answers.".into()
             ))
         );
-        let starting = condition_of(&Reach::Unproven {
+        let starting = condition_of(&InspectorReach::Unproven {
             why: Some("connection refused".into()),
         });
         assert_eq!(
