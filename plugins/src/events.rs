@@ -86,6 +86,7 @@ impl NodeChanges {
     pub const TAINTS: NodeChanges = NodeChanges(2);
     pub const ALLOCATABLE: NodeChanges = NodeChanges(4);
     pub const UNSCHEDULABLE: NodeChanges = NodeChanges(8);
+    pub const DECLARED_FEATURES: NodeChanges = NodeChanges(16);
 
     pub fn between(old: &NodeInfo, new: &NodeInfo) -> NodeChanges {
         let mut changes = NodeChanges::default();
@@ -100,6 +101,9 @@ impl NodeChanges {
         }
         if old.unschedulable != new.unschedulable {
             changes.0 |= Self::UNSCHEDULABLE.0;
+        }
+        if old.declared_features != new.declared_features {
+            changes.0 |= Self::DECLARED_FEATURES.0;
         }
         changes
     }

@@ -12,12 +12,12 @@ use crate::{
     plugins::{
         balanced_allocation::BalancedAllocation, image_architecture::ImageArchitecture,
         image_locality::ImageLocality, inter_pod_affinity::InterPodAffinity,
-        node_affinity::NodeAffinity, node_name::NodeName, node_ports::NodePorts,
-        node_resources_fit::NodeResourcesFit, node_unschedulable::NodeUnschedulable,
-        node_volume_limits::NodeVolumeLimits, pod_topology_spread::PodTopologySpread,
-        taint_toleration::TaintToleration, unsupported_features::UnsupportedFeatures,
-        volume_binding::VolumeBinding, volume_restrictions::VolumeRestrictions,
-        volume_zone::VolumeZone,
+        node_affinity::NodeAffinity, node_declared_features::NodeDeclaredFeatures,
+        node_name::NodeName, node_ports::NodePorts, node_resources_fit::NodeResourcesFit,
+        node_unschedulable::NodeUnschedulable, node_volume_limits::NodeVolumeLimits,
+        pod_topology_spread::PodTopologySpread, taint_toleration::TaintToleration,
+        unsupported_features::UnsupportedFeatures, volume_binding::VolumeBinding,
+        volume_restrictions::VolumeRestrictions, volume_zone::VolumeZone,
     },
 };
 
@@ -41,6 +41,31 @@ pub struct Profile {
     pub queueing_hints: bool,
 }
 
+/// The scorers with the weights `spec.placement.scoring` gives (default otherwise); a
+/// weight of 0 turns one off.
+fn weighted<const N: usize>(
+    placement: &PlacementSpec,
+    scorers: [(ScorePluginName, Arc<dyn ScorePlugin>); N],
+) -> Vec<WeightedScorer> {
+    let weight = |name: ScorePluginName| {
+        i64::from(
+            placement
+                .scoring
+                .iter()
+                .find(|w| w.name == name)
+                .map_or(name.default_weight(), |w| w.weight),
+        )
+    };
+    scorers
+        .into_iter()
+        .map(|(name, plugin)| WeightedScorer {
+            plugin,
+            weight: weight(name),
+        })
+        .filter(|s| s.weight > 0)
+        .collect()
+}
+
 impl Profile {
     pub fn new(placement: &PlacementSpec) -> Self {
         let unsupported = Arc::new(UnsupportedFeatures);
@@ -58,39 +83,27 @@ impl Profile {
         let spread = Arc::new(PodTopologySpread);
         let pod_affinity = Arc::new(InterPodAffinity);
         let balanced = Arc::new(BalancedAllocation);
+        let declared_features = Arc::new(NodeDeclaredFeatures);
 
-        let weight = |name: ScorePluginName| {
-            i64::from(
-                placement
-                    .scoring
-                    .iter()
-                    .find(|w| w.name == name)
-                    .map_or(name.default_weight(), |w| w.weight),
-            )
-        };
-        let scorers: Vec<WeightedScorer> = [
-            (
-                ScorePluginName::ImageArchitecture,
-                image_architecture.clone() as Arc<dyn ScorePlugin>,
-            ),
-            (ScorePluginName::TaintToleration, taints.clone()),
-            (ScorePluginName::NodeAffinity, node_affinity.clone()),
-            (ScorePluginName::NodeResourcesFit, fit.clone()),
-            (ScorePluginName::PodTopologySpread, spread.clone()),
-            (ScorePluginName::InterPodAffinity, pod_affinity.clone()),
-            (
-                ScorePluginName::NodeResourcesBalancedAllocation,
-                balanced.clone(),
-            ),
-            (ScorePluginName::ImageLocality, Arc::new(ImageLocality)),
-        ]
-        .into_iter()
-        .map(|(name, plugin)| WeightedScorer {
-            plugin,
-            weight: weight(name),
-        })
-        .filter(|s| s.weight > 0)
-        .collect();
+        let scorers = weighted(
+            placement,
+            [
+                (
+                    ScorePluginName::ImageArchitecture,
+                    image_architecture.clone() as Arc<dyn ScorePlugin>,
+                ),
+                (ScorePluginName::TaintToleration, taints.clone()),
+                (ScorePluginName::NodeAffinity, node_affinity.clone()),
+                (ScorePluginName::NodeResourcesFit, fit.clone()),
+                (ScorePluginName::PodTopologySpread, spread.clone()),
+                (ScorePluginName::InterPodAffinity, pod_affinity.clone()),
+                (
+                    ScorePluginName::NodeResourcesBalancedAllocation,
+                    balanced.clone(),
+                ),
+                (ScorePluginName::ImageLocality, Arc::new(ImageLocality)),
+            ],
+        );
 
         let rejecting: Vec<Arc<dyn Plugin>> = vec![
             unsupported.clone(),
@@ -107,6 +120,7 @@ impl Profile {
             zone.clone(),
             spread.clone(),
             pod_affinity.clone(),
+            declared_features.clone(),
         ];
 
         Profile {
@@ -127,6 +141,7 @@ impl Profile {
                 zone.clone(),
                 spread.clone(),
                 pod_affinity.clone(),
+                declared_features.clone(),
                 image_architecture.clone(),
             ],
             // The image architectures right after the node's own state: a node of the
@@ -145,6 +160,9 @@ impl Profile {
                 zone,
                 spread,
                 pod_affinity,
+                // kube-scheduler 1.36 appends it to the default profile when its gate
+                // is on (as it is by default): it runs last.
+                declared_features,
             ],
             scorers,
             rejecting,

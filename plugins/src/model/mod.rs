@@ -3,6 +3,7 @@
 pub mod affinity_terms;
 pub mod cluster;
 pub mod controller_counts;
+pub mod declared_features;
 pub mod disruption_budget;
 pub mod hostname;
 pub mod hostname_index;

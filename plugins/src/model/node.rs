@@ -8,6 +8,7 @@ use thin_vec::ThinVec;
 
 use super::{
     controller_counts::ControllerCounts,
+    declared_features::FeatureSet,
     hostname::Hostname,
     image_states::NodeImages,
     pod::{HostPort, PodInfo},
@@ -67,6 +68,9 @@ pub struct NodeInfo {
     pub platform: Platform,
     /// What `status.images` reports (read by `ImageLocality`'s scoring only).
     pub images: NodeImages,
+    /// `status.declaredFeatures`, of the features this version knows (read only for the
+    /// few pods that need one).
+    pub declared_features: FeatureSet,
 }
 
 impl NodeInfo {
@@ -76,6 +80,7 @@ impl NodeInfo {
         let spec = node.spec.clone().unwrap_or_default();
         let status = node.status.clone().unwrap_or_default();
         let images = NodeImages::reported(&status);
+        let declared_features = FeatureSet::declared_by(&status);
         let info = status.node_info.as_ref();
         let os = labels
             .get(NODE_OS_LABEL)
@@ -120,6 +125,7 @@ impl NodeInfo {
                 .collect(),
             unschedulable: spec.unschedulable.unwrap_or(false),
             ready,
+            declared_features,
             platform_bit: platform_bit(&platform),
             platform,
             allocatable,
@@ -148,6 +154,7 @@ impl NodeInfo {
         self.taints = fresh.taints;
         self.unschedulable = fresh.unschedulable;
         self.ready = fresh.ready;
+        self.declared_features = fresh.declared_features;
         self.platform = fresh.platform;
         self.platform_bit = fresh.platform_bit;
         self.allocatable = fresh.allocatable;
@@ -163,6 +170,7 @@ impl NodeInfo {
             taints: self.taints.clone(),
             unschedulable: self.unschedulable,
             ready: self.ready,
+            declared_features: self.declared_features,
             platform: self.platform.clone(),
             platform_bit: self.platform_bit,
             allocatable: self.allocatable.clone(),
@@ -305,6 +313,14 @@ impl NodeBuilder {
                 effect: effect.into(),
                 time_added: None,
             });
+        }
+        self
+    }
+
+    /// `status.declaredFeatures`.
+    pub fn declared_features(mut self, names: &[&str]) -> Self {
+        if let Some(status) = self.node.status.as_mut() {
+            status.declared_features = Some(names.iter().map(|n| (*n).to_owned()).collect());
         }
         self
     }

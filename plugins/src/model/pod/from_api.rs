@@ -11,6 +11,7 @@ use super::{
     volumes,
 };
 use crate::model::{
+    declared_features::FeatureSet,
     quantity::InvalidQuantity,
     resources::{NonZero, Resources},
 };
@@ -88,6 +89,7 @@ impl PodInfo {
             deleting: meta.deletion_timestamp.is_some(),
             volumes,
             preemption_never: spec.preemption_policy.as_deref() == Some("Never"),
+            needed_features: FeatureSet::needed_by(spec),
             nominated_node: status
                 .and_then(|s| s.nominated_node_name.clone())
                 .filter(|n| !n.is_empty()),

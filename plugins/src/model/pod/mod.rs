@@ -50,6 +50,8 @@ pub struct PodInfo {
     pub volumes: Vec<volumes::PodVolume>,
     /// `preemptionPolicy: Never`: the pod waits instead of evicting others.
     pub preemption_never: bool,
+    /// What the pod needs its node to declare (`NodeDeclaredFeatures`).
+    pub needed_features: crate::model::declared_features::FeatureSet,
     /// `status.nominatedNodeName`: where a preemption made room for the pod.
     pub nominated_node: Option<String>,
     /// `status.startTime` in seconds since the epoch (preemption prefers victims that
@@ -207,6 +209,7 @@ impl PodInfo {
             deleting,
             volumes,
             preemption_never,
+            needed_features,
             // Status and version: what the scheduler itself writes.
             nominated_node: _,
             start_time: _,
@@ -236,6 +239,7 @@ impl PodInfo {
             && *anti_affinity == other.anti_affinity
             && *images == other.images
             && *image_volumes == other.image_volumes
+            && *needed_features == other.needed_features
             && *scheduling_gates == other.scheduling_gates
             && *deleting == other.deleting
             && *volumes == other.volumes
