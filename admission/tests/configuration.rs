@@ -126,3 +126,67 @@ fn without_a_client_the_command_line_and_the_defaults_hold_and_are_known() {
         )
     );
 }
+
+const DEVICE_CLASSES: &str = "resource.k8s.io/deviceclasses";
+
+fn gpu_pod() -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {"schedulerName": "default-scheduler", "containers": [{"name": "c", "image": "quay.io/ml/train:1",
+            "resources": {"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_asking_for_a_name_a_device_class_maps_is_not_routed() {
+    use multiarch_admission::webhook::decision::decide;
+    use multiarch_policy::routing::Unsupported;
+
+    let server = FakeApiServer::start().await;
+    server.apply(
+        DEVICE_CLASSES,
+        json!({"metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}],
+                     "extendedResourceName": "example.com/gpu"}}),
+    );
+    let webhook = Followed::start(&server, None, None);
+    let decided = |webhook: &Followed| {
+        let config = webhook.config.read().unwrap();
+        config
+            .not_ready()
+            .is_none()
+            .then(|| decide(&gpu_pod(), "ml", &config))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let gated = loop {
+        if let Some(decision) = decided(&webhook) {
+            break decision;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(
+        gated.unsupported,
+        [Unsupported::DeviceClassExtendedResources]
+    );
+    assert!(
+        gated.gated,
+        "left with the default scheduler, gated: {gated:?}"
+    );
+
+    // The class no longer maps the name: the pod is routed like any other.
+    server.delete(DEVICE_CLASSES, "", "gpu.example.com");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let decision = decided(&webhook).unwrap();
+        if decision.unsupported.is_empty() {
+            assert!(!decision.gated);
+            assert_eq!(decision.patch[0]["path"], "/spec/schedulerName");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still not routed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    webhook.stop().await;
+}

@@ -28,10 +28,11 @@ pub enum EventKind {
     NamespaceChange,
     ConfigChange,
     ImagesResolved,
+    DeviceClassChange,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::NodeAdd,
         EventKind::NodeUpdate,
         EventKind::NodeDelete,
@@ -48,6 +49,7 @@ impl EventKind {
         EventKind::NamespaceChange,
         EventKind::ConfigChange,
         EventKind::ImagesResolved,
+        EventKind::DeviceClassChange,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,6 +70,7 @@ impl EventKind {
             EventKind::NamespaceChange => "NamespaceChange",
             EventKind::ConfigChange => "ConfigChange",
             EventKind::ImagesResolved => "ImagesResolved",
+            EventKind::DeviceClassChange => "DeviceClassChange",
         }
     }
 
@@ -155,6 +158,8 @@ pub enum ClusterChange<'a> {
     ConfigChanged,
     /// Platforms of these images are now known (or their inspection failed for good).
     ImagesResolved(&'a [String]),
+    /// The extended resource names the DeviceClasses map changed.
+    DeviceClassesChanged,
 }
 
 impl ClusterChange<'_> {
@@ -178,6 +183,7 @@ impl ClusterChange<'_> {
             ClusterChange::NamespaceChanged(_) => EventKind::NamespaceChange,
             ClusterChange::ConfigChanged => EventKind::ConfigChange,
             ClusterChange::ImagesResolved(_) => EventKind::ImagesResolved,
+            ClusterChange::DeviceClassesChanged => EventKind::DeviceClassChange,
         }
     }
 

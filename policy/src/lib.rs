@@ -7,6 +7,7 @@
 pub mod affinity_writer;
 pub mod arch_constraint;
 pub mod architecture_rules;
+pub mod device_class_resources;
 pub mod exemption;
 pub mod platform;
 pub mod pod_configs;

@@ -5,15 +5,18 @@
 
 use k8s_openapi::api::core::v1::PodSpec;
 
+use crate::device_class_resources::DeviceClassResources;
+
 /// A pod feature whose scheduling multiarch-scheduler does not implement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Unsupported {
     /// `spec.resourceClaims`: dynamic resource allocation needs the DynamicResources
     /// plugin to allocate devices before binding.
     DynamicResourceClaims,
-    /// A container requests `deviceclass.resource.kubernetes.io/<class>`: an extended
-    /// resource that only a DeviceClass provides (DRAExtendedResource, on by default
-    /// since 1.36), allocated by kube-scheduler's DynamicResources plugin.
+    /// A container requests `deviceclass.resource.kubernetes.io/<class>`, or a name a
+    /// DeviceClass maps with `spec.extendedResourceName`: an extended resource a
+    /// DeviceClass provides (DRAExtendedResource, on by default since 1.36), allocated by
+    /// kube-scheduler's DynamicResources plugin.
     DeviceClassExtendedResources,
 }
 
@@ -35,27 +38,33 @@ impl Unsupported {
         match self {
             Unsupported::DynamicResourceClaims => "dynamic resource claims (spec.resourceClaims)",
             Unsupported::DeviceClassExtendedResources => {
-                "extended resources of a DeviceClass (deviceclass.resource.kubernetes.io/...)"
+                "extended resources of a DeviceClass (deviceclass.resource.kubernetes.io/... or a DeviceClass's extendedResourceName)"
             }
         }
     }
 }
 
-/// The features of `spec` multiarch-scheduler cannot place, in a fixed order.
-pub fn unsupported(spec: &PodSpec) -> Vec<Unsupported> {
+/// The features of `spec` multiarch-scheduler cannot place, in a fixed order, with the
+/// names the cluster's DeviceClasses map (`mapped`).
+pub fn unsupported(spec: &PodSpec, mapped: &DeviceClassResources) -> Vec<Unsupported> {
     let mut found = Vec::new();
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         found.push(Unsupported::DynamicResourceClaims);
     }
-    if requests_device_class_resources(spec) {
+    if requested_resources(spec).any(|name| is_device_class_resource(name, mapped)) {
         found.push(Unsupported::DeviceClassExtendedResources);
     }
     found
 }
 
-/// Whether a container or init container requests (or limits: an extended resource's
-/// request defaults to its limit) a DeviceClass's extended resource.
-fn requests_device_class_resources(spec: &PodSpec) -> bool {
+/// Whether the extended resource `name` is a DeviceClass's: by its prefix, or mapped.
+pub fn is_device_class_resource(name: &str, mapped: &DeviceClassResources) -> bool {
+    name.starts_with(DEVICE_CLASS_RESOURCE_PREFIX) || mapped.maps(name)
+}
+
+/// What a container or init container requests (or limits: an extended resource's
+/// request defaults to its limit).
+fn requested_resources(spec: &PodSpec) -> impl Iterator<Item = &str> {
     spec.containers
         .iter()
         .chain(spec.init_containers.iter().flatten())
@@ -66,7 +75,7 @@ fn requests_device_class_resources(spec: &PodSpec) -> bool {
                 .chain(r.limits.iter())
                 .flat_map(|m| m.keys())
         })
-        .any(|name| name.starts_with(DEVICE_CLASS_RESOURCE_PREFIX))
+        .map(String::as_str)
 }
 
 /// The sentence the scheduler's refusal and the webhook's log share.
@@ -87,12 +96,13 @@ mod tests {
 
     #[test]
     fn resource_claims_are_unsupported_and_explained() {
-        assert!(unsupported(&PodSpec::default()).is_empty());
+        let none = DeviceClassResources::default();
+        assert!(unsupported(&PodSpec::default(), &none).is_empty());
         let empty = PodSpec {
             resource_claims: Some(vec![]),
             ..PodSpec::default()
         };
-        assert!(unsupported(&empty).is_empty());
+        assert!(unsupported(&empty, &none).is_empty());
         let claims = PodSpec {
             resource_claims: Some(vec![PodResourceClaim {
                 name: "gpu".into(),
@@ -100,7 +110,7 @@ mod tests {
             }]),
             ..PodSpec::default()
         };
-        let found = unsupported(&claims);
+        let found = unsupported(&claims, &none);
         assert_eq!(found, [Unsupported::DynamicResourceClaims]);
         assert_eq!(found[0].as_str(), "dynamic_resource_claims");
         assert_eq!(
@@ -160,18 +170,29 @@ mod tests {
                 "deviceclass.resource.kubernetes.io/gpu.example.com",
             );
             assert_eq!(
-                unsupported(&spec),
+                unsupported(&spec, &DeviceClassResources::default()),
                 [Unsupported::DeviceClassExtendedResources],
                 "init {init}, limits {limits}"
             );
+            // A name a DeviceClass maps, wherever it is asked for.
+            let mapped = DeviceClassResources::of([("gpu.example.com", Some("example.com/gpu"))]);
+            assert_eq!(
+                unsupported(&with_resource(init, limits, "example.com/gpu"), &mapped),
+                [Unsupported::DeviceClassExtendedResources],
+                "mapped, init {init}, limits {limits}"
+            );
         }
-        // A device plugin's extended resource is NodeResourcesFit's, as in kube-scheduler.
-        assert!(unsupported(&with_resource(false, false, "nvidia.com/gpu")).is_empty());
+        // A device plugin's extended resource is NodeResourcesFit's, as in kube-scheduler,
+        // unless a DeviceClass maps its name.
+        let plugin_gpu = with_resource(false, false, "nvidia.com/gpu");
+        assert!(unsupported(&plugin_gpu, &DeviceClassResources::default()).is_empty());
+        let other = DeviceClassResources::of([("gpu.example.com", Some("example.com/gpu"))]);
+        assert!(unsupported(&plugin_gpu, &other).is_empty());
         assert_eq!(
             explain(&[Unsupported::DeviceClassExtendedResources]),
-            "pod uses extended resources of a DeviceClass (deviceclass.resource.kubernetes.io/...), \
-             which multiarch-scheduler does not place; the admission webhook leaves such pods with \
-             the default scheduler"
+            "pod uses extended resources of a DeviceClass (deviceclass.resource.kubernetes.io/... \
+             or a DeviceClass's extendedResourceName), which multiarch-scheduler does not place; \
+             the admission webhook leaves such pods with the default scheduler"
         );
     }
 }

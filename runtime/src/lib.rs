@@ -8,6 +8,7 @@ pub mod bounded_server;
 pub mod byte_budget;
 pub mod client;
 pub mod controller;
+pub mod device_classes;
 pub mod draining_queue;
 pub mod event_reason;
 pub mod event_recorder;

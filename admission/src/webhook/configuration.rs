@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use multiarch_crd::{AdmissionAffinity, PlacementMode, names::DEFAULT_SCHEDULER_NAME};
 use multiarch_runtime::{
+    device_classes::{self, DeviceClasses},
     follow::SenderGone,
     placement_config::{self, PlacementConfigs},
     supervisor::Tasks,
@@ -64,8 +65,27 @@ pub fn start(
             pinned,
             tasks,
         );
+        follow_device_classes(device_classes::follow(client, tasks), config.clone(), tasks);
     }
     config
+}
+
+/// Keeps the DeviceClasses' mapped names in `config` until shutdown; until the first
+/// read the webhook is not ready.
+fn follow_device_classes(
+    classes: watch::Receiver<Arc<DeviceClasses>>,
+    config: Arc<RwLock<WebhookConfig>>,
+    tasks: &Tasks,
+) {
+    let write = move |snapshot: Arc<DeviceClasses>| {
+        config
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .device_classes = snapshot;
+    };
+    write(classes.borrow().clone());
+    let needed = SenderGone::Fail("the DeviceClass watch ended");
+    tasks.follow("webhook DeviceClasses", classes, needed, write);
 }
 
 /// Applies a snapshot of the placement configuration to the webhook's.

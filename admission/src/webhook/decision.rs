@@ -19,6 +19,7 @@ use multiarch_policy::{
     preferences::preferences_apply,
     routing::{self, Unsupported},
 };
+use multiarch_runtime::device_classes::DeviceClasses;
 use serde_json::{Value, json};
 
 /// What the webhook knows when a pod arrives.
@@ -45,6 +46,10 @@ pub struct WebhookConfig {
     pub known: bool,
     /// The PodPlacementConfigs' `celArchitecturePlacement` rules, compiled.
     pub architecture_rules: Arc<ArchitectureRules>,
+    /// The extended resources the cluster's DeviceClasses map: a pod asking for one is
+    /// not routed to the scheduler. Until they are read (`synced`) the webhook is not
+    /// ready and admits pods unchanged.
+    pub device_classes: Arc<DeviceClasses>,
 }
 
 impl WebhookConfig {
@@ -60,6 +65,22 @@ impl WebhookConfig {
             admission_affinity: true,
             known: true,
             architecture_rules: Arc::default(),
+            // Nothing followed: no DeviceClass is known to map anything.
+            device_classes: Arc::new(DeviceClasses {
+                synced: true,
+                ..DeviceClasses::default()
+            }),
+        }
+    }
+
+    /// Why pods are admitted unchanged for now: what has not been read yet.
+    pub fn not_ready(&self) -> Option<&'static str> {
+        if !self.known {
+            Some("the placement configuration has not been read yet")
+        } else if !self.device_classes.synced {
+            Some("the DeviceClasses have not been read yet")
+        } else {
+            None
         }
     }
 
@@ -147,7 +168,7 @@ pub fn decide(pod: &Pod, namespace: &str, config: &WebhookConfig) -> Decision {
             let unsupported = pod
                 .spec
                 .as_ref()
-                .map(routing::unsupported)
+                .map(|spec| routing::unsupported(spec, &config.device_classes.resources))
                 .unwrap_or_default();
             if !unsupported.is_empty() {
                 return Decision {

@@ -144,12 +144,11 @@ pub fn router(state: WebhookState) -> Router {
         ))
         .with_state(state.clone());
     reviews.merge(health_routes(state.registry.clone(), move || {
-        let known = state
+        state
             .config
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .known;
-        (!known).then_some("the placement configuration has not been read yet")
+            .not_ready()
     }))
 }
 

@@ -16,9 +16,10 @@ use multiarch_crd::names::PREVIOUS_SCHEDULER_NAMES;
 
 const METRICS_PORT: u16 = 10259;
 
-/// What the scheduler may do cluster-wide: read what the plugins read; bind pods, write
-/// their scheduling status and evict preemption victims; write volume decisions
-/// (a volume's claim reference, a claim's selected node); publish events.
+/// What the scheduler may do cluster-wide: read what the plugins read (DeviceClasses for
+/// the extended resources they map); bind pods, write their scheduling status and evict
+/// preemption victims; write volume decisions (a volume's claim reference, a claim's
+/// selected node); publish events.
 pub fn scheduler_rules() -> Value {
     json!([
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
@@ -30,6 +31,7 @@ pub fn scheduler_rules() -> Value {
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses"], "verbs": ["get", "list", "watch"]},
     ])
 }
 

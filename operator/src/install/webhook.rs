@@ -44,6 +44,8 @@ pub fn review_path(mode: Option<PlacementMode>) -> &'static str {
 pub fn webhook_rules() -> Value {
     json!([
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["clusterpodplacementconfigs", "podplacementconfigs"], "verbs": ["get", "list", "watch"]},
+        // The extended resources DeviceClasses map: such pods are not routed.
+        {"apiGroups": ["resource.k8s.io"], "resources": ["deviceclasses"], "verbs": ["get", "list", "watch"]},
     ])
 }
 

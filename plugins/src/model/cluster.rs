@@ -25,6 +25,7 @@ use super::{
     storage::StorageCatalog,
 };
 use crate::events::NodeChanges;
+use multiarch_policy::device_class_resources::DeviceClassResources;
 use multiarch_policy::selectors::Labels;
 
 #[derive(Clone, Debug)]
@@ -80,11 +81,24 @@ pub struct ClusterState {
     zones: SharedNames,
     /// The images the nodes report, each name once (see `NodeInfo::images`).
     images: ImageStates,
+    /// The extended resource names the DeviceClasses map (`UnsupportedFeatures`).
+    device_class_resources: DeviceClassResources,
 }
 
 impl ClusterState {
     pub fn new() -> Self {
         ClusterState::default()
+    }
+
+    pub fn device_class_resources(&self) -> &DeviceClassResources {
+        &self.device_class_resources
+    }
+
+    /// The DeviceClasses' mapped names; whether they changed.
+    pub fn set_device_class_resources(&mut self, resources: DeviceClassResources) -> bool {
+        let changed = self.device_class_resources != resources;
+        self.device_class_resources = resources;
+        changed
     }
 
     pub fn nodes(&self) -> &[NodeInfo] {

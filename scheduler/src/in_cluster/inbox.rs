@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use multiarch_plugins::model::{disruption_budget::DisruptionBudget, node::NodeInfo, pod::PodInfo};
 use multiarch_policy::selectors::Labels;
-use multiarch_runtime::placement_config::PlacementConfigs;
+use multiarch_runtime::{device_classes::DeviceClasses, placement_config::PlacementConfigs};
 
 use crate::engine::storage_objects::{StorageKey, StorageObject};
 
@@ -26,11 +26,13 @@ pub enum Kind {
     CsiDrivers,
     StorageCapacities,
     VolumeAttachments,
+    /// The extended resource names DeviceClasses map (or the API is not served).
+    DeviceClasses,
 }
 
 impl Kind {
     /// Every kind the loop waits for before it schedules.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Configs,
@@ -43,6 +45,7 @@ impl Kind {
         Kind::CsiDrivers,
         Kind::StorageCapacities,
         Kind::VolumeAttachments,
+        Kind::DeviceClasses,
     ];
 }
 
@@ -77,6 +80,8 @@ pub enum LoopMessage {
     StorageDelete(StorageKey),
     /// The placement configuration changed (or was listed).
     PlacementConfigs(Arc<PlacementConfigs>),
+    /// The DeviceClasses' mapped extended resource names changed (or were listed).
+    DeviceClasses(Arc<DeviceClasses>),
     ImagesResolved(Vec<String>),
     Bind {
         uid: String,

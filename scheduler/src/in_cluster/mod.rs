@@ -24,6 +24,7 @@ use multiarch_crd::PlacementSpec;
 use multiarch_inspector::ImageInspector;
 use multiarch_plugins::profile::Profile;
 use multiarch_runtime::{
+    device_classes::{self, DeviceClasses},
     event_recorder::EventRecorder,
     follow::SenderGone,
     leader_election::{ElectionConfig, Leadership, LostLease},
@@ -102,6 +103,7 @@ pub fn start(
     watch::start(&client, &tx, tasks);
     watch::start_others(&client, &tx, tasks);
     forward_configs(placement_config::follow(&client, tasks), tx.clone(), tasks);
+    forward_device_classes(device_classes::follow(&client, tasks), tx.clone(), tasks);
     let images = InspectedImages::new(inspector, tx.clone(), options.inspection_retry);
     let limiter = Arc::new(TokenBucket::new(options.api_qps, options.api_burst));
     let binder = KubeBinder::new(
@@ -186,6 +188,23 @@ fn forward_configs(
         // A closed inbox means the loop ended, which its own task reports.
         async move {
             let _ = inbox.send(LoopMessage::PlacementConfigs(snapshot)).await;
+        }
+    });
+}
+
+/// The DeviceClasses' mapped names reach the loop through its inbox too.
+fn forward_device_classes(
+    classes: signal::Receiver<Arc<DeviceClasses>>,
+    inbox: InboxSender,
+    tasks: &Tasks,
+) {
+    let needed = SenderGone::Fail("the DeviceClass watch ended");
+    let name = "DeviceClasses to the scheduling loop";
+    tasks.follow_async(name, classes, needed, move |snapshot| {
+        let inbox = inbox.clone();
+        // A closed inbox means the loop ended, which its own task reports.
+        async move {
+            let _ = inbox.send(LoopMessage::DeviceClasses(snapshot)).await;
         }
     });
 }

@@ -38,6 +38,7 @@ use super::{
     pod_reports::{PodReport, PodReports},
 };
 mod fencing;
+mod readiness;
 
 use crate::engine::outcome::{FailureKind, Nomination, Outcome, RuleOverride};
 use crate::engine::placement_inputs::PlacementInputs;
@@ -174,18 +175,7 @@ impl Loop {
             self.follow_leadership(&mut leadership)?;
             let now = Instant::now();
             self.core.tick(now);
-            if !self.books.synced.contains(&Kind::Configs)
-                && now.duration_since(self.books.started) > self.options.config_grace
-            {
-                warn!(
-                    "no ClusterPodPlacementConfig list yet (CRD missing?); scheduling with defaults"
-                );
-                self.books.synced.insert(Kind::Configs);
-            }
-            let ready = Kind::ALL.iter().all(|k| self.books.synced.contains(k));
-            self.exports
-                .ready
-                .send_if_modified(|r| std::mem::replace(r, ready) != ready);
+            self.update_readiness(now);
             if self.can_schedule() {
                 let turn = Instant::now();
                 for _ in 0..PODS_PER_TURN {
@@ -334,6 +324,13 @@ impl Loop {
             }
             LoopMessage::Namespace(name, labels) => {
                 self.core.apply_namespace(&name, labels, now);
+            }
+            LoopMessage::DeviceClasses(classes) => {
+                if classes.synced && self.books.synced.insert(Kind::DeviceClasses) {
+                    info!(kind = ?Kind::DeviceClasses, "initial list received");
+                }
+                self.core
+                    .apply_device_classes(classes.resources.clone(), now);
             }
             LoopMessage::NamespaceDelete(name) => {
                 self.core.delete_namespace(&name);

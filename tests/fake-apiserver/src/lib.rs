@@ -180,6 +180,7 @@ fn kind_of(resource: &str) -> &'static str {
         "validatingadmissionpolicies" => "ValidatingAdmissionPolicy",
         "validatingadmissionpolicybindings" => "ValidatingAdmissionPolicyBinding",
         "servicemonitors" => "ServiceMonitor",
+        "deviceclasses" => "DeviceClass",
         _ => "Unknown",
     }
 }

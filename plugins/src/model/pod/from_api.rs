@@ -15,10 +15,10 @@ use crate::model::{
     quantity::InvalidQuantity,
     resources::{NonZero, Resources},
 };
-use multiarch_policy::routing;
 use multiarch_policy::selectors::{
     LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Requirement,
 };
+use multiarch_policy::{device_class_resources::DeviceClassResources, routing};
 
 impl PodInfo {
     /// Reads the API object. Fails only on a resource quantity the API server would have
@@ -96,7 +96,9 @@ impl PodInfo {
             start_time: status
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0.as_second()),
-            unsupported: routing::unsupported(spec),
+            // What the spec alone says; the names the DeviceClasses map are checked
+            // when the pod is scheduled (`UnsupportedFeatures`): they change.
+            unsupported: routing::unsupported(spec, &DeviceClassResources::default()),
             image_pull_secrets: pull_secret_names(spec),
             service_account: service_account(spec),
             resource_version: meta.resource_version.clone().unwrap_or_default(),

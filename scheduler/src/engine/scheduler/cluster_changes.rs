@@ -8,7 +8,7 @@ use multiarch_plugins::{
     events::{ClusterChange, StorageChange},
     model::disruption_budget::DisruptionBudget,
 };
-use multiarch_policy::selectors::Labels;
+use multiarch_policy::{device_class_resources::DeviceClassResources, selectors::Labels};
 
 use super::{SchedulerCore, StorageKey, StorageObject};
 
@@ -17,6 +17,13 @@ impl SchedulerCore {
     pub fn apply_namespace(&mut self, name: &str, labels: Labels, now: Instant) {
         if self.cluster.set_namespace_labels(name, labels) {
             self.event(&ClusterChange::NamespaceChanged(name), now);
+        }
+    }
+
+    /// The extended resource names the DeviceClasses map (`UnsupportedFeatures`).
+    pub fn apply_device_classes(&mut self, resources: DeviceClassResources, now: Instant) {
+        if self.cluster.set_device_class_resources(resources) {
+            self.event(&ClusterChange::DeviceClassesChanged, now);
         }
     }
 
