@@ -143,11 +143,9 @@ impl Snapshot {
         self.rollouts.get(&component).is_some_and(|r| r.rolled_out)
     }
 
-    /// Every pod waiting under any name read, each once.
+    /// Every pod waiting under any name read: each once, as a pod names one scheduler.
     pub fn waiting_pods(&self) -> Vec<PodRef> {
-        let mut pods: Vec<PodRef> = self.waiting.values().flatten().cloned().collect();
-        pods.dedup_by(|a, b| a.uid == b.uid);
-        pods
+        self.waiting.values().flatten().cloned().collect()
     }
 }
 

@@ -312,37 +312,28 @@ fn pod_affinities(
     namespace: &str,
     labels: &Labels,
 ) -> (PodAffinity, PodAffinity) {
-    let affinity = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.pod_affinity.as_ref())
-        .map(|a| {
-            pod_affinity(
-                a.required_during_scheduling_ignored_during_execution
-                    .as_deref(),
-                a.preferred_during_scheduling_ignored_during_execution
-                    .as_deref(),
-                namespace,
-                labels,
-            )
-        })
-        .unwrap_or_default();
-    let anti_affinity = spec
-        .affinity
-        .as_ref()
+    let affinity = spec.affinity.as_ref();
+    // The two API types have the same two fields, read alike.
+    let read = |required, preferred| pod_affinity(required, preferred, namespace, labels);
+    let attract = affinity.and_then(|a| a.pod_affinity.as_ref()).map(|a| {
+        read(
+            a.required_during_scheduling_ignored_during_execution
+                .as_deref(),
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref(),
+        )
+    });
+    let repel = affinity
         .and_then(|a| a.pod_anti_affinity.as_ref())
         .map(|a| {
-            pod_affinity(
+            read(
                 a.required_during_scheduling_ignored_during_execution
                     .as_deref(),
                 a.preferred_during_scheduling_ignored_during_execution
                     .as_deref(),
-                namespace,
-                labels,
             )
-        })
-        .unwrap_or_default();
-    (affinity, anti_affinity)
+        });
+    (attract.unwrap_or_default(), repel.unwrap_or_default())
 }
 
 fn pod_affinity(
