@@ -498,6 +498,8 @@ fn scheduler_mode(tier: &Tier) -> anyhow::Result<()> {
         );
     }
 
+    declared_features(tier)?;
+
     // An image no node can run stays Pending, and says why.
     let foreign = tier.foreign_architecture()?;
     let stuck = pods::sleeper(NS_SCHEDULER, "foreign-only", &images.only(&foreign));
@@ -536,6 +538,55 @@ fn scheduler_mode(tier: &Tier) -> anyhow::Result<()> {
         "--wait=true",
         "--timeout=60s",
     ])?;
+    Ok(())
+}
+
+/// A pod that needs a node feature (a restart rule `RestartAllContainers`) is placed by
+/// multiarch-scheduler on a node whose kubelet declares it in `status.declaredFeatures`
+/// (a 1.36 kubelet does): the field and the rule as the real API server serves them.
+fn declared_features(tier: &Tier) -> anyhow::Result<()> {
+    const FEATURE: &str = "RestartAllContainersOnContainerExits";
+    let declaring: Vec<String> = tier
+        .kubectl
+        .items(&["nodes"])?
+        .iter()
+        .filter(|n| {
+            n["status"]["declaredFeatures"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f == FEATURE))
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    if declaring.is_empty() {
+        println!(
+            "e2e: no node declares {FEATURE} (a kubelet older than 1.36?): its placement is not checked"
+        );
+        return Ok(());
+    }
+    let mut restarter = pods::sleeper(NS_SCHEDULER, "restarter", &tier.test_images.multi());
+    restarter["metadata"]["labels"] = json!({"e2e": "restarter"});
+    restarter["spec"]["containers"][0]["restartPolicy"] = json!("Never");
+    restarter["spec"]["containers"][0]["restartPolicyRules"] = json!([
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
+    ]);
+    tier.kubectl.apply(&restarter.to_string())?;
+    let running = wait_all_running(
+        &tier.kubectl,
+        NS_SCHEDULER,
+        "e2e=restarter",
+        1,
+        PODS_RUNNING,
+    )?;
+    let node = running[0]["spec"]["nodeName"].as_str().unwrap_or_default();
+    ensure!(
+        declaring.iter().any(|d| d == node),
+        "restarter on {node}, which does not declare {FEATURE} (those that do: {declaring:?})"
+    );
+    let (from, _) = wait_event(&tier.kubectl, NS_SCHEDULER, "restarter", "Scheduled", EVENT)?;
+    ensure!(
+        from == "multiarch-scheduler",
+        "restarter was scheduled by {from}"
+    );
     Ok(())
 }
 
