@@ -5,6 +5,7 @@ mod address_policy;
 pub mod body_budget;
 mod bounded_fetch;
 pub mod cache;
+pub mod elf_facts;
 pub mod error;
 pub mod grpc;
 pub mod image;
