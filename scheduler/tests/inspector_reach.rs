@@ -49,39 +49,59 @@ fn condition(server: &FakeApiServer) -> Option<Value> {
         .cloned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_scheduler_says_on_its_pod_whether_it_reaches_the_inspector() {
-    let server = FakeApiServer::start().await;
+/// The scheduler's own pod in the fake API server (with a Ready condition of its own).
+fn own_pod(server: &FakeApiServer) {
     server.apply(
         "pods",
         json!({"metadata": {"name": POD, "namespace": "multiarch"},
             "spec": {"containers": [{"name": "scheduler", "image": "multiarch:1"}]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
     );
-    let free = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = free.local_addr().unwrap();
-    drop(free);
-    let (stop, served) = inspector_at(address).await;
+}
 
+/// An address nothing listens on (yet).
+async fn free_address() -> SocketAddr {
+    let free = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    free.local_addr().unwrap()
+}
+
+/// The probes of the inspector at `address` under their own supervisor, quick, with an
+/// outage after `threshold` unanswered ones.
+fn probing(
+    server: &FakeApiServer,
+    address: SocketAddr,
+    threshold: u32,
+    metrics: SchedulerMetrics,
+) -> (Supervisor, tokio::sync::watch::Receiver<InspectorReach>) {
     let supervisor = Supervisor::new(CancellationToken::new());
-    let metrics = SchedulerMetrics::default();
     let probes = ProbeOptions {
         steady: Duration::from_millis(50),
         quick: Duration::from_millis(50),
         deadline: Duration::from_secs(5),
-        threshold: 2,
+        threshold,
     };
-    let mut reach = inspector_reach::start(
+    let reach = inspector_reach::start(
         RemoteInspector::new(&format!("http://{address}")).unwrap(),
         probes,
         Some(OwnPod {
             namespace: "multiarch".into(),
             name: POD.into(),
         }),
-        client(&server),
-        metrics.clone(),
+        client(server),
+        metrics,
         &supervisor.tasks(),
     );
+    (supervisor, reach)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_says_on_its_pod_whether_it_reaches_the_inspector() {
+    let server = FakeApiServer::start().await;
+    own_pod(&server);
+    let address = free_address().await;
+    let (stop, served) = inspector_at(address).await;
+    let metrics = SchedulerMetrics::default();
+    let (supervisor, mut reach) = probing(&server, address, 2, metrics.clone());
     reach.wait_for(InspectorReach::is_reachable).await.unwrap();
     eventually("the pod says it reaches it", || {
         condition(&server)
@@ -142,33 +162,9 @@ async fn the_scheduler_says_on_its_pod_whether_it_reaches_the_inspector() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inspector_never_reached_is_told_from_the_start() {
     let server = FakeApiServer::start().await;
-    server.apply(
-        "pods",
-        json!({"metadata": {"name": POD, "namespace": "multiarch"},
-            "spec": {"containers": [{"name": "scheduler", "image": "multiarch:1"}]},
-            "status": {"phase": "Running"}}),
-    );
-    let free = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = free.local_addr().unwrap();
-    drop(free);
-    let supervisor = Supervisor::new(CancellationToken::new());
-    let probes = ProbeOptions {
-        steady: Duration::from_millis(50),
-        quick: Duration::from_millis(50),
-        deadline: Duration::from_secs(5),
-        threshold: 1000,
-    };
-    let reach = inspector_reach::start(
-        RemoteInspector::new(&format!("http://{address}")).unwrap(),
-        probes,
-        Some(OwnPod {
-            namespace: "multiarch".into(),
-            name: POD.into(),
-        }),
-        client(&server),
-        SchedulerMetrics::default(),
-        &supervisor.tasks(),
-    );
+    own_pod(&server);
+    let address = free_address().await;
+    let (supervisor, reach) = probing(&server, address, 1000, SchedulerMetrics::default());
     eventually("the pod says it was not reached", || {
         condition(&server).is_some_and(|c| {
             c["status"] == "False"

@@ -24,7 +24,7 @@ use multiarch_crd::PlacementSpec;
 use multiarch_inspector::ImageInspector;
 use multiarch_plugins::profile::Profile;
 use multiarch_runtime::{
-    device_classes::{self, DeviceClasses},
+    device_classes,
     event_recorder::EventRecorder,
     follow::SenderGone,
     leader_election::{ElectionConfig, Leadership, LostLease},
@@ -102,8 +102,26 @@ pub fn start(
     let (tx, rx) = InboxSender::channel(INBOX_CAPACITY);
     watch::start(&client, &tx, tasks);
     watch::start_others(&client, &tx, tasks);
-    forward_configs(placement_config::follow(&client, tasks), tx.clone(), tasks);
-    forward_device_classes(device_classes::follow(&client, tasks), tx.clone(), tasks);
+    forward(
+        placement_config::follow(&client, tasks),
+        LoopMessage::PlacementConfigs,
+        (
+            "configuration to the scheduling loop",
+            "the configuration watch ended",
+        ),
+        tx.clone(),
+        tasks,
+    );
+    forward(
+        device_classes::follow(&client, tasks),
+        LoopMessage::DeviceClasses,
+        (
+            "DeviceClasses to the scheduling loop",
+            "the DeviceClass watch ended",
+        ),
+        tx.clone(),
+        tasks,
+    );
     let images = InspectedImages::new(inspector, tx.clone(), options.inspection_retry);
     let limiter = Arc::new(TokenBucket::new(options.api_qps, options.api_burst));
     let binder = KubeBinder::new(
@@ -175,36 +193,21 @@ pub fn start(
     }
 }
 
-/// The loop learns of configuration changes through its inbox, like every other change.
-fn forward_configs(
-    configs: signal::Receiver<Arc<placement_config::PlacementConfigs>>,
+/// A followed value (the placement configuration, the DeviceClasses) reaches the loop
+/// through its inbox, like every other change, as the task `name`; the role ends if its
+/// source does (`source_gone` says why).
+fn forward<T: Clone + Send + Sync + 'static>(
+    values: signal::Receiver<T>,
+    to_message: fn(T) -> LoopMessage,
+    (name, source_gone): (&'static str, &'static str),
     inbox: InboxSender,
     tasks: &Tasks,
 ) {
-    let needed = SenderGone::Fail("the configuration watch ended");
-    let name = "configuration to the scheduling loop";
-    tasks.follow_async(name, configs, needed, move |snapshot| {
+    tasks.follow_async(name, values, SenderGone::Fail(source_gone), move |value| {
         let inbox = inbox.clone();
         // A closed inbox means the loop ended, which its own task reports.
         async move {
-            let _ = inbox.send(LoopMessage::PlacementConfigs(snapshot)).await;
-        }
-    });
-}
-
-/// The DeviceClasses' mapped names reach the loop through its inbox too.
-fn forward_device_classes(
-    classes: signal::Receiver<Arc<DeviceClasses>>,
-    inbox: InboxSender,
-    tasks: &Tasks,
-) {
-    let needed = SenderGone::Fail("the DeviceClass watch ended");
-    let name = "DeviceClasses to the scheduling loop";
-    tasks.follow_async(name, classes, needed, move |snapshot| {
-        let inbox = inbox.clone();
-        // A closed inbox means the loop ended, which its own task reports.
-        async move {
-            let _ = inbox.send(LoopMessage::DeviceClasses(snapshot)).await;
+            let _ = inbox.send(to_message(value)).await;
         }
     });
 }
