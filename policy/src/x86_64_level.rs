@@ -4,9 +4,6 @@
 //! node's level. What a binary needs comes from its ELF notes
 //! (`multiarch_inspector::elf_facts`). No I/O.
 
-/// The label a node would carry its level in (`1` .. `4`).
-pub const NODE_LEVEL_LABEL: &str = "multiarch.openshift.io/x86-64-level";
-
 /// Each level's features beyond the one below, as `/proc/cpuinfo` names them (the
 /// psABI's lists; `pni` is SSE3, `abm` LZCNT, `lahf_lm` LAHF/SAHF in 64-bit mode,
 /// `cx16` CMPXCHG16B).
