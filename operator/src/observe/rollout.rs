@@ -87,10 +87,12 @@ pub fn daemon_set_rollout(daemon_set: &DaemonSet) -> Rollout {
 pub fn with_inspector_reach(mut rollout: Rollout, pods: &[Pod]) -> Rollout {
     let mut reached = false;
     let mut unreached = Vec::new();
-    for pod in pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-    {
+    // Pods that run: an evicted or finished pod lingers with what it last said.
+    let running = |p: &&Pod| {
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        p.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Failed" | "Succeeded"))
+    };
+    for pod in pods.iter().filter(running) {
         let said = pod
             .status
             .as_ref()
@@ -213,5 +215,17 @@ mod tests {
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
         assert_eq!(with_inspector_reach(running.clone(), &[leaving]), running);
+        let mut evicted = scheduler_pod("b", Some(unreachable));
+        if let Some(status) = evicted.status.as_mut() {
+            status.phase = Some("Failed".into());
+        }
+        assert_eq!(
+            with_inspector_reach(
+                running.clone(),
+                &[evicted, scheduler_pod("a", Some(reachable))]
+            ),
+            running,
+            "an evicted pod's last word is not the scheduler's"
+        );
     }
 }
