@@ -83,8 +83,8 @@ pub fn respond(uid: &str, patch: &[Value]) -> Result<Value, ReviewError> {
 impl Request {
     /// The webhook's decision on a pod CREATE, an architecture rule's patch included;
     /// none for any other request, or before the configuration and the DeviceClasses are
-    /// read (the pod is admitted unchanged, as `failurePolicy: Ignore` would). The admission-time image
-    /// lookup comes after it (`server::answer`).
+    /// read (the pod is admitted unchanged, as `failurePolicy: Ignore` would). The
+    /// admission-time image lookup comes after it (`server::answer`).
     pub fn decide(&self, config: &WebhookConfig) -> Option<Decision> {
         let (pod, namespace) = self.pod.as_ref().filter(|_| config.not_ready().is_none())?;
         let mut decision = decide(pod, namespace, config);
