@@ -49,6 +49,7 @@ fn main() {
             options: RunOptions {
                 node_updates_per_minute: 10,
                 no_queueing_hints: false,
+                quality_sample: 0,
             },
         },
         Case {
@@ -56,6 +57,7 @@ fn main() {
             options: RunOptions {
                 node_updates_per_minute: 10,
                 no_queueing_hints: true,
+                quality_sample: 0,
             },
         },
     ];
@@ -63,7 +65,7 @@ fn main() {
     let mut medians = Vec::new();
     for case in &cases {
         let runs: Vec<RunResult> = (0..rounds)
-            .map(|_| run_with(&prepared, profiles(&prepared).0, SEED, case.options))
+            .map(|_| run_with(prepared.clone(), profiles(&prepared).0, SEED, case.options))
             .collect();
         let bound = median(runs.iter().map(|r| r.bound() as f64).collect());
         let pods_per_second = median(runs.iter().map(RunResult::pods_per_second).collect());

@@ -110,3 +110,70 @@ fn the_placement_digest_identifies_the_placements_of_a_seed() {
     assert_eq!(digest("7"), first, "the same seed places every pod alike");
     assert_ne!(digest("8"), first, "another seed generates another cluster");
 }
+
+fn report(args: &[&str]) -> serde_json::Value {
+    let out = multiarch(&[&["simulate", "-o", "json"], args].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_quality_audit_compares_each_sampled_choice_with_every_feasible_node() {
+    let base = ["--nodes", "300", "--pods", "600", "--seed", "3"];
+    // Scoring every node, each choice is a best one; the audit moves no pod.
+    let full = report(
+        &[
+            &base[..],
+            &[
+                "--percentage-of-nodes-to-score",
+                "100",
+                "--quality-sample",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
+    let quality = &full["placementQuality"];
+    assert!(quality["sampled"].as_u64().unwrap() > 100, "{quality}");
+    assert_eq!(quality["bestShare"], 1.0, "{quality}");
+    assert_eq!(quality["ratioP1"], 1.0, "{quality}");
+    let unaudited = report(&[&base[..], &["--percentage-of-nodes-to-score", "100"]].concat());
+    assert_eq!(unaudited["placementDigest"], full["placementDigest"]);
+    assert!(unaudited.get("placementQuality").is_none());
+
+    // One node in three scored (kube-scheduler's minimum of 100 nodes): the audit sees
+    // choices a full scoring would have made otherwise, and the placements differ.
+    let third = report(
+        &[
+            &base[..],
+            &[
+                "--percentage-of-nodes-to-score",
+                "1",
+                "--quality-sample",
+                "1",
+            ],
+        ]
+        .concat(),
+    );
+    let quality = &third["placementQuality"];
+    let best_share = quality["bestShare"].as_f64().unwrap();
+    assert!(best_share > 0.0 && best_share < 1.0, "{quality}");
+    let p1 = quality["ratioP1"].as_f64().unwrap();
+    assert!(p1 > 0.0 && p1 < 1.0, "{quality}");
+    assert_ne!(third["placementDigest"], full["placementDigest"]);
+}
+
+#[test]
+fn a_percentage_of_nodes_to_score_above_100_is_refused() {
+    let out = multiarch(&["simulate", "--percentage-of-nodes-to-score", "101"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("101 is not in 0..=100"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

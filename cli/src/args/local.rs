@@ -35,6 +35,19 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub no_queueing_hints: bool,
 
+    /// The scheduler's `percentageOfNodesToScore` (the ClusterPodPlacementConfig's
+    /// `spec.placement.percentageOfNodesToScore`): 1-100, or 0 for kube-scheduler's
+    /// adaptive share (50 % of small clusters, down to 5 % from 5,625 nodes). Overrides
+    /// the scenario's.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub percentage_of_nodes_to_score: Option<u8>,
+
+    /// Audits placement quality: one scheduling cycle in N also scores every feasible
+    /// node, and the report compares the node chosen with the best (the audits' time is
+    /// not counted in the throughput).
+    #[arg(long, value_name = "N")]
+    pub quality_sample: Option<u64>,
+
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,

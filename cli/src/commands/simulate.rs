@@ -6,7 +6,7 @@ use multiarch_scheduler::simulate::{self, default_cluster, scenario::Scenario};
 use crate::args::{OutputFormat, SimulateArgs};
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
-    let scenario = match &args.scenario {
+    let mut scenario = match &args.scenario {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read scenario {}", path.display()))?;
@@ -14,9 +14,13 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<()> {
         }
         None => default_cluster::scenario(args.nodes, args.pods, args.seed)?,
     };
+    if let Some(percentage) = args.percentage_of_nodes_to_score {
+        scenario.set_percentage_of_nodes_to_score(percentage);
+    }
     let options = simulate::RunOptions {
         node_updates_per_minute: args.node_updates_per_minute,
         no_queueing_hints: args.no_queueing_hints,
+        quality_sample: args.quality_sample.unwrap_or(0),
     };
     let report = simulate::simulate_with(&scenario, args.seed, options)?;
     match args.output {

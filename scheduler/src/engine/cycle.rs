@@ -375,6 +375,29 @@ pub fn run(
     Cycle::pre_filter(profile, ctx)?.run(rotation, rng, None)
 }
 
+/// Every feasible node with its weighted total, as a cycle scoring all of them (100 %
+/// of the nodes) weighs them: what a placement-quality audit compares a cycle's choice
+/// with. Touches neither the rotation nor the random tie-break, so the audited run
+/// places every pod where it would have unaudited. `None` when PreFilter rejects.
+pub fn every_feasible_score(
+    profile: &Profile,
+    ctx: &CycleContext<'_>,
+) -> Option<Vec<(usize, i64)>> {
+    let mut cycle = Cycle::pre_filter(profile, ctx).ok()?;
+    let nodes = ctx.cluster.nodes();
+    let feasible = {
+        let candidates = match (&cycle.eligible, &cycle.shortcut) {
+            (Some((indexes, _)), _) => Candidates::Some(indexes),
+            (None, Some(list)) => Candidates::Some(list),
+            (None, None) => Candidates::All(nodes.len()),
+        };
+        let check = |i: usize| cycle.filter_with_nominated(&cycle.state, &nodes[i]);
+        filter_sequential(candidates, 0, candidates.len(), &check).0
+    };
+    let totals = score(profile, ctx, &mut cycle.state, nodes, &feasible);
+    Some(feasible.into_iter().zip(totals).collect())
+}
+
 /// The positions in both sorted lists.
 fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
     a.iter()

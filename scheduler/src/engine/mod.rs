@@ -7,6 +7,7 @@ pub mod diagnosis;
 pub mod image_source;
 pub mod outcome;
 pub mod placement_inputs;
+pub mod placement_quality;
 pub mod preemption;
 pub mod queue;
 pub mod rule_override;

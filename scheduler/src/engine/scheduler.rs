@@ -19,6 +19,7 @@ use multiarch_plugins::{
 };
 use multiarch_policy::architecture_rules::RuleSubject;
 use multiarch_policy::exemption;
+use multiarch_policy::pod_images::ContainerImage;
 use multiarch_policy::preferences::{applied, architecture_preferences};
 use multiarch_policy::selectors::Requirement;
 use multiarch_runtime::backoff::Backoff;
@@ -32,6 +33,7 @@ use super::{
     cycle::{Cycle, NodeChoice, Rotation},
     diagnosis::{Diagnosis, NO_CLAIMS_TO_DEALLOCATE},
     image_source::{ImageLookup, ImageSource},
+    placement_quality::QualityAudit,
     preemption::{self, PreemptionResult},
     queue::SchedulingQueue,
     rule_override::rule_override,
@@ -48,6 +50,8 @@ pub struct SchedulerCore {
     rng: SmallRng,
     /// Volume decisions of assumed pods, undone if their binding fails.
     volume_plans: FxHashMap<String, VolumeBindingPlan>,
+    /// `simulate --quality-sample`: some cycles also score every feasible node.
+    quality: Option<QualityAudit>,
 }
 
 /// What a cycle decided, owned, once its borrows of the cluster end.
@@ -67,7 +71,18 @@ impl SchedulerCore {
             rotation: Rotation::default(),
             rng: SmallRng::seed_from_u64(seed),
             volume_plans: FxHashMap::default(),
+            quality: None,
         }
+    }
+
+    /// From now on, one cycle in `every` also scores every feasible node, to compare its
+    /// choice with the best (see `placement_quality`).
+    pub fn audit_placement_quality(&mut self, every: u64) {
+        self.quality = Some(QualityAudit::every(every));
+    }
+
+    pub fn quality_audit(&self) -> Option<&QualityAudit> {
+        self.quality.as_ref()
     }
 
     pub fn profile(&self) -> &Profile {
@@ -279,24 +294,7 @@ impl SchedulerCore {
             labels: &pod.labels,
             annotations: &pod.annotations,
         });
-        let mut pending = Vec::new();
-        let mut containers = Vec::with_capacity(pod.images.len());
-        for image in &pod.images {
-            let platforms = match images.lookup(&pod, image) {
-                ImageLookup::Known(p) => ImagePlatforms::Known(p),
-                ImageLookup::Anywhere => ImagePlatforms::Anywhere,
-                ImageLookup::Failed(e) => ImagePlatforms::Failed(e),
-                ImageLookup::Pending => {
-                    pending.push(image.clone());
-                    continue;
-                }
-            };
-            containers.push(ContainerImagePlatforms {
-                container: image.container.clone(),
-                image: image.image.clone(),
-                platforms,
-            });
-        }
+        let (containers, pending) = looked_up(images, &pod);
         // A rule decides without the images: what they answered so far only tells
         // whether the rule sends the pod where they have no build.
         if !pending.is_empty() && rule.is_none() {
@@ -322,7 +320,13 @@ impl SchedulerCore {
             self.inputs.cluster_plugins.as_ref(),
         ));
         let nominated_node = self.nominated.node_of(&pod.uid).map(str::to_owned);
-        let decision = {
+        // A nominated node is tried alone first: nothing to compare that choice with.
+        let mut audit = self
+            .quality
+            .as_mut()
+            .filter(|_| nominated_node.is_none())
+            .and_then(|audit| audit.next_is_sampled().then_some(audit));
+        let (decision, every_score) = {
             let ctx = CycleContext {
                 pod: &pod,
                 cluster: &self.cluster,
@@ -332,14 +336,23 @@ impl SchedulerCore {
                 architecture_rule: rule.as_ref(),
                 nominated: &self.nominated,
             };
-            decide(
+            let every_score = audit
+                .as_mut()
+                .and_then(|a| a.score_every_node(&self.profile, &ctx));
+            let decision = decide(
                 &self.profile,
                 &ctx,
                 &mut self.rotation,
                 &mut self.rng,
                 nominated_node.as_deref(),
-            )
+            );
+            (decision, every_score)
         };
+        if let (Some(audit), Some(scores), Decision::Chosen(choice)) =
+            (audit, &every_score, &decision)
+        {
+            audit.record(scores, choice.node);
+        }
         let outcome = match decision {
             Decision::Chosen(choice) => self.scheduled(pod, choice, popped.attempts + 1),
             Decision::Failed(diagnosis, preemption) => {
@@ -493,6 +506,33 @@ fn decide(
             Decision::Failed(*diagnosis, Some(result))
         }
     }
+}
+
+/// What `images` answered for each of the pod's images: the platforms known (or the
+/// failures), and the images not read yet.
+fn looked_up(
+    images: &dyn ImageSource,
+    pod: &PodInfo,
+) -> (Vec<ContainerImagePlatforms>, Vec<ContainerImage>) {
+    let mut pending = Vec::new();
+    let mut containers = Vec::with_capacity(pod.images.len());
+    for image in &pod.images {
+        let platforms = match images.lookup(pod, image) {
+            ImageLookup::Known(p) => ImagePlatforms::Known(p),
+            ImageLookup::Anywhere => ImagePlatforms::Anywhere,
+            ImageLookup::Failed(e) => ImagePlatforms::Failed(e),
+            ImageLookup::Pending => {
+                pending.push(image.clone());
+                continue;
+            }
+        };
+        containers.push(ContainerImagePlatforms {
+            container: image.container.clone(),
+            image: image.image.clone(),
+            platforms,
+        });
+    }
+    (containers, pending)
 }
 
 /// Architectures the pod itself prefers through preferred node affinity on

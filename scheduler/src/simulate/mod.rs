@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use report::{Counterfactual, SimulationReport, UnschedulableGroup};
 pub use run::RunOptions;
-use run::{Prepared, incompatible_placements, profiles};
+use run::{Prepared, profiles};
 use scenario::{Scenario, ScenarioError};
 
 /// Runs the scenario (and its architecture-blind counterfactual) and reports.
@@ -26,14 +26,17 @@ pub fn simulate_with(
 ) -> Result<SimulationReport, ScenarioError> {
     let prepared = Prepared::new(scenario)?;
     let (profile, blind_profile) = profiles(&prepared);
-    let result = run::run_with(&prepared, profile, seed, options);
-    let peak_memory_bytes = report::peak_memory_bytes();
-    let blind = run::run(&prepared, blind_profile, seed);
-
     let mut nodes_by_arch: BTreeMap<String, usize> = BTreeMap::new();
     for node in &prepared.nodes {
         *nodes_by_arch.entry(node.platform.to_string()).or_default() += 1;
     }
+    let (nodes, pods) = (prepared.nodes.len(), prepared.pods.len());
+    // Each run takes its objects over; the blind run gets its own, prepared afresh once
+    // the first run's are gone, so the peak is one run's.
+    let result = run::run_with(prepared, profile, seed, options);
+    let peak_memory_bytes = report::peak_memory_bytes();
+    let blind = run::run(Prepared::new(scenario)?, blind_profile, seed);
+
     let mut unschedulable: Vec<UnschedulableGroup> = result
         .unschedulable
         .iter()
@@ -46,9 +49,9 @@ pub fn simulate_with(
 
     Ok(SimulationReport {
         seed,
-        nodes: prepared.nodes.len(),
+        nodes,
         nodes_by_arch,
-        pods: prepared.pods.len(),
+        pods,
         bound: result.bound(),
         bound_by_arch: result.bound_by_arch.clone(),
         unschedulable,
@@ -68,9 +71,13 @@ pub fn simulate_with(
         left_waiting: result.left_waiting,
         queueing_hints: !options.no_queueing_hints,
         placement_digest: result.placement_digest(),
+        placement_quality: result
+            .quality
+            .as_ref()
+            .map(|audit| report::PlacementQuality::of(audit, options.quality_sample)),
         architecture_blind: Counterfactual {
             bound: blind.bound(),
-            incompatible: incompatible_placements(&prepared, &blind),
+            incompatible: blind.incompatible,
         },
     })
 }

@@ -37,7 +37,24 @@ pub struct SimulationReport {
     pub queueing_hints: bool,
     /// Digest of every pod→node placement: equal digests, equal placements.
     pub placement_digest: String,
+    /// With `--quality-sample`: the sampled cycles' choices against every feasible node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_quality: Option<PlacementQuality>,
     pub architecture_blind: Counterfactual,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementQuality {
+    /// Cycles audited (one in `every`), and their feasible nodes on average.
+    pub every: u64,
+    pub sampled: usize,
+    pub mean_feasible: f64,
+    /// Share of the sampled pods placed on a node no feasible node outscores.
+    pub best_share: f64,
+    /// The chosen node's total over the best total: median, and the worst 1 %.
+    pub ratio_median: f64,
+    pub ratio_p1: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -53,6 +70,42 @@ pub struct Counterfactual {
     pub bound: usize,
     /// Pods the blind scheduler put on nodes their images cannot run on.
     pub incompatible: usize,
+}
+
+impl PlacementQuality {
+    pub fn of(audit: &crate::engine::placement_quality::QualityAudit, every: u64) -> Self {
+        let feasible: usize = audit.samples.iter().map(|s| s.feasible).sum();
+        #[allow(clippy::cast_precision_loss)]
+        let mean_feasible = if audit.samples.is_empty() {
+            0.0
+        } else {
+            feasible as f64 / audit.samples.len() as f64
+        };
+        PlacementQuality {
+            every,
+            sampled: audit.samples.len(),
+            mean_feasible,
+            best_share: audit.best_share(),
+            ratio_median: audit.ratio_quantile(0.5),
+            ratio_p1: audit.ratio_quantile(0.01),
+        }
+    }
+}
+
+impl PlacementQuality {
+    fn text(&self) -> String {
+        format!(
+            "Placement quality (1 cycle in {} also scored every feasible node, {} samples, \
+             {:.0} feasible nodes on average): {:.1}% of the pods on a best-scoring node; \
+             chosen total / best total: median {:.3}, worst 1% {:.3}",
+            self.every,
+            self.sampled,
+            self.mean_feasible,
+            100.0 * self.best_share,
+            self.ratio_median,
+            self.ratio_p1
+        )
+    }
 }
 
 impl SimulationReport {
@@ -137,6 +190,9 @@ impl SimulationReport {
             "Placement digest: {} (equal for runs that put every pod on the same node)",
             self.placement_digest
         );
+        if let Some(quality) = &self.placement_quality {
+            let _ = writeln!(out, "{}", quality.text());
+        }
         #[allow(clippy::cast_precision_loss)]
         let share = if self.architecture_blind.bound > 0 {
             100.0 * self.architecture_blind.incompatible as f64

@@ -26,6 +26,7 @@ use super::{
 };
 use crate::engine::outcome::Outcome;
 use crate::engine::placement_inputs::PlacementInputs;
+use crate::engine::placement_quality::QualityAudit;
 use crate::engine::{
     binder::{Binder, Binding, InMemoryBinder},
     image_source::CatalogImages,
@@ -44,9 +45,16 @@ pub struct RunOptions {
     /// Off: every registered event retries a waiting pod (the behaviour before queueing
     /// hints), to measure what they save.
     pub no_queueing_hints: bool,
+    /// One cycle in this many also scores every feasible node, to tell how good the
+    /// choices of a cycle scoring a share of them are (0: none). Its cost is taken out of
+    /// the throughput and the cycle times.
+    pub quality_sample: u64,
 }
 
-/// A scenario turned into objects, ready to run (several times).
+/// A scenario turned into objects, ready to run. A run takes them over (the scheduler
+/// holds the only copy, as in a cluster, so `simulate`'s peak memory is the scheduler's);
+/// clone it, or prepare it again, to run it twice.
+#[derive(Clone)]
 pub struct Prepared {
     pub nodes: Vec<NodeInfo>,
     pub pods: Vec<PodInfo>,
@@ -71,11 +79,12 @@ impl Prepared {
             .pods_in_waves(&placement.scheduler_name)?
             .into_iter()
             .unzip();
+        let nodes = scenario.node_infos()?;
         Ok(Prepared {
-            nodes: scenario.node_infos()?,
+            storage: scenario.storage_objects(&nodes)?,
+            nodes,
             pods,
             waves,
-            storage: scenario.storage_objects()?,
             namespaces: scenario
                 .namespaces
                 .iter()
@@ -117,6 +126,11 @@ pub struct RunResult {
     /// Unschedulable pods cluster changes moved back to the queue, and left waiting.
     pub requeued: u64,
     pub left_waiting: u64,
+    /// Bound pods whose images have no build for their node's platform (an
+    /// architecture-blind profile's damage; images outside the catalog are not judged).
+    pub incompatible: usize,
+    /// The placement-quality audit, when `quality_sample` asked for one.
+    pub quality: Option<QualityAudit>,
 }
 
 impl RunResult {
@@ -168,66 +182,82 @@ impl RunResult {
     }
 }
 
-pub fn run(prepared: &Prepared, profile: Profile, seed: u64) -> RunResult {
+pub fn run(prepared: Prepared, profile: Profile, seed: u64) -> RunResult {
     run_with(prepared, profile, seed, RunOptions::default())
 }
 
 /// Status updates due after `elapsed` of wall-clock time.
-fn updates_due(prepared: &Prepared, options: RunOptions, elapsed: Duration) -> u64 {
-    let per_second =
-        prepared.nodes.len() as f64 * f64::from(options.node_updates_per_minute) / 60.0;
+fn updates_due(nodes: usize, options: RunOptions, elapsed: Duration) -> u64 {
+    let per_second = nodes as f64 * f64::from(options.node_updates_per_minute) / 60.0;
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let due = (elapsed.as_secs_f64() * per_second) as u64;
     due
 }
 
 pub fn run_with(
-    prepared: &Prepared,
+    prepared: Prepared,
     mut profile: Profile,
     seed: u64,
     options: RunOptions,
 ) -> RunResult {
+    let Prepared {
+        nodes,
+        pods,
+        waves,
+        storage,
+        namespaces,
+        images,
+        inputs,
+        profile_placement: _,
+    } = prepared;
     profile.queueing_hints = !options.no_queueing_hints;
-    let mut core = SchedulerCore::new(profile, prepared.inputs.clone(), seed);
+    let mut core = SchedulerCore::new(profile, inputs, seed);
+    if options.quality_sample > 0 {
+        core.audit_placement_quality(options.quality_sample);
+    }
+    let audit_time = |core: &SchedulerCore| core.quality_audit().map_or(Duration::ZERO, |a| a.time);
     let start = Instant::now();
-    for (name, labels) in &prepared.namespaces {
-        core.apply_namespace(name, labels.clone(), start);
+    for (name, labels) in namespaces {
+        core.apply_namespace(&name, labels, start);
     }
-    for node in &prepared.nodes {
-        core.apply_node(node.clone(), start);
+    // Heartbeats re-send a node as its kubelet would: only then does the run keep a copy.
+    let heartbeat_nodes = if options.node_updates_per_minute > 0 {
+        nodes.clone()
+    } else {
+        Vec::new()
+    };
+    for node in nodes {
+        core.apply_node(node, start);
     }
-    for object in &prepared.storage {
-        core.apply_storage(object.clone(), start);
+    for object in storage {
+        core.apply_storage(object, start);
     }
-    let mut waves: Vec<u32> = prepared.waves.clone();
-    waves.sort_unstable();
-    waves.dedup();
+    let mut by_wave: BTreeMap<u32, Vec<PodInfo>> = BTreeMap::new();
+    for (pod, wave) in pods.into_iter().zip(waves) {
+        by_wave.entry(wave).or_default().push(pod);
+    }
 
     let mut binder = InMemoryBinder::default();
     let mut result = RunResult::default();
     let mut last_failure: HashMap<String, String> = HashMap::new();
     let mut now = start;
     let began = Instant::now();
-    for wave in waves {
-        for (pod, _) in prepared
-            .pods
-            .iter()
-            .zip(&prepared.waves)
-            .filter(|(_, w)| **w == wave)
-        {
-            core.apply_pod(pod.clone(), now);
+    for pods in by_wave.into_values() {
+        for pod in pods {
+            core.apply_pod(pod, now);
         }
         loop {
             loop {
-                let due = updates_due(prepared, options, began.elapsed());
-                while result.node_updates < due && !prepared.nodes.is_empty() {
+                let due = updates_due(heartbeat_nodes.len(), options, began.elapsed());
+                while result.node_updates < due {
                     let index =
-                        usize::try_from(result.node_updates).unwrap_or(0) % prepared.nodes.len();
-                    core.apply_node(prepared.nodes[index].clone(), now);
+                        usize::try_from(result.node_updates).unwrap_or(0) % heartbeat_nodes.len();
+                    core.apply_node(heartbeat_nodes[index].clone(), now);
                     result.node_updates += 1;
                 }
+                let audited_before = audit_time(&core);
                 let cycle_start = Instant::now();
-                let Some(outcome) = core.schedule_next(&prepared.images, now) else {
+                let Some(outcome) = core.schedule_next(&images, now) else {
                     break;
                 };
                 result.attempts += 1;
@@ -239,7 +269,11 @@ pub fn run_with(
                     outcome,
                     now,
                 );
-                result.cycle_times.push(cycle_start.elapsed());
+                result.cycle_times.push(
+                    cycle_start
+                        .elapsed()
+                        .saturating_sub(audit_time(&core) - audited_before),
+                );
             }
             // Only backing-off pods left: time moves on to the next expiry.
             match core.queue.next_backoff_expiry() {
@@ -251,7 +285,7 @@ pub fn run_with(
             }
         }
     }
-    result.elapsed = began.elapsed();
+    result.elapsed = began.elapsed().saturating_sub(audit_time(&core));
     for pod in core.queue.pending() {
         let message = last_failure
             .get(&pod.uid)
@@ -265,6 +299,8 @@ pub fn run_with(
             multiarch_plugins::events::QueueingHint::QueueSkip => result.left_waiting += count,
         }
     }
+    result.incompatible = incompatible_placements(&core, &images, &result.placements);
+    result.quality = core.quality_audit().cloned();
     result
 }
 
@@ -329,24 +365,22 @@ fn handle(
     }
 }
 
-/// How many of the blind run's placements put a pod on a node its images cannot run on.
-pub fn incompatible_placements(prepared: &Prepared, blind: &RunResult) -> usize {
-    let nodes: HashMap<&str, &Platform> = prepared
-        .nodes
+/// How many placements put a pod on a node its images cannot run on, read from the
+/// scheduler's own model at the end of the run.
+fn incompatible_placements(
+    core: &SchedulerCore,
+    images: &CatalogImages,
+    placements: &HashMap<String, String>,
+) -> usize {
+    placements
         .iter()
-        .map(|n| (n.name.as_str(), &n.platform))
-        .collect();
-    prepared
-        .pods
-        .iter()
-        .filter_map(|pod| Some((pod, nodes.get(blind.placements.get(&pod.uid)?.as_str())?)))
+        .filter_map(|(uid, node)| Some((core.cluster.pod(uid)?, core.cluster.node(node)?)))
         .filter(|(pod, node)| {
             let platforms: Vec<(&str, &[Platform])> = pod
                 .images
                 .iter()
                 .filter_map(|i| {
-                    prepared
-                        .images
+                    images
                         .images
                         .get(&i.image)
                         .map(|p| (i.container.as_str(), &p[..]))
@@ -362,7 +396,7 @@ pub fn incompatible_placements(prepared: &Prepared, blind: &RunResult) -> usize 
                     platforms,
                 })
                 .collect();
-            !node_is_compatible(&compatible_platforms(&containers), node)
+            !node_is_compatible(&compatible_platforms(&containers), &node.platform)
         })
         .count()
 }

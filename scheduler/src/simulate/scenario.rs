@@ -246,6 +246,15 @@ impl Scenario {
         Ok(catalog)
     }
 
+    /// Sets `spec.placement.percentageOfNodesToScore` (0: adaptive), keeping the rest of
+    /// the scenario's configuration.
+    pub fn set_percentage_of_nodes_to_score(&mut self, percentage: u8) {
+        let spec = self.cluster_pod_placement_config.get_or_insert_default();
+        let mut placement = spec.placement_or_default();
+        placement.percentage_of_nodes_to_score = i32::from(percentage);
+        spec.placement = Some(placement);
+    }
+
     pub fn node_infos(&self) -> Result<Vec<NodeInfo>, ScenarioError> {
         let mut out = Vec::new();
         for group in &self.nodes {
@@ -333,7 +342,9 @@ impl Scenario {
     }
 
     /// Storage classes, local volumes on the nodes, and the pods' claims.
-    pub fn storage_objects(&self) -> Result<Vec<StorageObject>, ScenarioError> {
+    /// The storage classes, and the local volumes of `nodes` (this scenario's
+    /// [`node_infos`](Self::node_infos), read by the caller once).
+    pub fn storage_objects(&self, nodes: &[NodeInfo]) -> Result<Vec<StorageObject>, ScenarioError> {
         let mut out = Vec::new();
         for class in &self.storage_classes {
             let mut b = ClassBuilder::new(
@@ -347,7 +358,6 @@ impl Scenario {
             }
             out.push(StorageObject::Class(b.info()));
         }
-        let nodes = self.node_infos()?;
         for group in &self.local_volumes {
             for node in nodes.iter().filter(|n| {
                 group
