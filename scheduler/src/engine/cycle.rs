@@ -20,10 +20,15 @@ mod walk;
 use walk::{Candidates, filter_parallel, filter_sequential};
 
 /// Filtering and scoring fan out to the thread pool only when a cycle has this much
-/// work: below it, waking the pool costs more than it saves (measured with `simulate`
-/// at 5,000 nodes on 2 cores: 7,000 pods/s on one thread against 4,500 fanned out).
-const PARALLEL_FILTER_MIN_FEASIBLE: usize = 1000;
-const PARALLEL_SCORE_MIN_NODES: usize = 1000;
+/// work: below it, waking the pool (a futex wake and a sleep per fan-out, several per
+/// cycle) costs more than it saves. Measured with `simulate` on 2 cores, one thread
+/// against fanned out from 1,000: 130,000 nodes scoring 1,300 (1 %) 6,359 against 4,011
+/// pods/s, 6,500 (the adaptive 5 %) 1,432 against 1,314, 13,000 (10 %) 735 against 802,
+/// 32,500 (25 %) 256 against 335; 15,000 nodes scoring 1,500 11,017 against 5,238. The
+/// crossover lies between 6,500 and 13,000 nodes here; machines with more cores were not
+/// measured.
+const PARALLEL_FILTER_MIN_FEASIBLE: usize = 10_000;
+const PARALLEL_SCORE_MIN_NODES: usize = 10_000;
 const SCORE_CHUNK: usize = 256;
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 
@@ -338,13 +343,26 @@ impl<'a> Cycle<'a> {
             return Err(Box::new(diagnosis));
         }
 
-        let node = if feasible.len() == 1 {
-            feasible[0]
-        } else {
-            let totals = score(self.profile, ctx, &mut self.state, nodes, &feasible);
-            pick(&totals, &feasible, rng)
-        };
+        let node = self.best(&feasible, rng);
         Ok(self.choice(node, feasible.len(), evaluated))
+    }
+
+    /// The best-scoring of the feasible nodes (the only one needs no scoring).
+    fn best(&mut self, feasible: &[usize], rng: &mut SmallRng) -> usize {
+        if feasible.len() == 1 {
+            return feasible[0];
+        }
+        let nodes = self.ctx.cluster.nodes();
+        let fan_out = fan_out(feasible);
+        let totals = score(
+            self.profile,
+            self.ctx,
+            &mut self.state,
+            nodes,
+            feasible,
+            fan_out,
+        );
+        pick(&totals, feasible, rng)
     }
 
     fn choice(&self, node: usize, feasible: usize, evaluated: usize) -> NodeChoice {
@@ -394,7 +412,14 @@ pub fn every_feasible_score(
         let check = |i: usize| cycle.filter_with_nominated(&cycle.state, &nodes[i]);
         filter_sequential(candidates, 0, candidates.len(), &check).0
     };
-    let totals = score(profile, ctx, &mut cycle.state, nodes, &feasible);
+    let totals = score(
+        profile,
+        ctx,
+        &mut cycle.state,
+        nodes,
+        &feasible,
+        fan_out(&feasible),
+    );
     Some(feasible.into_iter().zip(totals).collect())
 }
 
@@ -406,13 +431,20 @@ fn intersect(a: &[usize], b: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// Weighted sum of normalized scores per feasible node.
+/// Whether scoring these nodes is worth waking the thread pool for.
+fn fan_out(feasible: &[usize]) -> bool {
+    feasible.len() >= PARALLEL_SCORE_MIN_NODES
+}
+
+/// Weighted sum of normalized scores per feasible node; with `fan_out`, each plugin
+/// scores chunks of them on the thread pool (the same totals either way).
 fn score(
     profile: &Profile,
     ctx: &CycleContext<'_>,
     state: &mut CycleState,
     nodes: &[NodeInfo],
     feasible: &[usize],
+    fan_out: bool,
 ) -> Vec<i64> {
     let feasible_nodes: Vec<&NodeInfo> = feasible.iter().map(|&i| &nodes[i]).collect();
     let scorers: Vec<_> = profile
@@ -425,7 +457,7 @@ fn score(
     let state = &*state;
     // One plugin over every node at a time: one dynamic call per plugin, not per node.
     for s in &scorers {
-        if feasible.len() >= PARALLEL_SCORE_MIN_NODES {
+        if fan_out {
             column
                 .par_chunks_mut(SCORE_CHUNK)
                 .zip(feasible_nodes.par_chunks(SCORE_CHUNK))

@@ -169,7 +169,12 @@ impl SchedulerCore {
     /// model; our pending pods into the queue (and their nominations into the
     /// nominator); anything else leaves the queue.
     pub fn apply_pod(&mut self, pod: PodInfo, now: Instant) {
-        let pod = Arc::new(pod);
+        self.apply_shared_pod(Arc::new(pod), now);
+    }
+
+    /// [`apply_pod`](Self::apply_pod) of a pod already shared (`simulate` hands its
+    /// prepared pods over without copying them).
+    pub fn apply_shared_pod(&mut self, pod: Arc<PodInfo>, now: Instant) {
         if pod.node_name.is_some() {
             self.queue.delete(&pod.uid);
             self.nominated.remove(&pod.uid);

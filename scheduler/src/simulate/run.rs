@@ -6,6 +6,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -57,7 +58,8 @@ pub struct RunOptions {
 #[derive(Clone)]
 pub struct Prepared {
     pub nodes: Vec<NodeInfo>,
-    pub pods: Vec<PodInfo>,
+    /// Shared, so that handing them to the scheduler copies nothing.
+    pub pods: Vec<Arc<PodInfo>>,
     /// The wave each pod of `pods` arrives in.
     pub waves: Vec<u32>,
     pub storage: Vec<StorageObject>,
@@ -78,6 +80,7 @@ impl Prepared {
         let (pods, waves) = scenario
             .pods_in_waves(&placement.scheduler_name)?
             .into_iter()
+            .map(|(pod, wave)| (Arc::new(pod), wave))
             .unzip();
         let nodes = scenario.node_infos()?;
         Ok(Prepared {
@@ -232,7 +235,7 @@ pub fn run_with(
     for object in storage {
         core.apply_storage(object, start);
     }
-    let mut by_wave: BTreeMap<u32, Vec<PodInfo>> = BTreeMap::new();
+    let mut by_wave: BTreeMap<u32, Vec<Arc<PodInfo>>> = BTreeMap::new();
     for (pod, wave) in pods.into_iter().zip(waves) {
         by_wave.entry(wave).or_default().push(pod);
     }
@@ -244,7 +247,7 @@ pub fn run_with(
     let began = Instant::now();
     for pods in by_wave.into_values() {
         for pod in pods {
-            core.apply_pod(pod, now);
+            core.apply_shared_pod(pod, now);
         }
         loop {
             loop {

@@ -295,3 +295,43 @@ fn parallel_walk_matches_the_sequential_walk() {
         assert_eq!(par_evaluated, seq_evaluated, "{what}");
     }
 }
+
+/// Scoring fanned out over the thread pool gives every node the total the sequential
+/// scoring gives it (chunks of 256 nodes; the plugins normalize over all of them).
+#[test]
+fn parallel_scoring_matches_the_sequential_scoring() {
+    let mut rng = SmallRng::seed_from_u64(11);
+    let mut cluster = ClusterState::new();
+    for i in 0..3000 {
+        let arch = ["amd64", "arm64"][i % 2];
+        let cpu = ["2", "8", "32"][rng.random_range(0..3)];
+        let mut node = NodeBuilder::new(&format!("n{i}"), arch)
+            .capacity(cpu, "64Gi", 110)
+            .label("topology.kubernetes.io/zone", ["a", "b", "c"][i % 3]);
+        if rng.random_range(0..10) == 0 {
+            node = node.taint("dedicated", "infra", "PreferNoSchedule");
+        }
+        cluster.upsert_node(node.info());
+    }
+    let mut f = fixture(cluster, &["amd64", "arm64"], "500m");
+    f.preferences = vec![("arm64".into(), 40), ("amd64".into(), 20)];
+    let profile = Profile::default();
+    let ctx = f.ctx();
+    let mut cycle = Cycle::pre_filter(&profile, &ctx).unwrap();
+    let feasible: Vec<usize> = (0..ctx.cluster.nodes().len())
+        .filter(|_| rng.random_range(0..4) > 0)
+        .collect();
+    let nodes = ctx.cluster.nodes();
+    let sequential = score(
+        &profile,
+        &ctx,
+        &mut cycle.state.clone(),
+        nodes,
+        &feasible,
+        false,
+    );
+    let parallel = score(&profile, &ctx, &mut cycle.state, nodes, &feasible, true);
+    assert_eq!(parallel, sequential);
+    let distinct: HashSet<i64> = sequential.iter().copied().collect();
+    assert!(distinct.len() > 3, "the nodes score alike: {distinct:?}");
+}
