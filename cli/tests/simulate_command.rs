@@ -168,12 +168,17 @@ fn the_quality_audit_compares_each_sampled_choice_with_every_feasible_node() {
 }
 
 #[test]
-fn a_percentage_of_nodes_to_score_above_100_is_refused() {
-    let out = multiarch(&["simulate", "--percentage-of-nodes-to-score", "101"]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("101 is not in 0..=100"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn out_of_range_percentages_and_samples_are_refused() {
+    for (args, says) in [
+        (
+            ["--percentage-of-nodes-to-score", "101"],
+            "101 is not in 0..=100",
+        ),
+        (["--quality-sample", "0"], "0 is not in 1.."),
+    ] {
+        let out = multiarch(&[&["simulate"][..], &args].concat());
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }

@@ -45,7 +45,7 @@ pub struct SimulateArgs {
     /// Audits placement quality: one scheduling cycle in N also scores every feasible
     /// node, and the report compares the node chosen with the best (the audits' time is
     /// not counted in the throughput).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub quality_sample: Option<u64>,
 
     /// Output format.

@@ -14,15 +14,14 @@ use super::cycle::every_feasible_score;
 pub struct QualitySample {
     pub chosen: i64,
     pub best: i64,
-    /// Feasible nodes scoring higher than the chosen one.
-    pub better_nodes: usize,
+    /// The feasible nodes the totals were read from.
     pub feasible: usize,
 }
 
 impl QualitySample {
     /// From every feasible node's total (as `cycle::every_feasible_score` gives them) and
-    /// the chosen node; `None` when the chosen node is not among them (it cannot be, as
-    /// both read the same state) or there is nothing to choose between.
+    /// the chosen node; `None` when the chosen node is not among them (it always is: both
+    /// read the same state).
     pub fn of(scores: &[(usize, i64)], chosen_node: usize) -> Option<Self> {
         let chosen = scores
             .iter()
@@ -32,7 +31,6 @@ impl QualitySample {
         Some(QualitySample {
             chosen,
             best,
-            better_nodes: scores.iter().filter(|(_, total)| *total > chosen).count(),
             feasible: scores.len(),
         })
     }
@@ -147,7 +145,6 @@ mod tests {
             QualitySample {
                 chosen: 180,
                 best: 250,
-                better_nodes: 2,
                 feasible: 4
             }
         );
@@ -155,7 +152,6 @@ mod tests {
         assert!((chosen.ratio() - 0.72).abs() < 1e-9);
         let best = QualitySample::of(&scores, 9).unwrap();
         assert!(best.is_best());
-        assert_eq!(best.better_nodes, 0);
         assert_eq!(QualitySample::of(&scores, 4), None, "not a feasible node");
         assert_eq!(QualitySample::of(&[], 4), None);
         // All totals zero: every node is as good as the best.
@@ -175,7 +171,6 @@ mod tests {
             audit.samples.push(QualitySample {
                 chosen,
                 best,
-                better_nodes: usize::from(chosen < best),
                 feasible: 10,
             });
         }

@@ -46,7 +46,8 @@ pub struct SimulationReport {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementQuality {
-    /// Cycles audited (one in `every`), and their feasible nodes on average.
+    /// One cycle in `every` was audited: `sampled` placements, each among
+    /// `mean_feasible` feasible nodes on average.
     pub every: u64,
     pub sampled: usize,
     pub mean_feasible: f64,
@@ -90,9 +91,7 @@ impl PlacementQuality {
             ratio_p1: audit.ratio_quantile(0.01),
         }
     }
-}
 
-impl PlacementQuality {
     fn text(&self) -> String {
         format!(
             "Placement quality (1 cycle in {} also scored every feasible node, {} samples, \
