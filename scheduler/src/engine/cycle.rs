@@ -261,11 +261,7 @@ impl<'a> Cycle<'a> {
             (None, Some(list)) => Some(list.clone()),
             _ => None,
         };
-        let candidates = match (&self.eligible, &shortcut) {
-            (Some((indexes, _)), _) => Candidates::Some(indexes),
-            (None, Some(list)) => Candidates::Some(list),
-            (None, None) => Candidates::All(nodes.len()),
-        };
+        let candidates = self.candidates();
         let mut diagnosis = Diagnosis {
             num_nodes: nodes.len(),
             ..Diagnosis::default()
@@ -347,6 +343,16 @@ impl<'a> Cycle<'a> {
         Ok(self.choice(node, feasible.len(), evaluated))
     }
 
+    /// The nodes to filter: those PreFilter narrowed the cycle to, else those an index
+    /// says can pass (a shortcut that changes no outcome), else every node.
+    fn candidates(&self) -> Candidates<'_> {
+        match (&self.eligible, &self.shortcut) {
+            (Some((indexes, _)), _) => Candidates::Some(indexes),
+            (None, Some(list)) => Candidates::Some(list),
+            (None, None) => Candidates::All(self.ctx.cluster.nodes().len()),
+        }
+    }
+
     /// The best-scoring of the feasible nodes (the only one needs no scoring).
     fn best(&mut self, feasible: &[usize], rng: &mut SmallRng) -> usize {
         if feasible.len() == 1 {
@@ -404,11 +410,7 @@ pub fn every_feasible_score(
     let mut cycle = Cycle::pre_filter(profile, ctx).ok()?;
     let nodes = ctx.cluster.nodes();
     let feasible = {
-        let candidates = match (&cycle.eligible, &cycle.shortcut) {
-            (Some((indexes, _)), _) => Candidates::Some(indexes),
-            (None, Some(list)) => Candidates::Some(list),
-            (None, None) => Candidates::All(nodes.len()),
-        };
+        let candidates = cycle.candidates();
         let check = |i: usize| cycle.filter_with_nominated(&cycle.state, &nodes[i]);
         filter_sequential(candidates, 0, candidates.len(), &check).0
     };

@@ -9,6 +9,7 @@ pub mod outcome;
 pub mod placement_inputs;
 pub mod placement_quality;
 pub mod preemption;
+pub mod quantile;
 pub mod queue;
 pub mod rule_override;
 pub mod scheduler;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use multiarch_plugins::{framework::CycleContext, profile::Profile};
 
 use super::cycle::every_feasible_score;
+use super::quantile::quantile;
 
 /// One audited placement: the chosen node's total and the best total among every
 /// feasible node, both as a cycle scoring all of them weighs them.
@@ -71,6 +72,11 @@ impl QualityAudit {
         }
     }
 
+    /// One cycle in this many is audited.
+    pub fn interval(&self) -> u64 {
+        self.every
+    }
+
     /// Counts a cycle; whether this one is audited.
     pub fn next_is_sampled(&mut self) -> bool {
         self.cycles += 1;
@@ -109,17 +115,8 @@ impl QualityAudit {
     /// 0.01: the worst 1 %).
     pub fn ratio_quantile(&self, q: f64) -> f64 {
         let mut ratios: Vec<f64> = self.samples.iter().map(QualitySample::ratio).collect();
-        if ratios.is_empty() {
-            return 1.0;
-        }
         ratios.sort_by(f64::total_cmp);
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )]
-        let index = ((ratios.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
-        ratios[index]
+        quantile(&ratios, q).unwrap_or(1.0)
     }
 }
 

@@ -71,10 +71,7 @@ pub fn simulate_with(
         left_waiting: result.left_waiting,
         queueing_hints: !options.no_queueing_hints,
         placement_digest: result.placement_digest(),
-        placement_quality: result
-            .quality
-            .as_ref()
-            .map(|audit| report::PlacementQuality::of(audit, options.quality_sample)),
+        placement_quality: result.quality.as_ref().map(report::PlacementQuality::of),
         architecture_blind: Counterfactual {
             bound: blind.bound(),
             incompatible: blind.incompatible,

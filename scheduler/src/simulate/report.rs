@@ -74,7 +74,7 @@ pub struct Counterfactual {
 }
 
 impl PlacementQuality {
-    pub fn of(audit: &crate::engine::placement_quality::QualityAudit, every: u64) -> Self {
+    pub fn of(audit: &crate::engine::placement_quality::QualityAudit) -> Self {
         let feasible: usize = audit.samples.iter().map(|s| s.feasible).sum();
         #[allow(clippy::cast_precision_loss)]
         let mean_feasible = if audit.samples.is_empty() {
@@ -83,7 +83,7 @@ impl PlacementQuality {
             feasible as f64 / audit.samples.len() as f64
         };
         PlacementQuality {
-            every,
+            every: audit.interval(),
             sampled: audit.samples.len(),
             mean_feasible,
             best_share: audit.best_share(),

@@ -28,6 +28,7 @@ use super::{
 use crate::engine::outcome::Outcome;
 use crate::engine::placement_inputs::PlacementInputs;
 use crate::engine::placement_quality::QualityAudit;
+use crate::engine::quantile::quantile;
 use crate::engine::{
     binder::{Binder, Binding, InMemoryBinder},
     image_source::CatalogImages,
@@ -142,18 +143,9 @@ impl RunResult {
     }
 
     pub fn percentile(&self, p: f64) -> Duration {
-        if self.cycle_times.is_empty() {
-            return Duration::ZERO;
-        }
         let mut sorted = self.cycle_times.clone();
         sorted.sort_unstable();
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss
-        )]
-        let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-        sorted[index]
+        quantile(&sorted, p).unwrap_or(Duration::ZERO)
     }
 
     /// SHA-256 of every `pod=node` placement in pod order (first 16 hex digits): two runs
