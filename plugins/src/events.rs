@@ -93,7 +93,7 @@ impl NodeChanges {
 
     pub fn between(old: &NodeInfo, new: &NodeInfo) -> NodeChanges {
         let mut changes = NodeChanges::default();
-        if old.labels != new.labels {
+        if !old.same_labels(new) {
             changes.0 |= Self::LABELS.0;
         }
         if old.taints != new.taints {

@@ -8,6 +8,25 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 pub type Labels = BTreeMap<String, String>;
 
+/// What a selector reads of an object's labels: the value of one. The API's label maps
+/// answer it, and so does the scheduler's node model, which keeps the node's own
+/// hostname label beside a label set shared with the nodes of its pool.
+pub trait LabelLookup {
+    fn label_value(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for Labels {
+    fn label_value(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl<T: LabelLookup + ?Sized> LabelLookup for std::sync::Arc<T> {
+    fn label_value(&self, key: &str) -> Option<&str> {
+        (**self).label_value(key)
+    }
+}
+
 /// One requirement of a selector.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Requirement {
@@ -37,18 +56,22 @@ impl Requirement {
         }
     }
 
-    pub fn matches(&self, labels: &Labels) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
         match self {
-            Requirement::In(k, values) => labels.get(k).is_some_and(|v| values.contains(v)),
-            Requirement::NotIn(k, values) => labels.get(k).is_none_or(|v| !values.contains(v)),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+            Requirement::In(k, values) => labels
+                .label_value(k)
+                .is_some_and(|v| values.iter().any(|w| w == v)),
+            Requirement::NotIn(k, values) => labels
+                .label_value(k)
+                .is_none_or(|v| !values.iter().any(|w| w == v)),
+            Requirement::Exists(k) => labels.label_value(k).is_some(),
+            Requirement::DoesNotExist(k) => labels.label_value(k).is_none(),
             Requirement::Gt(k, n) => labels
-                .get(k)
+                .label_value(k)
                 .and_then(|v| v.parse::<i64>().ok())
                 .is_some_and(|v| v > *n),
             Requirement::Lt(k, n) => labels
-                .get(k)
+                .label_value(k)
                 .and_then(|v| v.parse::<i64>().ok())
                 .is_some_and(|v| v < *n),
             Requirement::Invalid => false,
@@ -91,7 +114,7 @@ impl LabelSelector {
         })
     }
 
-    pub fn matches(&self, labels: &Labels) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
@@ -139,7 +162,7 @@ pub struct NodeSelectorTerm {
 
 impl NodeSelectorTerm {
     /// A term with no requirement matches no node (apimachinery's rule).
-    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L, node_name: &str) -> bool {
         if self.expressions.is_empty() && self.fields.is_empty() {
             return false;
         }
@@ -178,7 +201,7 @@ pub struct NodeSelector {
 }
 
 impl NodeSelector {
-    pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
+    pub fn matches<L: LabelLookup + ?Sized>(&self, labels: &L, node_name: &str) -> bool {
         self.terms.iter().any(|t| t.matches(labels, node_name))
     }
 }

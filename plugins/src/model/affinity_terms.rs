@@ -11,7 +11,7 @@
 use rustc_hash::FxHashMap;
 
 use super::pod::{PodAffinityTerm, PodInfo};
-use multiarch_policy::selectors::Labels;
+use multiarch_policy::selectors::LabelLookup;
 
 /// Per topology value (of the term's key, on the nodes of the counted pods): the amount
 /// and how many pods gave it.
@@ -40,8 +40,14 @@ pub struct AffinityTerms {
 }
 
 /// Adds `amount` from one pod (`placed`) or takes it back.
-fn count(by_term: &mut ByTerm, term: &PodAffinityTerm, node: &Labels, amount: i64, placed: bool) {
-    let Some(value) = node.get(&term.topology_key) else {
+fn count(
+    by_term: &mut ByTerm,
+    term: &PodAffinityTerm,
+    node: &impl LabelLookup,
+    amount: i64,
+    placed: bool,
+) {
+    let Some(value) = node.label_value(&term.topology_key) else {
         return;
     };
     if placed {
@@ -49,7 +55,7 @@ fn count(by_term: &mut ByTerm, term: &PodAffinityTerm, node: &Labels, amount: i6
             .entry(term.clone())
             .or_default()
             .0
-            .entry(value.clone())
+            .entry(value.to_owned())
             .or_default();
         domain.0 += amount;
         domain.1 += 1;
@@ -73,7 +79,7 @@ fn count(by_term: &mut ByTerm, term: &PodAffinityTerm, node: &Labels, amount: i6
 impl AffinityTerms {
     /// Counts the terms of `pod`, placed on a node labelled `node` (`placed`), or stops
     /// counting them.
-    pub fn count(&mut self, pod: &PodInfo, node: &Labels, placed: bool) {
+    pub fn count(&mut self, pod: &PodInfo, node: &impl LabelLookup, placed: bool) {
         if !pod.has_pod_affinity() {
             return;
         }

@@ -21,6 +21,7 @@ use super::{
     pod::PodInfo,
     pod_indexes::PodIndexes,
     pod_labels::PodsByLabel,
+    shared_labels::SharedLabels,
     shared_names::SharedNames,
     storage::StorageCatalog,
 };
@@ -79,6 +80,9 @@ pub struct ClusterState {
     local_volume_nodes: LocalVolumeNodes,
     /// Zone names, one allocation per zone (see `NodeInfo::zone`).
     zones: SharedNames,
+    /// The label sets of the pods and of the nodes (without their hostnames), one
+    /// allocation per distinct set.
+    label_sets: SharedLabels,
     /// The images the nodes report, each name once (see `NodeInfo::images`).
     images: ImageStates,
     /// The extended resource names the DeviceClasses map (`UnsupportedFeatures`).
@@ -249,11 +253,20 @@ impl ClusterState {
         self.placements.get(uid).map(|p| p.node.as_str())
     }
 
+    /// Makes room for `additional` more nodes at once (a start-up list of known length),
+    /// instead of doubling the node table as they arrive: at 130,000 nodes a doubling
+    /// holds 25 MB of old table beside the new one.
+    pub fn reserve_nodes(&mut self, additional: usize) {
+        self.nodes.reserve_exact(additional);
+        self.index.reserve(additional);
+    }
+
     /// Adds a node or updates its own fields (its pods stay).
     pub fn upsert_node(&mut self, mut fresh: NodeInfo) -> NodeUpsert {
         if let Some(zone) = &mut fresh.zone {
             self.zones.share(zone);
         }
+        self.label_sets.share(&mut fresh.pool_labels);
         self.storage.intern_hostname(&mut fresh.hostname);
         // The report becomes ids in the cluster's image table (the old report's counts
         // give way to the new one's).
@@ -287,7 +300,7 @@ impl ClusterState {
                 self.hostnames.remove(i, self.nodes[i].hostname.as_deref());
                 self.hostnames.insert(i, fresh.hostname.as_deref());
             }
-            if self.nodes[i].labels != fresh.labels || self.nodes[i].zone != fresh.zone {
+            if !self.nodes[i].same_labels(&fresh) || self.nodes[i].zone != fresh.zone {
                 // The pods count in the node's domains: move them.
                 for pod in &self.nodes[i].pods {
                     self.pod_indexes.count(pod, i, &self.nodes[i], false);
@@ -358,6 +371,12 @@ impl ClusterState {
         // removal or zone change (bounded by the zones in use plus one).
         self.zones.prune();
         Some(own)
+    }
+
+    /// Gives the pod the model's allocation of its label set (the pods of a workload share
+    /// one), before it is queued or placed.
+    pub fn share_labels(&mut self, pod: &mut PodInfo) {
+        self.label_sets.share(&mut pod.labels);
     }
 
     /// Records a pod the API says is assigned to `pod.node_name`. Confirms an assumed pod;

@@ -18,5 +18,6 @@ pub mod pod_labels;
 pub mod positions;
 pub mod quantity;
 pub mod resources;
+pub mod shared_labels;
 pub mod shared_names;
 pub mod storage;

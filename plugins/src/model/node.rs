@@ -16,7 +16,7 @@ use super::{
     resources::{NonZero, Resources},
 };
 use multiarch_policy::platform::{Platform, platform_bit};
-use multiarch_policy::selectors::Labels;
+use multiarch_policy::selectors::{LabelLookup, Labels};
 
 /// The well-known label of a node's zone (topology spreading, cluster summaries).
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -61,7 +61,11 @@ pub struct NodeInfo {
     pub zone: Option<Arc<str>>,
 
     pub used_ports: Vec<HostPort>,
-    pub labels: Labels,
+    /// Every label but `kubernetes.io/hostname` (kept in `hostname`): without the one
+    /// label unique to each node, the nodes of a pool share one allocation of their
+    /// labels (see `ClusterState::upsert_node`). Read a node's labels with
+    /// [`NodeInfo::label`] or as a [`LabelLookup`], never here alone.
+    pub pool_labels: Arc<Labels>,
     /// The `kubernetes.io/hostname` label (what local volumes are pinned to), read once.
     pub hostname: Option<Hostname>,
     pub name: String,
@@ -73,10 +77,16 @@ pub struct NodeInfo {
     pub declared_features: FeatureSet,
 }
 
+impl LabelLookup for NodeInfo {
+    fn label_value(&self, key: &str) -> Option<&str> {
+        self.label(key)
+    }
+}
+
 impl NodeInfo {
     /// Reads the API object (without pods).
     pub fn from_node(node: &core::Node) -> Result<Self, InvalidQuantity> {
-        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let mut labels = node.metadata.labels.clone().unwrap_or_default();
         let spec = node.spec.clone().unwrap_or_default();
         let status = node.status.clone().unwrap_or_default();
         let images = NodeImages::reported(&status);
@@ -112,7 +122,7 @@ impl NodeInfo {
         Ok(NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
             zone: labels.get(ZONE_LABEL).map(|z| Arc::from(z.as_str())),
-            hostname: labels.get(HOSTNAME_LABEL).map(|h| Hostname::new(h)),
+            hostname: labels.remove(HOSTNAME_LABEL).map(|h| Hostname::new(&h)),
             taints: spec
                 .taints
                 .iter()
@@ -130,7 +140,7 @@ impl NodeInfo {
             platform,
             allocatable,
             allowed_pods,
-            labels,
+            pool_labels: Arc::new(labels),
             images,
             ..NodeInfo::default()
         })
@@ -142,13 +152,27 @@ impl NodeInfo {
         match key {
             ZONE_LABEL => self.zone.as_deref(),
             HOSTNAME_LABEL => self.hostname.as_deref(),
-            _ => self.labels.get(key).map(String::as_str),
+            _ => self.pool_labels.get(key).map(String::as_str),
         }
+    }
+
+    /// Whether the two carry the same labels (the hostname included).
+    pub fn same_labels(&self, other: &NodeInfo) -> bool {
+        self.hostname == other.hostname && self.pool_labels == other.pool_labels
+    }
+
+    /// Every label, the hostname included, as the API object has them.
+    pub fn labels(&self) -> Labels {
+        let mut labels = (*self.pool_labels).clone();
+        if let Some(hostname) = &self.hostname {
+            labels.insert(HOSTNAME_LABEL.to_owned(), hostname.as_str().to_owned());
+        }
+        labels
     }
 
     /// Replaces the node's own fields, keeping the pods and their aggregate.
     pub fn update_from(&mut self, fresh: NodeInfo) {
-        self.labels = fresh.labels;
+        self.pool_labels = fresh.pool_labels;
         self.zone = fresh.zone;
         self.hostname = fresh.hostname;
         self.taints = fresh.taints;
@@ -166,7 +190,7 @@ impl NodeInfo {
     pub fn own_fields(&self) -> NodeInfo {
         NodeInfo {
             name: self.name.clone(),
-            labels: self.labels.clone(),
+            pool_labels: self.pool_labels.clone(),
             taints: self.taints.clone(),
             unschedulable: self.unschedulable,
             ready: self.ready,
@@ -423,7 +447,7 @@ mod tests {
         ] {
             assert_eq!(
                 node.label(key),
-                node.labels.get(key).map(String::as_str),
+                node.labels().get(key).map(String::as_str),
                 "{key}"
             );
         }

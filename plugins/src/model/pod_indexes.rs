@@ -24,7 +24,7 @@ impl PodIndexes {
     /// counting it there. Only the node's labels, zone and the position are read.
     pub fn count(&mut self, pod: &Arc<PodInfo>, position: usize, node: &NodeInfo, placed: bool) {
         self.count_zone(pod, node.zone.as_deref(), placed);
-        self.affinity_terms.count(pod, &node.labels, placed);
+        self.affinity_terms.count(pod, node, placed);
         if placed {
             self.labels.add(pod, position, node.zone.as_deref());
         } else {

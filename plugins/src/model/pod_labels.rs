@@ -67,7 +67,7 @@ pub struct PodsByLabel {
 impl PodsByLabel {
     /// The pod, on the node at `position` (in `zone`).
     pub fn add(&mut self, pod: &Arc<PodInfo>, position: usize, zone: Option<&str>) {
-        for (key, value) in &pod.labels {
+        for (key, value) in pod.labels.iter() {
             let group = self
                 .by_label
                 .entry(key.clone())
@@ -83,7 +83,7 @@ impl PodsByLabel {
 
     /// The pod left its node (in `zone`).
     pub fn remove(&mut self, pod: &PodInfo, zone: Option<&str>) {
-        for (key, value) in &pod.labels {
+        for (key, value) in pod.labels.iter() {
             let Some(values) = self.by_label.get_mut(key) else {
                 continue;
             };
@@ -108,7 +108,7 @@ impl PodsByLabel {
 
     /// The pod's node moved to `position` in the node list.
     pub fn moved(&mut self, pod: &PodInfo, position: usize) {
-        for (key, value) in &pod.labels {
+        for (key, value) in pod.labels.iter() {
             if let Some((_, at)) = self
                 .by_label
                 .get_mut(key)

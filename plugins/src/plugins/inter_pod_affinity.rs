@@ -267,12 +267,12 @@ impl Plugin for InterPodAffinity {
                     || !anti.is_empty()
                     || affinity
                         .iter()
-                        .any(|t| node.labels.contains_key(&t.topology_key))
+                        .any(|t| node.label(&t.topology_key).is_some())
             }
             ClusterChange::NodeUpdated { old, new, .. } => affinity
                 .iter()
                 .chain(anti)
-                .any(|t| old.labels.get(&t.topology_key) != new.labels.get(&t.topology_key)),
+                .any(|t| old.label(&t.topology_key) != new.label(&t.topology_key)),
             ClusterChange::NamespaceChanged(namespace) => {
                 *namespace == pod.namespace
                     || affinity.iter().chain(anti).any(|t| {

@@ -26,11 +26,11 @@ pub fn selects_nodes(pod: &PodInfo) -> bool {
 pub fn required_matches(pod: &PodInfo, node: &NodeInfo) -> bool {
     pod.node_selector
         .iter()
-        .all(|(k, v)| node.labels.get(k) == Some(v))
+        .all(|(k, v)| node.label(k) == Some(v.as_str()))
         && pod
             .required_node_affinity
             .as_ref()
-            .is_none_or(|s| s.matches(&node.labels, &node.name))
+            .is_none_or(|s| s.matches(node, &node.name))
 }
 
 impl Plugin for NodeAffinity {
@@ -127,7 +127,7 @@ impl ScorePlugin for NodeAffinity {
         ctx.pod
             .preferred_node_affinity
             .iter()
-            .filter(|(_, term)| term.matches(&node.labels, &node.name))
+            .filter(|(_, term)| term.matches(node, &node.name))
             .map(|(weight, _)| i64::from(*weight))
             .sum()
     }

@@ -71,7 +71,7 @@ impl Plugin for PodTopologySpread {
         let has_keys = |node: &NodeInfo| {
             constraints
                 .iter()
-                .all(|c| node.labels.contains_key(&c.topology_key))
+                .all(|c| node.label(&c.topology_key).is_some())
         };
         let queue = match change {
             ClusterChange::AssignedPodAdded(other) | ClusterChange::AssignedPodDeleted(other) => {
@@ -87,9 +87,10 @@ impl Plugin for PodTopologySpread {
             ClusterChange::NodeUpdated { old, new, .. } => {
                 has_keys(old) != has_keys(new)
                     || (has_keys(new)
-                        && (constraints.iter().any(|c| {
-                            old.labels.get(&c.topology_key) != new.labels.get(&c.topology_key)
-                        }) || old.taints != new.taints))
+                        && (constraints
+                            .iter()
+                            .any(|c| old.label(&c.topology_key) != new.label(&c.topology_key))
+                            || old.taints != new.taints))
             }
             _ => false,
         };
@@ -331,7 +332,7 @@ impl ScoreState {
                     key,
                     terms,
                     unnoted,
-                } => match node.labels.get(key) {
+                } => match node.label(key) {
                     Some(value) => terms.get(value).copied().unwrap_or(*unnoted),
                     None => continue,
                 },

@@ -303,7 +303,7 @@ fn find_pod_volumes(
                 conflicts.set(Conflicts::MISSING_VOLUME, true);
                 break;
             }
-            Some(volume) if !volume.fits_node(&node.labels) => {
+            Some(volume) if !volume.fits_node(node) => {
                 conflicts.set(Conflicts::NODE, true);
                 break;
             }
@@ -340,7 +340,7 @@ fn find_pod_volumes(
         let matched = known.unwrap_or_else(|| {
             let Some(volume) = claim.matching_volume(
                 delayed.usable_on(storage, node.hostname.as_ref()),
-                &node.labels,
+                node,
                 &chosen,
             ) else {
                 return false;
@@ -425,9 +425,9 @@ fn enough_capacity(storage: &StorageCatalog, claim: &ClaimInfo, node: &NodeInfo)
     let Some(size) = claim.request else {
         return true;
     };
-    storage.capacities().any(|c| {
-        c.storage_class == claim.storage_class && c.fits(size) && c.reachable_from(&node.labels)
-    })
+    storage
+        .capacities()
+        .any(|c| c.storage_class == claim.storage_class && c.fits(size) && c.reachable_from(node))
 }
 
 impl FilterPlugin for VolumeBinding {

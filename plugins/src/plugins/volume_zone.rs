@@ -131,7 +131,7 @@ impl Plugin for VolumeZone {
             ClusterChange::NodeAdded(_) => true,
             ClusterChange::NodeUpdated { old, new, .. } => TOPOLOGY_LABELS
                 .iter()
-                .any(|key| old.labels.get(*key) != new.labels.get(*key)),
+                .any(|key| old.label(key) != new.label(key)),
             ClusterChange::Storage(StorageChange::Claim(claim)) => {
                 claim.namespace == pod.namespace && pod.claim_names().any(|n| n == claim.name)
             }
@@ -166,15 +166,14 @@ impl FilterPlugin for VolumeZone {
             return Status::error("VolumeZone: PreFilter did not run");
         };
         // A node without topology labels (a single-zone cluster) takes any volume.
-        if !TOPOLOGY_LABELS.iter().any(|k| node.labels.contains_key(*k)) {
+        if !TOPOLOGY_LABELS.iter().any(|k| node.label(k).is_some()) {
             return Status::success();
         }
         for topology in &s.topologies {
             let value = node
-                .labels
-                .get(topology.key)
-                .or_else(|| node.labels.get(ga_label(topology.key)));
-            if value.is_none_or(|v| !topology.values.contains(v)) {
+                .label(topology.key)
+                .or_else(|| node.label(ga_label(topology.key)));
+            if value.is_none_or(|v| !topology.values.iter().any(|w| w == v)) {
                 return Status::unresolvable(REASON);
             }
         }

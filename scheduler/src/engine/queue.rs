@@ -237,7 +237,11 @@ impl SchedulingQueue {
             // Leaves every index before it goes.
             self.set_place(uid, Where::InFlight);
         }
-        self.entries.remove(uid).is_some()
+        let removed = self.entries.remove(uid).is_some();
+        if removed {
+            spare::shrink_map(&mut self.entries);
+        }
+        removed
     }
 
     /// Moves a pod and keeps the indexes right; every change of place goes through here.
@@ -251,8 +255,11 @@ impl SchedulingQueue {
             Where::Unschedulable => {
                 self.unschedulable_set.remove(uid);
                 self.waiting_on_any.remove(uid);
+                spare::shrink_set(&mut self.unschedulable_set);
+                spare::shrink_set(&mut self.waiting_on_any);
                 for kind in &entry.kinds {
                     self.waiting_on[kind.index()].remove(uid);
+                    spare::shrink_set(&mut self.waiting_on[kind.index()]);
                 }
             }
             Where::WaitingForImages => {
@@ -281,6 +288,7 @@ impl SchedulingQueue {
 
     /// The next pod to schedule: highest priority, then longest waiting.
     pub fn pop(&mut self) -> Option<PoppedPod> {
+        spare::shrink_heap(&mut self.active);
         while let Some(key) = self.active.pop() {
             let Some(entry) = self.entries.get_mut(&key.uid) else {
                 continue;
@@ -464,6 +472,7 @@ impl SchedulingQueue {
                 self.push_active(&uid);
             }
         }
+        spare::shrink_heap(&mut self.backoff);
         let stale: Vec<String> = self
             .unschedulable_set
             .iter()
@@ -523,5 +532,6 @@ impl SchedulingQueue {
     }
 }
 
+mod spare;
 #[cfg(test)]
 mod tests;

@@ -120,6 +120,11 @@ impl SchedulerCore {
             .on_event(change, now, &self.profile, &self.cluster);
     }
 
+    /// See [`ClusterState::reserve_nodes`].
+    pub fn reserve_nodes(&mut self, additional: usize) {
+        self.cluster.reserve_nodes(additional);
+    }
+
     pub fn apply_node(&mut self, node: NodeInfo, now: Instant) {
         let name = node.name.clone();
         match self.cluster.upsert_node(node) {
@@ -168,13 +173,19 @@ impl SchedulerCore {
     /// A pod was added or changed. Assigned pods (any scheduler) go into the cluster
     /// model; our pending pods into the queue (and their nominations into the
     /// nominator); anything else leaves the queue.
-    pub fn apply_pod(&mut self, pod: PodInfo, now: Instant) {
+    pub fn apply_pod(&mut self, mut pod: PodInfo, now: Instant) {
+        self.cluster.share_labels(&mut pod);
         self.apply_shared_pod(Arc::new(pod), now);
     }
 
     /// [`apply_pod`](Self::apply_pod) of a pod already shared (`simulate` hands its
     /// prepared pods over without copying them).
-    pub fn apply_shared_pod(&mut self, pod: Arc<PodInfo>, now: Instant) {
+    pub fn apply_shared_pod(&mut self, mut pod: Arc<PodInfo>, now: Instant) {
+        // A pod someone else holds too keeps its own labels (copying it to share them
+        // would cost more than it saves).
+        if let Some(unshared) = Arc::get_mut(&mut pod) {
+            self.cluster.share_labels(unshared);
+        }
         if pod.node_name.is_some() {
             self.queue.delete(&pod.uid);
             self.nominated.remove(&pod.uid);

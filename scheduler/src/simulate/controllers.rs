@@ -56,15 +56,12 @@ pub fn bind_volumes(core: &mut SchedulerCore, plan: &VolumeBindingPlan, node: &s
             continue;
         };
         let name = format!("pvc-{}", claim.uid);
-        let node_labels = core
+        let hostname = core
             .cluster
             .node(node)
-            .map(|n| n.labels.clone())
-            .unwrap_or_default();
-        let hostname = node_labels
-            .get("kubernetes.io/hostname")
-            .cloned()
-            .unwrap_or_else(|| node.to_owned());
+            .and_then(|n| n.hostname.as_deref())
+            .unwrap_or(node)
+            .to_owned();
         let provisioned = multiarch_plugins::model::storage::builders::VolumeBuilder::new(
             &name,
             &claim.storage_class,

@@ -1,7 +1,7 @@
 //! The embedded default of `multiarch simulate`: a mixed-architecture cluster and pods
 //! drawn from a catalog of real-world image platform sets.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use multiarch_crd::{
     Architecture, ClusterPlugins, ClusterPodPlacementConfigSpec, NodeAffinityScoring,
@@ -80,6 +80,17 @@ fn node_groups(nodes: usize, rng: &mut SmallRng) -> Vec<NodeGroup> {
         archs.push(ARCH_MIX[0].0);
     }
     archs.shuffle(rng);
+    // The label sets, shared: per zone, without and with the local NVMe label.
+    let label_sets: Vec<[Arc<BTreeMap<String, String>>; 2]> = ZONES
+        .iter()
+        .map(|zone| {
+            let zone_only: BTreeMap<String, String> =
+                [("topology.kubernetes.io/zone".to_owned(), (*zone).to_owned())].into();
+            let mut with_nvme = zone_only.clone();
+            with_nvme.insert(LOCAL_NVME_LABEL.to_owned(), "true".to_owned());
+            [Arc::new(zone_only), Arc::new(with_nvme)]
+        })
+        .collect();
     archs
         .iter()
         .enumerate()
@@ -87,14 +98,7 @@ fn node_groups(nodes: usize, rng: &mut SmallRng) -> Vec<NodeGroup> {
             let size = rng.random_range(0..SIZES.len());
             let (cpu, memory) = SIZES[size];
             let tainted = rng.random_range(0..100) < 5;
-            let mut labels: BTreeMap<String, String> = [(
-                "topology.kubernetes.io/zone".to_owned(),
-                ZONES[i % ZONES.len()].to_owned(),
-            )]
-            .into();
-            if size >= 2 {
-                labels.insert(LOCAL_NVME_LABEL.to_owned(), "true".to_owned());
-            }
+            let labels = label_sets[i % ZONES.len()][usize::from(size >= 2)].clone();
             NodeGroup {
                 name: format!("{arch}-{i:05}"),
                 count: 1,

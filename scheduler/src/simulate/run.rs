@@ -221,6 +221,7 @@ pub fn run_with(
     } else {
         Vec::new()
     };
+    core.reserve_nodes(nodes.len());
     for node in nodes {
         core.apply_node(node, start);
     }

@@ -91,7 +91,6 @@ proptest::proptest! {
                     if host == 3 {
                         // A node without the label: never a candidate, and moving it
                         // in the node list changes no hostname bucket.
-                        node.labels.remove("kubernetes.io/hostname");
                         node.hostname = None;
                     }
                     cluster.upsert_node(node);
@@ -320,7 +319,7 @@ fn node_updates_keep_pods_and_indexes_survive_removal() {
         NodeUpsert::Updated { old, changes } => {
             assert!(changes.contains(NodeChanges::LABELS));
             assert!(!changes.contains(NodeChanges::TAINTS));
-            assert!(!old.labels.contains_key("zone"));
+            assert!(old.label("zone").is_none());
             assert!(old.pods.is_empty());
         }
         other => panic!("{other:?}"),
@@ -330,7 +329,7 @@ fn node_updates_keep_pods_and_indexes_survive_removal() {
     assert!(matches!(cluster.upsert_node(same), NodeUpsert::Unchanged));
     let c = cluster.node("c").unwrap();
     assert_eq!(c.pods.len(), 1);
-    assert_eq!(c.labels.get("zone").map(String::as_str), Some("z1"));
+    assert_eq!(c.label("zone"), Some("z1"));
     assert!(cluster.node("b").is_some());
 }
 
@@ -401,7 +400,7 @@ proptest::proptest! {
             let mut zones: HashMap<String, HashMap<String, u32>> = HashMap::default();
             for (position, node) in cluster.nodes().iter().enumerate() {
                 for pod in &node.pods {
-                    terms.count(pod, &node.labels, true);
+                    terms.count(pod, node, true);
                     labels.add(pod, position, node.zone.as_deref());
                     if let (Some(owner), Some(zone)) = (&pod.controller_uid, &node.zone) {
                         *zones.entry(owner.clone()).or_default().entry(zone.to_string()).or_default() += 1;
@@ -435,4 +434,58 @@ fn an_assumed_pod_is_shared_with_the_caller_not_copied() {
     let placed_q = cluster.assume(q.clone(), "n1");
     assert_eq!(q.node_name, None);
     assert_eq!(placed_q.node_name.as_deref(), Some("n1"));
+}
+
+/// The nodes of a pool share one allocation of their labels (issue 53), and the hostname
+/// each keeps apart still answers selectors and counts as a label change.
+#[test]
+fn nodes_of_a_pool_share_their_labels_and_keep_their_hostnames() {
+    use crate::model::node::HOSTNAME_LABEL;
+    use multiarch_policy::selectors::NodeSelector;
+
+    let mut cluster = ClusterState::new();
+    for name in ["a", "b"] {
+        let node = NodeBuilder::new(name, "arm64")
+            .label(ZONE_LABEL, "z1")
+            .label("pool", "gpu")
+            .label(HOSTNAME_LABEL, &format!("host-{name}"))
+            .info();
+        cluster.upsert_node(node);
+    }
+    let (a, b) = (cluster.node("a").unwrap(), cluster.node("b").unwrap());
+    assert!(Arc::ptr_eq(&a.pool_labels, &b.pool_labels));
+    assert!(!a.pool_labels.contains_key(HOSTNAME_LABEL));
+    assert_eq!(a.label(HOSTNAME_LABEL), Some("host-a"));
+    assert_eq!(
+        a.labels().get(HOSTNAME_LABEL).map(String::as_str),
+        Some("host-a")
+    );
+    assert_eq!(a.label("pool"), Some("gpu"));
+
+    let on_host_b = NodeSelector::from(&k8s_openapi::api::core::v1::NodeSelector {
+        node_selector_terms: vec![k8s_openapi::api::core::v1::NodeSelectorTerm {
+            match_expressions: Some(vec![k8s_openapi::api::core::v1::NodeSelectorRequirement {
+                key: HOSTNAME_LABEL.into(),
+                operator: "In".into(),
+                values: Some(vec!["host-b".into()]),
+            }]),
+            match_fields: None,
+        }],
+    });
+    assert!(!on_host_b.matches(a, &a.name));
+    assert!(on_host_b.matches(b, &b.name));
+
+    // A node renamed on its host (only the hostname label changes) changes labels.
+    let moved = NodeBuilder::new("a", "arm64")
+        .label(ZONE_LABEL, "z1")
+        .label("pool", "gpu")
+        .label(HOSTNAME_LABEL, "host-c")
+        .info();
+    match cluster.upsert_node(moved) {
+        NodeUpsert::Updated { changes, .. } => assert!(changes.contains(NodeChanges::LABELS)),
+        other => panic!("{other:?}"),
+    }
+    let (a, b) = (cluster.node("a").unwrap(), cluster.node("b").unwrap());
+    assert!(Arc::ptr_eq(&a.pool_labels, &b.pool_labels));
+    assert_eq!(a.label(HOSTNAME_LABEL), Some("host-c"));
 }

@@ -5,6 +5,7 @@
 use k8s_openapi::api::core::v1 as core;
 use multiarch_crd::names::KUBE_SCHEDULER_NAME;
 use multiarch_policy::pod_images::{container_images, pull_secret_names, service_account};
+use thin_vec::ThinVec;
 
 use super::{
     HostPort, NamespaceScope, PodAffinity, PodAffinityTerm, PodInfo, SpreadConstraint, Toleration,
@@ -73,7 +74,7 @@ impl PodInfo {
                 .collect(),
             affinity,
             anti_affinity,
-            images,
+            images: images.into(),
             image_volumes: spec
                 .volumes
                 .iter()
@@ -98,8 +99,8 @@ impl PodInfo {
                 .map(|t| t.0.as_second()),
             // What the spec alone says; the names the DeviceClasses map are checked
             // when the pod is scheduled (`UnsupportedFeatures`): they change.
-            unsupported: routing::unsupported(spec, &DeviceClassResources::default()),
-            image_pull_secrets: pull_secret_names(spec),
+            unsupported: routing::unsupported(spec, &DeviceClassResources::default()).into(),
+            image_pull_secrets: pull_secret_names(spec).into(),
             service_account: service_account(spec),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
             annotations: if spec.node_name.is_none() {
@@ -107,7 +108,7 @@ impl PodInfo {
             } else {
                 Labels::new()
             },
-            labels,
+            labels: std::sync::Arc::new(labels),
         })
     }
 }
@@ -183,7 +184,7 @@ fn effective_requests(spec: &core::PodSpec) -> Result<(Resources, NonZero), Inva
     Ok((sum, sum_non_zero))
 }
 
-fn host_ports(spec: &core::PodSpec) -> Vec<HostPort> {
+fn host_ports(spec: &core::PodSpec) -> ThinVec<HostPort> {
     let sidecars = spec
         .init_containers
         .iter()
@@ -283,7 +284,7 @@ fn affinity_term(t: &core::PodAffinityTerm, namespace: &str, labels: &Labels) ->
 }
 
 /// The pod's required node affinity and its preferred terms with their weights.
-fn node_affinity(spec: &core::PodSpec) -> (Option<NodeSelector>, Vec<(i32, NodeSelectorTerm)>) {
+fn node_affinity(spec: &core::PodSpec) -> (Option<NodeSelector>, ThinVec<(i32, NodeSelectorTerm)>) {
     let node_affinity = spec
         .affinity
         .as_ref()

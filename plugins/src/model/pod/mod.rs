@@ -6,6 +6,10 @@ pub mod volumes;
 
 pub use builder::PodBuilder;
 
+use std::sync::Arc;
+
+use thin_vec::ThinVec;
+
 use super::resources::{NonZero, Resources};
 use multiarch_policy::{
     pod_images::{ContainerImage, PullCredentials},
@@ -18,7 +22,8 @@ pub struct PodInfo {
     pub uid: String,
     pub namespace: String,
     pub name: String,
-    pub labels: Labels,
+    /// Shared: the pods of one workload hold one allocation (see `SharedLabels`).
+    pub labels: Arc<Labels>,
     /// Unassigned pods only (`celArchitecturePlacement` rules may read them); an assigned
     /// pod's are never needed, so the cluster model does not hold them.
     pub annotations: Labels,
@@ -30,24 +35,24 @@ pub struct PodInfo {
     pub controller_uid: Option<String>,
     pub requests: Resources,
     pub non_zero: NonZero,
-    pub host_ports: Vec<HostPort>,
+    pub host_ports: ThinVec<HostPort>,
     pub node_selector: Labels,
     pub required_node_affinity: Option<NodeSelector>,
-    pub preferred_node_affinity: Vec<(i32, NodeSelectorTerm)>,
-    pub tolerations: Vec<Toleration>,
-    pub spread_constraints: Vec<SpreadConstraint>,
+    pub preferred_node_affinity: ThinVec<(i32, NodeSelectorTerm)>,
+    pub tolerations: ThinVec<Toleration>,
+    pub spread_constraints: ThinVec<SpreadConstraint>,
     pub affinity: PodAffinity,
     pub anti_affinity: PodAffinity,
     /// Containers and init containers, in spec order (ephemeral containers are added after
     /// scheduling and never decide placement).
-    pub images: Vec<ContainerImage>,
+    pub images: ThinVec<ContainerImage>,
     /// The references of `image` volumes (`ImageLocality` counts them; they are never
     /// executed, so their architectures do not matter).
-    pub image_volumes: thin_vec::ThinVec<String>,
-    pub scheduling_gates: Vec<String>,
+    pub image_volumes: ThinVec<String>,
+    pub scheduling_gates: ThinVec<String>,
     pub deleting: bool,
     /// Claims, unshareable disks and attachable in-tree volumes (the volume plugins).
-    pub volumes: Vec<volumes::PodVolume>,
+    pub volumes: ThinVec<volumes::PodVolume>,
     /// `preemptionPolicy: Never`: the pod waits instead of evicting others.
     pub preemption_never: bool,
     /// What the pod needs its node to declare (`NodeDeclaredFeatures`).
@@ -59,10 +64,10 @@ pub struct PodInfo {
     pub start_time: Option<i64>,
     /// Features this scheduler does not place (see `routing`); the pod is refused with
     /// their names rather than placed wrongly.
-    pub unsupported: Vec<multiarch_policy::routing::Unsupported>,
+    pub unsupported: ThinVec<multiarch_policy::routing::Unsupported>,
     /// `imagePullSecrets` names and the service account: where the image inspector finds
     /// the pod's pull credentials.
-    pub image_pull_secrets: Vec<String>,
+    pub image_pull_secrets: ThinVec<String>,
     pub service_account: Option<String>,
     pub resource_version: String,
 }
@@ -112,8 +117,8 @@ pub struct SpreadConstraint {
 /// Required and preferred terms of pod affinity or of pod anti-affinity.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodAffinity {
-    pub required: Vec<PodAffinityTerm>,
-    pub preferred: Vec<(i32, PodAffinityTerm)>,
+    pub required: ThinVec<PodAffinityTerm>,
+    pub preferred: ThinVec<(i32, PodAffinityTerm)>,
 }
 
 impl PodAffinity {

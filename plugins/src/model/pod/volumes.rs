@@ -3,6 +3,7 @@
 //! in-tree volumes that count against CSI attach limits.
 
 use k8s_openapi::api::core::v1 as core;
+use thin_vec::ThinVec;
 
 use crate::model::storage::migration::{self, MigratedVolume};
 
@@ -129,7 +130,7 @@ fn disk_of(volume: &core::Volume) -> Option<DiskId> {
 }
 
 /// The volumes of `spec` that scheduling reads, in spec order.
-pub fn pod_volumes(pod_name: &str, spec: &core::PodSpec) -> Vec<PodVolume> {
+pub fn pod_volumes(pod_name: &str, spec: &core::PodSpec) -> ThinVec<PodVolume> {
     spec.volumes
         .iter()
         .flatten()

@@ -12,7 +12,7 @@ pub mod migration;
 pub use catalog::{Provision, StaticBinding, StorageCatalog, VolumeBindingPlan};
 pub use host_volumes::{HostVolumes, SUMMARIZED_PER_HOST, VolumeDigest};
 
-use multiarch_policy::selectors::{LabelSelector, Labels, NodeSelector};
+use multiarch_policy::selectors::{LabelLookup, LabelSelector, Labels, NodeSelector};
 
 /// `volume.kubernetes.io/selected-node`: the node a WaitForFirstConsumer claim is
 /// provisioned for.
@@ -127,7 +127,7 @@ impl PersistentVolumeInfo {
 
     /// `CheckNodeAffinity`: the volume's required node affinity against the node's labels
     /// (as kube, without the node's name: `matchFields` never match).
-    pub fn fits_node(&self, node_labels: &Labels) -> bool {
+    pub fn fits_node(&self, node_labels: &(impl LabelLookup + ?Sized)) -> bool {
         self.node_affinity
             .as_ref()
             .is_none_or(|selector| selector.matches(node_labels, ""))
@@ -218,7 +218,7 @@ impl ClaimInfo {
     pub fn matching_volume<'a>(
         &self,
         usable: impl Iterator<Item = (&'a PersistentVolumeInfo, bool)>,
-        node_labels: &Labels,
+        node_labels: &(impl LabelLookup + ?Sized),
         excluded: &[&str],
     ) -> Option<&'a PersistentVolumeInfo> {
         let mut smallest: Option<&PersistentVolumeInfo> = None;
@@ -256,8 +256,8 @@ pub struct StorageClassInfo {
 
 impl StorageClassInfo {
     /// `MatchTopologySelectorTerms`: no term allows every node.
-    pub fn allows(&self, node_labels: &Labels) -> bool {
-        self.allows_with(|key| node_labels.get(key).map(String::as_str))
+    pub fn allows(&self, node_labels: &(impl LabelLookup + ?Sized)) -> bool {
+        self.allows_with(|key| node_labels.label_value(key))
     }
 
     /// [`allows`](Self::allows), with the node's labels read through `label`.
@@ -331,7 +331,7 @@ impl StorageCapacityInfo {
             .is_some_and(|limit| limit >= size)
     }
 
-    pub fn reachable_from(&self, node_labels: &Labels) -> bool {
+    pub fn reachable_from(&self, node_labels: &(impl LabelLookup + ?Sized)) -> bool {
         self.node_topology
             .as_ref()
             .is_some_and(|s| s.matches(node_labels))

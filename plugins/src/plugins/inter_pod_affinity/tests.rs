@@ -345,7 +345,7 @@ fn walked_filter_state(pod: &PodInfo, cluster: &ClusterState) -> FilterState {
 fn walked_score_pairs(pod: &PodInfo, cluster: &ClusterState) -> Counts {
     let mut by_pair = Counts::default();
     let mut add = |term: &PodAffinityTerm, node: &NodeInfo, weight: i64| {
-        if let Some(value) = node.labels.get(&term.topology_key) {
+        if let Some(value) = node.labels().get(&term.topology_key) {
             by_pair.add(&term.topology_key, value, weight);
         }
     };

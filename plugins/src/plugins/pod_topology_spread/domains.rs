@@ -34,7 +34,7 @@ impl KeyKind {
     pub fn value<'n>(self, key: &str, node: &'n NodeInfo) -> Option<&'n str> {
         match self {
             KeyKind::Zone => node.zone.as_deref(),
-            KeyKind::Hostname | KeyKind::Label => node.labels.get(key).map(String::as_str),
+            KeyKind::Hostname | KeyKind::Label => node.label(key),
         }
     }
 }
@@ -128,9 +128,9 @@ impl DomainCounts {
         match self {
             DomainCounts::Hostname => true,
             DomainCounts::Zone(zones) => node.zone.as_ref().is_some_and(|z| zones.note(z)),
-            DomainCounts::Label(counts) => match node.labels.get(key) {
+            DomainCounts::Label(counts) => match node.label(key) {
                 Some(value) if !counts.contains_key(value) => {
-                    counts.insert(value.clone(), 0);
+                    counts.insert(value.to_owned(), 0);
                     true
                 }
                 _ => false,
@@ -152,7 +152,7 @@ impl DomainCounts {
         match self {
             DomainCounts::Hostname => None,
             DomainCounts::Zone(zones) => zones.count_mut(node.zone.as_ref()?),
-            DomainCounts::Label(counts) => counts.get_mut(node.labels.get(key)?),
+            DomainCounts::Label(counts) => counts.get_mut(node.label(key)?),
         }
     }
 
@@ -189,9 +189,7 @@ mod tests {
                 let at = zones.find(node.zone.as_ref()?);
                 Some(at.map_or(0, |at| zones.counts().nth(at).unwrap()))
             }
-            DomainCounts::Label(counts) => {
-                Some(counts.get(node.labels.get(key)?).copied().unwrap_or(0))
-            }
+            DomainCounts::Label(counts) => Some(counts.get(node.label(key)?).copied().unwrap_or(0)),
         }
     }
 

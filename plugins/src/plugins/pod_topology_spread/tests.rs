@@ -617,7 +617,7 @@ fn reference_filter(pod: &PodInfo, cluster: &ClusterState) -> Vec<Code> {
     let hard: Vec<&SpreadConstraint> = pod.spread_constraints.iter().filter(|c| c.hard).collect();
     let has_all = |node: &NodeInfo| {
         hard.iter()
-            .all(|c| node.labels.contains_key(&c.topology_key))
+            .all(|c| node.labels().contains_key(&c.topology_key))
     };
     let tables: Vec<(HashMap<String, i64>, i64)> = hard
         .iter()
@@ -635,7 +635,7 @@ fn reference_filter(pod: &PodInfo, cluster: &ClusterState) -> Vec<Code> {
                     })
                     .count();
                 *counts
-                    .entry(node.labels[&c.topology_key].clone())
+                    .entry(node.labels()[&c.topology_key].clone())
                     .or_default() += i64::try_from(matching).unwrap();
             }
             let min = match c.min_domains {
@@ -650,7 +650,8 @@ fn reference_filter(pod: &PodInfo, cluster: &ClusterState) -> Vec<Code> {
         .iter()
         .map(|node| {
             for (c, (counts, min)) in hard.iter().zip(&tables) {
-                let Some(value) = node.labels.get(&c.topology_key) else {
+                let labels = node.labels();
+                let Some(value) = labels.get(&c.topology_key) else {
                     return Code::UnschedulableAndUnresolvable;
                 };
                 let own = i64::from(c.selector.matches(&pod.labels));

@@ -575,11 +575,9 @@ proptest::proptest! {
                 .info();
             match host {
                 Some(host) => {
-                    node.labels.insert("kubernetes.io/hostname".into(), host.into());
                     node.hostname = Some(crate::model::hostname::Hostname::new(host));
                 }
                 None => {
-                    node.labels.remove("kubernetes.io/hostname");
                     node.hostname = None;
                 }
             }

@@ -112,7 +112,7 @@ fn the_recorded_preemption() {
     ]);
     let now = Instant::now();
     let mut low0 = running("low0", "rec-ppc64le-0", 10, "3800m", 100);
-    low0.labels.insert("pdb".into(), "yes".into());
+    Arc::make_mut(&mut low0.labels).insert("pdb".into(), "yes".into());
     core.apply_pod(low0, now);
     core.apply_pod(running("low1", "rec-ppc64le-1", 10, "3800m", 100), now);
     core.apply_disruption_budget(no_disruption("preempt", ("pdb", "yes")));
@@ -249,7 +249,7 @@ fn a_budget_protects_its_pod_when_another_choice_exists() {
     let mut core = core_with(&[("n0", "amd64"), ("n1", "amd64")]);
     let now = Instant::now();
     let mut protected = running("protected", "n0", 1, "4", 0);
-    protected.labels.insert("app".into(), "db".into());
+    Arc::make_mut(&mut protected.labels).insert("app".into(), "db".into());
     core.apply_pod(protected, now);
     core.apply_pod(running("free", "n1", 10, "4", 0), now);
     core.apply_disruption_budget(no_disruption("preempt", ("app", "db")));

@@ -512,3 +512,33 @@ mod volumes {
         ));
     }
 }
+
+/// Pods of one workload, pending or placed, hold one allocation of their labels
+/// (issue 53: 260,000 separate label maps were the largest item of a pod's memory).
+#[test]
+fn pods_with_equal_labels_share_one_allocation_in_the_queue_and_the_model() {
+    let mut core = core();
+    let now = Instant::now();
+    let labelled = |name: &str| {
+        PodBuilder::new("ns", name)
+            .scheduler(SCHED)
+            .label("app", "web")
+            .container("c", "multi:1", "100m", "100Mi")
+            .info()
+    };
+    core.apply_pod(labelled("web-0"), now);
+    core.apply_pod(labelled("web-1"), now);
+    let pending: Vec<Arc<PodInfo>> = core.queue.pending().cloned().collect();
+    assert_eq!(pending.len(), 2);
+    assert!(Arc::ptr_eq(&pending[0].labels, &pending[1].labels));
+    let Some(Outcome::Scheduled { pod, node, .. }) = core.schedule_next(&catalog(), now) else {
+        panic!("web is placed");
+    };
+    // The watch's copy of the bound pod shares them too.
+    let mut bound = labelled(&pod.name);
+    bound.node_name = Some(node);
+    core.apply_pod(bound, now);
+    let placed = core.cluster.pod(&pod.uid).expect("in the model");
+    let waiting = core.queue.pending().next().expect("the other one");
+    assert!(Arc::ptr_eq(&placed.labels, &waiting.labels));
+}
