@@ -94,7 +94,10 @@ impl PartialOrd for ActiveKey {
 
 #[derive(Default)]
 pub struct SchedulingQueue {
-    entries: HashMap<String, Entry>,
+    /// Boxed: a hash table keeps up to twice the slots it holds entries (and, once a
+    /// backlog drains, more until it shrinks); a slot of a pointer costs 8 bytes, not
+    /// the entry's 150 (at 130,000 pending pods 23 MB instead of 46).
+    entries: HashMap<String, Box<Entry>>,
     /// Indexes of the pods in unschedulable and waiting-for-images, so that cluster events
     /// (one per binding) cost nothing for the pods that are elsewhere.
     unschedulable_set: HashSet<String>,
@@ -215,7 +218,7 @@ impl SchedulingQueue {
         }
         self.entries.insert(
             uid.clone(),
-            Entry {
+            Box::new(Entry {
                 pod,
                 place: Where::Active,
                 seq: 0,
@@ -227,7 +230,7 @@ impl SchedulingQueue {
                 kinds: Vec::new(),
                 cycle: 0,
                 waiting_images: Vec::new(),
-            },
+            }),
         );
         self.push_active(&uid);
     }

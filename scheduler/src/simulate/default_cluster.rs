@@ -130,6 +130,7 @@ fn pod_groups(catalog: &Catalog, pods: usize, rng: &mut SmallRng) -> Vec<PodGrou
     let mut pod_groups: Vec<PodGroup> = Vec::new();
     let mut remaining = pods;
     let mut deployment = 0usize;
+    let mut workload_labels: BTreeMap<&str, Arc<BTreeMap<String, String>>> = BTreeMap::new();
     while remaining > 0 {
         let mut pick = rng.random_range(0..total_weight.max(1));
         let workload = catalog
@@ -151,7 +152,10 @@ fn pod_groups(catalog: &Catalog, pods: usize, rng: &mut SmallRng) -> Vec<PodGrou
             namespace: workload.name.clone(),
             count: replicas,
             priority: None,
-            labels: [("app".to_owned(), workload.name.clone())].into(),
+            labels: workload_labels
+                .entry(&workload.name)
+                .or_insert_with(|| Arc::new([("app".to_owned(), workload.name.clone())].into()))
+                .clone(),
             owner: Some(owner),
             owner_kind: workload.owner_kind.clone(),
             priority_class_name: workload.priority_class_name.clone(),

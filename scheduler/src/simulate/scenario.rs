@@ -160,8 +160,9 @@ pub struct PodGroup {
     pub count: usize,
     #[serde(default)]
     pub priority: Option<i32>,
+    /// Shared: the default cluster's groups of one workload carry one set.
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub labels: Arc<BTreeMap<String, String>>,
     /// A controller UID shared by the group's pods (they then spread by default).
     #[serde(default)]
     pub owner: Option<String>,
@@ -424,7 +425,7 @@ impl PodGroup {
         if let Some(priority) = self.priority {
             b = b.priority(priority);
         }
-        for (k, v) in &self.labels {
+        for (k, v) in self.labels.iter() {
             b = b.label(k, v);
         }
         if let Some(owner) = &self.owner {
