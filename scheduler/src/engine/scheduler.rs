@@ -173,8 +173,8 @@ impl SchedulerCore {
     /// A pod was added or changed. Assigned pods (any scheduler) go into the cluster
     /// model; our pending pods into the queue (and their nominations into the
     /// nominator); anything else leaves the queue.
-    pub fn apply_pod(&mut self, mut pod: PodInfo, now: Instant) {
-        self.cluster.share_labels(&mut pod);
+    pub fn apply_pod(&mut self, pod: PodInfo, now: Instant) {
+        // Its labels are shared there (the new `Arc` is held by nothing else).
         self.apply_shared_pod(Arc::new(pod), now);
     }
 
