@@ -1,8 +1,9 @@
-//! One allocation per distinct label set of the model's pods. The pods of a Deployment,
-//! a ReplicaSet or a Job carry the same labels; as separate maps each cost a B-tree node
-//! (544 bytes for up to eleven labels) plus a heap string per key and value, the largest
-//! single item of a pod's memory at 130,000 nodes (issue 53). Shared, a pod's labels are
-//! one pointer.
+//! One allocation per distinct label set of the model's pods and nodes. The pods of a
+//! Deployment, a ReplicaSet or a Job carry the same labels, and so do the nodes of a
+//! pool once their hostnames are kept apart (`NodeInfo::pool_labels`); as separate maps
+//! each cost a B-tree node (544 bytes for up to eleven labels) plus a heap string per key
+//! and value, the largest single item of a pod's memory at 130,000 nodes (issue 53).
+//! Shared, an object's labels are one pointer.
 //!
 //! The table holds only what some pod holds too: it is pruned whenever it has doubled
 //! since the last pruning, so it never holds more than twice the label sets in use (plus
