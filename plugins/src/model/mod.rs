@@ -20,4 +20,5 @@ pub mod quantity;
 pub mod resources;
 pub mod shared_labels;
 pub mod shared_names;
+pub mod spare_room;
 pub mod storage;

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use multiarch_policy::selectors::Labels;
 use rustc_hash::FxHashSet;
 
+use super::spare_room;
+
 /// Below this many sets the table is never pruned (pruning would cost more than it frees).
 const MIN_PRUNE_LEN: usize = 1024;
 
@@ -52,13 +54,11 @@ impl SharedLabels {
         }
     }
 
-    /// Forgets the sets nothing else holds any more, and halves the table's allocation
+    /// Forgets the sets nothing else holds any more, and gives back the table's room
     /// when it is mostly empty.
     fn prune(&mut self) {
         self.sets.retain(|set| Arc::strong_count(set) > 1);
-        if self.sets.capacity() > 4 * self.sets.len().max(MIN_PRUNE_LEN) {
-            self.sets.shrink_to(2 * self.sets.len());
-        }
+        spare_room::shrink_set(&mut self.sets);
         self.prune_at = (2 * self.sets.len()).max(MIN_PRUNE_LEN);
     }
 

@@ -13,7 +13,7 @@ use std::{
 
 use multiarch_plugins::{
     events::{ClusterChange, EventKind, QueueingHint},
-    model::{cluster::ClusterState, pod::PodInfo},
+    model::{cluster::ClusterState, pod::PodInfo, spare_room},
     profile::Profile,
 };
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -242,7 +242,7 @@ impl SchedulingQueue {
         }
         let removed = self.entries.remove(uid).is_some();
         if removed {
-            spare::shrink_map(&mut self.entries);
+            spare_room::shrink_map(&mut self.entries);
         }
         removed
     }
@@ -258,11 +258,11 @@ impl SchedulingQueue {
             Where::Unschedulable => {
                 self.unschedulable_set.remove(uid);
                 self.waiting_on_any.remove(uid);
-                spare::shrink_set(&mut self.unschedulable_set);
-                spare::shrink_set(&mut self.waiting_on_any);
+                spare_room::shrink_set(&mut self.unschedulable_set);
+                spare_room::shrink_set(&mut self.waiting_on_any);
                 for kind in &entry.kinds {
                     self.waiting_on[kind.index()].remove(uid);
-                    spare::shrink_set(&mut self.waiting_on[kind.index()]);
+                    spare_room::shrink_set(&mut self.waiting_on[kind.index()]);
                 }
             }
             Where::WaitingForImages => {
@@ -291,7 +291,7 @@ impl SchedulingQueue {
 
     /// The next pod to schedule: highest priority, then longest waiting.
     pub fn pop(&mut self) -> Option<PoppedPod> {
-        spare::shrink_heap(&mut self.active);
+        spare_room::shrink_heap(&mut self.active);
         while let Some(key) = self.active.pop() {
             let Some(entry) = self.entries.get_mut(&key.uid) else {
                 continue;
@@ -475,7 +475,7 @@ impl SchedulingQueue {
                 self.push_active(&uid);
             }
         }
-        spare::shrink_heap(&mut self.backoff);
+        spare_room::shrink_heap(&mut self.backoff);
         let stale: Vec<String> = self
             .unschedulable_set
             .iter()
@@ -535,6 +535,5 @@ impl SchedulingQueue {
     }
 }
 
-mod spare;
 #[cfg(test)]
 mod tests;

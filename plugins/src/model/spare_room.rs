@@ -1,8 +1,9 @@
-//! Giving back what a drained backlog grew the queue's tables to. A table keeps its
-//! allocation when entries leave: after 260,000 pods were placed, the queue held about
-//! 60 MB for none (issue 53). A table three quarters unused is shrunk to twice what it
-//! holds; the shrink's cost (a pass over what is left) is paid for by the removals since
-//! the last one, and growing back needs the entries to double, so it never thrashes.
+//! Giving back what a drained backlog grew a table to (the scheduling queue's tables, the
+//! model's shared label sets). A table keeps its allocation when entries leave: after
+//! 260,000 pods were placed, the queue held about 60 MB for none (issue 53). A table
+//! three quarters unused is shrunk to twice what it holds; the shrink's cost (a pass over
+//! what is left) is paid for by the removals since the last one, and growing back needs
+//! the entries to double, so it never thrashes.
 
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hash};
@@ -15,21 +16,19 @@ fn mostly_unused(capacity: usize, len: usize) -> bool {
     capacity > MIN_KEPT_CAPACITY && capacity > 4 * len
 }
 
-pub(super) fn shrink_map<K: Hash + Eq, V, S: BuildHasher>(
-    map: &mut std::collections::HashMap<K, V, S>,
-) {
+pub fn shrink_map<K: Hash + Eq, V, S: BuildHasher>(map: &mut std::collections::HashMap<K, V, S>) {
     if mostly_unused(map.capacity(), map.len()) {
         map.shrink_to(2 * map.len());
     }
 }
 
-pub(super) fn shrink_set<K: Hash + Eq, S: BuildHasher>(set: &mut std::collections::HashSet<K, S>) {
+pub fn shrink_set<K: Hash + Eq, S: BuildHasher>(set: &mut std::collections::HashSet<K, S>) {
     if mostly_unused(set.capacity(), set.len()) {
         set.shrink_to(2 * set.len());
     }
 }
 
-pub(super) fn shrink_heap<T: Ord>(heap: &mut BinaryHeap<T>) {
+pub fn shrink_heap<T: Ord>(heap: &mut BinaryHeap<T>) {
     if mostly_unused(heap.capacity(), heap.len()) {
         heap.shrink_to(2 * heap.len());
     }
