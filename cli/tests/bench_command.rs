@@ -198,3 +198,147 @@ async fn a_missing_placement_crd_is_reported_before_the_run() {
     );
     assert!(stderr.contains("not bound within"), "{stderr}");
 }
+
+/// The bench's arguments for a started `multiarch scheduler`, `extra` before the `--`.
+fn bench_with_scheduler(kubeconfig: &str, platforms: &str, extra: &[&str]) -> Command {
+    let binary = env!("CARGO_BIN_EXE_multiarch");
+    let mut command = Command::new(binary);
+    command
+        .args([
+            "bench",
+            "--kubeconfig",
+            kubeconfig,
+            "--platforms",
+            platforms,
+        ])
+        .args(extra)
+        .args(["-o", "json", "--"])
+        .args([binary, "scheduler", "--kubeconfig", kubeconfig])
+        .args(["--image-platforms", platforms, "--leader-elect", "false"])
+        .args(["--metrics-addr", "127.0.0.1:0"]);
+    command
+}
+
+/// `--create-rate` with a scheduler the bench starts: the scheduler places a warm-up pod
+/// first, then the run's pods are created at the rate, timed from their creation; the
+/// report says the rate asked for and the one reached. Twice in the same namespace:
+/// nothing of the first run (pods, the warm-up pod, events, the namespace) is left to
+/// hinder the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_created_live_meet_a_started_scheduler_after_its_warm_up() {
+    let server = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let (kubeconfig, platforms) = (
+        kubeconfig.to_str().unwrap().to_owned(),
+        platforms.to_str().unwrap().to_owned(),
+    );
+    for round in 0..2 {
+        let mut command = bench_with_scheduler(
+            &kubeconfig,
+            &platforms,
+            &[
+                "--nodes",
+                "20",
+                "--pods",
+                "100",
+                "--create-rate",
+                "200",
+                "--timeout",
+                "120s",
+            ],
+        );
+        let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        assert_eq!(report["createRate"], 200.0, "{report}");
+        let run = &report["runs"][0];
+        assert_eq!(run["placer"], "scheduler", "{report}");
+        // The warm-up pod is not one of the run's.
+        assert_eq!(run["pods"], 100, "{run}");
+        assert_eq!(run["bound"], 100, "{run}");
+        assert_eq!(run["incompatible"], 0, "{run}");
+        assert!(run["createdPerSecond"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(server.list("pods").is_empty(), "round {round}");
+        assert!(server.list("nodes").is_empty(), "round {round}");
+        assert!(
+            server
+                .list("events")
+                .iter()
+                .all(|e| e["metadata"]["namespace"] != "multiarch-bench"),
+            "round {round}: the run's events are deleted with its namespace"
+        );
+        assert!(
+            server
+                .list("namespaces")
+                .iter()
+                .all(|n| n["metadata"]["name"] != "multiarch-bench"),
+            "round {round}"
+        );
+    }
+}
+
+/// A started "scheduler" that never places the warm-up pod: the run ends at its timeout,
+/// says why, and removes the warm-up pod and the nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_that_places_no_warm_up_pod_is_reported() {
+    let server = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
+    command
+        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--platforms", platforms.to_str().unwrap()])
+        .args(["--nodes", "2", "--pods", "5", "--create-rate", "10"])
+        .args(["--timeout", "2s", "--", "sleep", "600"]);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the scheduler placed no warm-up pod within 2s"),
+        "{stderr}"
+    );
+    assert!(server.list("pods").is_empty());
+    assert!(server.list("nodes").is_empty());
+}
+
+/// A started scheduler that exits before placing the warm-up pod: the run ends at once
+/// with its exit status, not at the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_that_exits_during_the_warm_up_is_reported_at_once() {
+    let server = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
+    let platforms = dir.path().join("platforms.yaml");
+    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
+    command
+        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["--platforms", platforms.to_str().unwrap()])
+        .args(["--nodes", "2", "--pods", "5", "--create-rate", "10"])
+        .args(["--timeout", "600s", "--", "sh", "-c", "exit 3"]);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the scheduler exited before placing the warm-up pod (exit status: 3)"),
+        "{stderr}"
+    );
+    assert!(server.list("pods").is_empty());
+    assert!(server.list("nodes").is_empty());
+}

@@ -78,7 +78,9 @@ pub struct BenchArgs {
     pub scheduler_name: String,
 
     /// Create the pods live at this many per second while the scheduler runs, instead of
-    /// before starting it. 0: as fast as the client may.
+    /// before starting it (a scheduler started here first places a warm-up pod, so its
+    /// start-up is not timed). 0: as fast as the client may. Without a command the pods
+    /// are always created live.
     #[arg(long, value_name = "PODS_PER_SECOND")]
     pub create_rate: Option<f64>,
 

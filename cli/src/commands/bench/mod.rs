@@ -21,7 +21,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use futures_util::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
 use kube::{
     Api,
     api::{DeleteParams, ListParams, PostParams},
@@ -42,6 +42,10 @@ use crate::args::{BenchArgs, OutputFormat};
 
 /// Objects created (or deleted) at once.
 const WRITES_IN_FLIGHT: usize = 32;
+
+/// How long a deleted namespace is left to the namespace controller before the run
+/// finalizes it itself.
+const NAMESPACE_CONTROLLER_GRACE: Duration = Duration::from_secs(5);
 
 struct Bench<'a> {
     args: &'a BenchArgs,
@@ -147,6 +151,55 @@ impl Bench<'_> {
         format!("{RUN_LABEL}={}", self.run)
     }
 
+    /// The warm-up pod's run label: apart from the run's pods, so no count includes it.
+    fn warm_up_run(&self) -> String {
+        format!("{}-warm-up", self.run)
+    }
+
+    /// Pods are created while the scheduler runs: it was running already (no command),
+    /// or a creation rate was asked for.
+    fn creates_live(&self) -> bool {
+        self.args.command.is_empty() || self.args.create_rate.is_some()
+    }
+
+    /// Waits until the scheduler just started has placed a pod of its own (its start-up
+    /// lists are in), then deletes that pod: the run's pods, created after, are timed
+    /// from when a ready scheduler could see them.
+    async fn warm_up(
+        &self,
+        scheduler: &str,
+        started: &mut tokio::process::Child,
+    ) -> anyhow::Result<()> {
+        let run = self.warm_up_run();
+        let selector = format!("{RUN_LABEL}={run}");
+        let watch =
+            PlacementWatch::start(self.client.clone(), &self.args.namespace, &selector).await?;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.args.namespace);
+        let mut pod = objects::pod(&run, &self.args.namespace, scheduler, 0, &self.images);
+        pod["metadata"]["name"] = "bench-warm-up".into();
+        create_all(&api, &self.limiter, vec![pod])
+            .await
+            .context("cannot create the warm-up pod")?;
+        let deadline = Instant::now() + self.args.timeout;
+        let (bound, exited) = tokio::select! {
+            bound = watch.wait(1, deadline) => (bound, None),
+            status = started.wait() => (Default::default(), Some(status)),
+        };
+        delete_labelled(&api, &self.limiter, &selector).await?;
+        if let Some(status) = exited {
+            let status = status.context("cannot wait for the scheduler")?;
+            bail!("the scheduler exited before placing the warm-up pod ({status})");
+        }
+        if bound.is_empty() {
+            bail!(
+                "the scheduler placed no warm-up pod within {}: is it running, and does it \
+                 place pods of schedulerName {scheduler}?",
+                humantime::format_duration(self.args.timeout)
+            );
+        }
+        Ok(())
+    }
+
     async fn create_nodes(&mut self) -> anyhow::Result<()> {
         let api: Api<Node> = Api::all(self.client.clone());
         let count = self.args.nodes;
@@ -173,13 +226,19 @@ impl Bench<'_> {
         match rate.filter(|r| *r > 0.0) {
             None => create_all(&api, &self.limiter, objects).await,
             Some(rate) => {
+                // Paced, not one at a time: a creation slower than 1/rate must not hold
+                // the next one back.
                 let paced = TokenBucket::new(rate, 1);
-                let mut created = Vec::with_capacity(objects.len());
-                for object in objects {
-                    paced.acquire().await;
-                    created.extend(create_all(&api, &self.limiter, vec![object]).await?);
-                }
-                Ok(created)
+                let paced = &paced;
+                let api = &api;
+                stream::iter(objects)
+                    .map(|object| async move {
+                        paced.acquire().await;
+                        create_all(api, &self.limiter, vec![object]).await
+                    })
+                    .buffer_unordered(WRITES_IN_FLIGHT)
+                    .try_concat()
+                    .await
             }
         }
         .context("cannot create the pods")
@@ -217,12 +276,32 @@ impl Bench<'_> {
         } else {
             self.args.scheduler_name.as_str()
         };
-        let live = !bind_only && self.args.command.is_empty();
+        let live = !bind_only && self.creates_live();
         let watch =
             PlacementWatch::start(self.client.clone(), &self.args.namespace, &self.selector())
                 .await?;
         let mut own = RequestCounts::new();
+        let mut child = None;
+        let mut pid = self.args.scheduler_pid;
+        // Pods created live meet a scheduler that is ready: one started here has placed a
+        // pod of its own before the first is created. Pre-created pods are there before
+        // it starts.
+        let start_scheduler = |child: &mut Option<tokio::process::Child>,
+                               pid: &mut Option<u32>|
+         -> anyhow::Result<bool> {
+            let Some(started) = self.start_command()? else {
+                return Ok(false);
+            };
+            *pid = started.id();
+            *child = Some(started);
+            Ok(true)
+        };
         let (created, start, before) = if live {
+            if start_scheduler(&mut child, &mut pid)?
+                && let Some(started) = child.as_mut()
+            {
+                self.warm_up(scheduler, started).await?;
+            }
             let before = request_counts(&self.client).await;
             let start = Instant::now();
             let created = self
@@ -235,8 +314,6 @@ impl Bench<'_> {
             (created, Instant::now(), request_counts(&self.client).await)
         };
         let deadline = start + self.args.timeout;
-        let mut child = None;
-        let mut pid = self.args.scheduler_pid;
         let mut failed_bindings = 0;
         if bind_only {
             let pods = created
@@ -252,9 +329,8 @@ impl Bench<'_> {
                 self.args.bind_concurrency,
             )
             .await;
-        } else if let Some(started) = self.start_command()? {
-            pid = started.id();
-            child = Some(started);
+        } else if !live {
+            start_scheduler(&mut child, &mut pid)?;
         }
         let bindings = watch.wait(created.len(), deadline).await;
         let after = settled_counts(&self.client, deadline).await;
@@ -284,6 +360,7 @@ impl Bench<'_> {
             placer: if bind_only { "bind-only" } else { "scheduler" }.into(),
             throughput: Throughput::of(&times),
             incompatible: self.incompatible(&bindings),
+            created_per_second: live.then(|| creation_rate(&created)).flatten(),
             requests_per_pod,
             requests_unavailable,
             process,
@@ -319,20 +396,64 @@ impl Bench<'_> {
 
     async fn cleanup(&self, namespace_created: bool) -> anyhow::Result<()> {
         self.delete_pods().await?;
+        // Left only when the run was interrupted during the warm-up.
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.args.namespace);
+        let warm_up = format!("{RUN_LABEL}={}", self.warm_up_run());
+        delete_labelled(&pods, &self.limiter, &warm_up).await?;
         let nodes: Api<Node> = Api::all(self.client.clone());
         delete_labelled(&nodes, &self.limiter, &self.selector()).await?;
         if namespace_created {
-            let namespaces: Api<Namespace> = Api::all(self.client.clone());
-            namespaces
-                .delete(&self.args.namespace, &DeleteParams::default())
-                .await
-                .with_context(|| format!("cannot delete namespace {}", self.args.namespace))?;
+            self.delete_namespace().await?;
         }
         Ok(())
     }
+
+    /// Deletes the namespace this run created, its events first. An API server without
+    /// kube-controller-manager (as scheduler_perf runs it, and as the docs advise) never
+    /// finishes a namespace's deletion: the namespace would stay Terminating and the next
+    /// run could create nothing in it. Everything in it is the run's own (its pods are
+    /// deleted, its events and the scheduler's just now), so once it is still there after
+    /// a grace, the run finalizes it as the namespace controller would.
+    async fn delete_namespace(&self) -> anyhow::Result<()> {
+        let name = &self.args.namespace;
+        let events: Api<Event> = Api::namespaced(self.client.clone(), name);
+        delete_labelled(&events, &self.limiter, "")
+            .await
+            .with_context(|| format!("cannot delete the events of namespace {name}"))?;
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        namespaces
+            .delete(name, &DeleteParams::default())
+            .await
+            .with_context(|| format!("cannot delete namespace {name}"))?;
+        let grace = Instant::now() + NAMESPACE_CONTROLLER_GRACE;
+        loop {
+            let Some(mut namespace) = namespaces
+                .get_opt(name)
+                .await
+                .with_context(|| format!("cannot read namespace {name}"))?
+            else {
+                return Ok(());
+            };
+            if Instant::now() >= grace {
+                if let Some(spec) = namespace.spec.as_mut() {
+                    spec.finalizers = None;
+                }
+                return match namespaces
+                    .replace_subresource("finalize", name, &PostParams::default(), &namespace)
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e).with_context(|| format!("cannot finalize namespace {name}")),
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }
 
-/// Deletes every object `selector` matches, at once (no grace period).
+/// Deletes every object `selector` matches (an empty one: every object), at once (no
+/// grace period).
 async fn delete_labelled<K>(
     api: &Api<K>,
     limiter: &TokenBucket,
@@ -366,6 +487,15 @@ where
         .try_collect::<Vec<()>>()
         .await?;
     Ok(())
+}
+
+/// Pods created per second between the first creation and the last (none for fewer than
+/// two).
+fn creation_rate(created: &[(String, String, Instant)]) -> Option<f64> {
+    let first = created.iter().map(|(_, _, at)| *at).min()?;
+    let last = created.iter().map(|(_, _, at)| *at).max()?;
+    let span = last.saturating_duration_since(first).as_secs_f64();
+    (span > 0.0).then(|| (created.len() - 1) as f64 / span)
 }
 
 /// SIGTERM (the scheduler drains and exits), then SIGKILL after 10 s.
@@ -474,8 +604,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let report = BenchReport::new(
         args.nodes,
         args.pods,
-        args.command
-            .is_empty()
+        (args.command.is_empty() || args.create_rate.is_some())
             .then_some(args.create_rate.unwrap_or(0.0))
             .filter(|_| !args.bind_only),
         runs,
