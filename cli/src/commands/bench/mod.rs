@@ -6,6 +6,7 @@
 
 mod apiserver_metrics;
 mod bind_only;
+mod namespace;
 mod objects;
 mod placement_watch;
 mod process_stats;
@@ -21,7 +22,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use futures_util::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api,
     api::{DeleteParams, ListParams, PostParams},
@@ -42,10 +43,6 @@ use crate::args::{BenchArgs, OutputFormat};
 
 /// Objects created (or deleted) at once.
 const WRITES_IN_FLIGHT: usize = 32;
-
-/// How long a deleted namespace is left to the namespace controller before the run
-/// finalizes it itself.
-const NAMESPACE_CONTROLLER_GRACE: Duration = Duration::from_secs(5);
 
 struct Bench<'a> {
     args: &'a BenchArgs,
@@ -403,58 +400,15 @@ impl Bench<'_> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         delete_labelled(&nodes, &self.limiter, &self.selector()).await?;
         if namespace_created {
-            self.delete_namespace().await?;
+            namespace::delete(&self.client, &self.limiter, &self.args.namespace).await?;
         }
         Ok(())
-    }
-
-    /// Deletes the namespace this run created, its events first. An API server without
-    /// kube-controller-manager (as scheduler_perf runs it, and as the docs advise) never
-    /// finishes a namespace's deletion: the namespace would stay Terminating and the next
-    /// run could create nothing in it. Everything in it is the run's own (its pods are
-    /// deleted, its events and the scheduler's just now), so once it is still there after
-    /// a grace, the run finalizes it as the namespace controller would.
-    async fn delete_namespace(&self) -> anyhow::Result<()> {
-        let name = &self.args.namespace;
-        let events: Api<Event> = Api::namespaced(self.client.clone(), name);
-        delete_labelled(&events, &self.limiter, "")
-            .await
-            .with_context(|| format!("cannot delete the events of namespace {name}"))?;
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        namespaces
-            .delete(name, &DeleteParams::default())
-            .await
-            .with_context(|| format!("cannot delete namespace {name}"))?;
-        let grace = Instant::now() + NAMESPACE_CONTROLLER_GRACE;
-        loop {
-            let Some(mut namespace) = namespaces
-                .get_opt(name)
-                .await
-                .with_context(|| format!("cannot read namespace {name}"))?
-            else {
-                return Ok(());
-            };
-            if Instant::now() >= grace {
-                if let Some(spec) = namespace.spec.as_mut() {
-                    spec.finalizers = None;
-                }
-                return match namespaces
-                    .replace_subresource("finalize", name, &PostParams::default(), &namespace)
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                    Err(e) => Err(e).with_context(|| format!("cannot finalize namespace {name}")),
-                };
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
     }
 }
 
 /// Deletes every object `selector` matches (an empty one: every object), at once (no
 /// grace period).
-async fn delete_labelled<K>(
+pub(super) async fn delete_labelled<K>(
     api: &Api<K>,
     limiter: &TokenBucket,
     selector: &str,
@@ -568,18 +522,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if !args.command.is_empty() {
         warn_without_placement_crd(&client).await;
     }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace_created = match namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": args.namespace}}))?,
-        )
-        .await
-    {
-        Ok(_) => true,
-        Err(kube::Error::Api(s)) if s.code == 409 => false,
-        Err(e) => return Err(e).context(format!("cannot create namespace {}", args.namespace)),
-    };
+    let namespace_created = namespace::create(&client, &args.namespace).await?;
     let work = async {
         bench.create_nodes().await?;
         let mut runs = Vec::new();
