@@ -20,37 +20,27 @@ const PLATFORMS: &str = "images:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scheduler_and_the_bind_only_baseline_are_measured_and_cleaned_up() {
-    let server = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
-    let binary = env!("CARGO_BIN_EXE_multiarch");
-    let (kubeconfig, platforms) = (
-        kubeconfig.to_str().unwrap().to_owned(),
-        platforms.to_str().unwrap().to_owned(),
+    let Setup {
+        server,
+        kubeconfig,
+        platforms,
+        _dir,
+    } = Setup::new().await;
+    let mut command = bench_with_scheduler(
+        &kubeconfig,
+        &platforms,
+        &[
+            "--nodes",
+            "100",
+            "--pods",
+            "500",
+            "--timeout",
+            "120s",
+            "--compare-bind-only",
+        ],
     );
-    let mut command = Command::new(binary);
-    command
-        .args([
-            "bench",
-            "--kubeconfig",
-            &kubeconfig,
-            "--platforms",
-            &platforms,
-        ])
-        .args(["--nodes", "100", "--pods", "500", "--timeout", "120s"])
-        .args(["--compare-bind-only", "-o", "json", "--"])
-        .args([binary, "scheduler", "--kubeconfig", &kubeconfig])
-        .args(["--image-platforms", &platforms, "--leader-elect", "false"])
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--kube-api-qps",
-            "5000",
-            "--kube-api-burst",
-            "5000",
-        ]);
+    // The scheduler's client as fast as the bench's.
+    command.args(["--kube-api-qps", "5000", "--kube-api-burst", "5000"]);
     let out = tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap();
@@ -114,15 +104,16 @@ async fn the_scheduler_and_the_bind_only_baseline_are_measured_and_cleaned_up() 
 /// SIGTERM (or Ctrl-C) in the middle of a run: the objects are still removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_removes_what_it_created() {
-    let server = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let Setup {
+        server,
+        kubeconfig,
+        platforms,
+        _dir,
+    } = Setup::new().await;
     // A "scheduler" that never binds: the run waits until it is interrupted.
     let mut child = Command::new(env!("CARGO_BIN_EXE_multiarch"))
-        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
-        .args(["--platforms", platforms.to_str().unwrap()])
+        .args(["bench", "--kubeconfig", &kubeconfig])
+        .args(["--platforms", &platforms])
         .args([
             "--nodes",
             "10",
@@ -170,21 +161,22 @@ async fn an_interrupted_run_removes_what_it_created() {
 /// scheduling with defaults: the bench says so before the run is read as slow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_placement_crd_is_reported_before_the_run() {
-    let server = FakeApiServer::start().await;
+    let Setup {
+        server,
+        kubeconfig,
+        platforms,
+        _dir,
+    } = Setup::new().await;
     server.inject(Fault::new(
         None,
         "clusterpodplacementconfigs",
         Effect::Status(404),
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
     // A "scheduler" that never binds: the run ends at its timeout.
     let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
     command
-        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
-        .args(["--platforms", platforms.to_str().unwrap()])
+        .args(["bench", "--kubeconfig", &kubeconfig])
+        .args(["--platforms", &platforms])
         .args(["--nodes", "1", "--pods", "1", "--timeout", "1s"])
         .args(["--", "sleep", "600"]);
     let out = tokio::task::spawn_blocking(move || command.output().unwrap())
@@ -197,6 +189,31 @@ async fn a_missing_placement_crd_is_reported_before_the_run() {
         "{stderr}"
     );
     assert!(stderr.contains("not bound within"), "{stderr}");
+}
+
+/// A fake API server, with a kubeconfig and a platforms file for it in a directory that
+/// lives as long as this.
+struct Setup {
+    server: FakeApiServer,
+    _dir: tempfile::TempDir,
+    kubeconfig: String,
+    platforms: String,
+}
+
+impl Setup {
+    async fn new() -> Self {
+        let server = FakeApiServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
+        let platforms = dir.path().join("platforms.yaml");
+        std::fs::write(&platforms, PLATFORMS).unwrap();
+        Setup {
+            server,
+            kubeconfig: kubeconfig.to_str().unwrap().to_owned(),
+            platforms: platforms.to_str().unwrap().to_owned(),
+            _dir: dir,
+        }
+    }
 }
 
 /// The bench's arguments for a started `multiarch scheduler`, `extra` before the `--`.
@@ -226,15 +243,12 @@ fn bench_with_scheduler(kubeconfig: &str, platforms: &str, extra: &[&str]) -> Co
 /// hinder the second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_created_live_meet_a_started_scheduler_after_its_warm_up() {
-    let server = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
-    let (kubeconfig, platforms) = (
-        kubeconfig.to_str().unwrap().to_owned(),
-        platforms.to_str().unwrap().to_owned(),
-    );
+    let Setup {
+        server,
+        kubeconfig,
+        platforms,
+        _dir,
+    } = Setup::new().await;
     for round in 0..2 {
         let mut command = bench_with_scheduler(
             &kubeconfig,
@@ -291,15 +305,16 @@ async fn pods_created_live_meet_a_started_scheduler_after_its_warm_up() {
 /// says why, and removes the warm-up pod and the nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduler_that_places_no_warm_up_pod_is_reported() {
-    let server = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let Setup {
+        server,
+        kubeconfig,
+        platforms,
+        _dir,
+    } = Setup::new().await;
     let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
     command
-        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
-        .args(["--platforms", platforms.to_str().unwrap()])
+        .args(["bench", "--kubeconfig", &kubeconfig])
+        .args(["--platforms", &platforms])
         .args(["--nodes", "2", "--pods", "5", "--create-rate", "10"])
         .args(["--timeout", "2s", "--", "sleep", "600"]);
     let out = tokio::task::spawn_blocking(move || command.output().unwrap())
@@ -319,15 +334,16 @@ async fn a_scheduler_that_places_no_warm_up_pod_is_reported() {
 /// with its exit status, not at the timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduler_that_exits_during_the_warm_up_is_reported_at_once() {
-    let server = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig::kubeconfig(dir.path(), &server);
-    let platforms = dir.path().join("platforms.yaml");
-    std::fs::write(&platforms, PLATFORMS).unwrap();
+    let Setup {
+        server,
+        kubeconfig,
+        platforms,
+        _dir,
+    } = Setup::new().await;
     let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
     command
-        .args(["bench", "--kubeconfig", kubeconfig.to_str().unwrap()])
-        .args(["--platforms", platforms.to_str().unwrap()])
+        .args(["bench", "--kubeconfig", &kubeconfig])
+        .args(["--platforms", &platforms])
         .args(["--nodes", "2", "--pods", "5", "--create-rate", "10"])
         .args(["--timeout", "600s", "--", "sh", "-c", "exit 3"]);
     let out = tokio::task::spawn_blocking(move || command.output().unwrap())
