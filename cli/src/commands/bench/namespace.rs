@@ -29,26 +29,27 @@ pub async fn create(client: &kube::Client, name: &str) -> anyhow::Result<bool> {
     }
 }
 
-/// Deletes the namespace this run created, its events first. An API server without
-/// kube-controller-manager (as scheduler_perf runs it, and as the docs advise) never
-/// finishes a namespace's deletion: the namespace would stay Terminating and the next
-/// run could create nothing in it. Everything in it is the run's own (its pods are
-/// deleted, its events and the scheduler's just now), so once it is still there after
-/// a grace, the run finalizes it as the namespace controller would.
+/// Deletes the namespace this run created. An API server without kube-controller-manager
+/// (as scheduler_perf runs it, and as the docs advise) never finishes a namespace's
+/// deletion: the namespace would stay Terminating and the next run could create nothing
+/// in it. Everything in it is the run's own: its pods are deleted already, and its
+/// events (the bench's and the scheduler's) are deleted here once the namespace is
+/// Terminating (so no new one can be created); then, if it is still there after a grace,
+/// the run finalizes it as the namespace controller would.
 pub async fn delete(
     client: &kube::Client,
     limiter: &TokenBucket,
     name: &str,
 ) -> anyhow::Result<()> {
-    let events: Api<Event> = Api::namespaced(client.clone(), name);
-    delete_labelled(&events, limiter, "")
-        .await
-        .with_context(|| format!("cannot delete the events of namespace {name}"))?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .delete(name, &DeleteParams::default())
         .await
         .with_context(|| format!("cannot delete namespace {name}"))?;
+    let events: Api<Event> = Api::namespaced(client.clone(), name);
+    delete_labelled(&events, limiter, "")
+        .await
+        .with_context(|| format!("cannot delete the events of namespace {name}"))?;
     let grace = Instant::now() + NAMESPACE_CONTROLLER_GRACE;
     loop {
         let Some(mut namespace) = namespaces
