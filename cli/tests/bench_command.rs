@@ -41,20 +41,7 @@ async fn the_scheduler_and_the_bind_only_baseline_are_measured_and_cleaned_up() 
     );
     // The scheduler's client as fast as the bench's.
     command.args(["--kube-api-qps", "5000", "--kube-api-burst", "5000"]);
-    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !String::from_utf8_lossy(&out.stderr).contains("CRD is not installed"),
-        "the fake serves the CRD"
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let report = report_of(command).await;
     assert_eq!(report["nodes"], 100);
     assert_eq!(report["pods"], 500);
     let runs = report["runs"].as_array().unwrap();
@@ -216,6 +203,22 @@ impl Setup {
     }
 }
 
+/// Runs `command` (off the runtime's threads) and returns its JSON report, once it has
+/// succeeded without warning that the fake lacks the CRD.
+async fn report_of(mut command: Command) -> serde_json::Value {
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("CRD is not installed"),
+        "the fake serves the CRD"
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
 /// The bench's arguments for a started `multiarch scheduler`, `extra` before the `--`.
 fn bench_with_scheduler(kubeconfig: &str, platforms: &str, extra: &[&str]) -> Command {
     let binary = env!("CARGO_BIN_EXE_multiarch");
@@ -250,7 +253,7 @@ async fn pods_created_live_meet_a_started_scheduler_after_its_warm_up() {
         _dir,
     } = Setup::new().await;
     for round in 0..2 {
-        let mut command = bench_with_scheduler(
+        let command = bench_with_scheduler(
             &kubeconfig,
             &platforms,
             &[
@@ -264,16 +267,7 @@ async fn pods_created_live_meet_a_started_scheduler_after_its_warm_up() {
                 "120s",
             ],
         );
-        let out = tokio::task::spawn_blocking(move || command.output().unwrap())
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "round {round}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        let report = report_of(command).await;
         assert_eq!(report["createRate"], 200.0, "{report}");
         let run = &report["runs"][0];
         assert_eq!(run["placer"], "scheduler", "{report}");
@@ -301,60 +295,44 @@ async fn pods_created_live_meet_a_started_scheduler_after_its_warm_up() {
     }
 }
 
-/// A started "scheduler" that never places the warm-up pod: the run ends at its timeout,
-/// says why, and removes the warm-up pod and the nodes.
+/// A started "scheduler" that never places the warm-up pod: the run ends at its timeout
+/// (one that exits: at once, with its exit status), says why, and removes the warm-up
+/// pod and the nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduler_that_places_no_warm_up_pod_is_reported() {
-    let Setup {
-        server,
-        kubeconfig,
-        platforms,
-        _dir,
-    } = Setup::new().await;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
-    command
-        .args(["bench", "--kubeconfig", &kubeconfig])
-        .args(["--platforms", &platforms])
-        .args(["--nodes", "2", "--pods", "5", "--create-rate", "10"])
-        .args(["--timeout", "2s", "--", "sleep", "600"]);
-    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("the scheduler placed no warm-up pod within 2s"),
-        "{stderr}"
-    );
-    assert!(server.list("pods").is_empty());
-    assert!(server.list("nodes").is_empty());
-}
-
-/// A started scheduler that exits before placing the warm-up pod: the run ends at once
-/// with its exit status, not at the timeout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_scheduler_that_exits_during_the_warm_up_is_reported_at_once() {
-    let Setup {
-        server,
-        kubeconfig,
-        platforms,
-        _dir,
-    } = Setup::new().await;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
-    command
-        .args(["bench", "--kubeconfig", &kubeconfig])
-        .args(["--platforms", &platforms])
-        .args(["--nodes", "2", "--pods", "5", "--create-rate", "10"])
-        .args(["--timeout", "600s", "--", "sh", "-c", "exit 3"]);
-    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("the scheduler exited before placing the warm-up pod (exit status: 3)"),
-        "{stderr}"
-    );
-    assert!(server.list("pods").is_empty());
-    assert!(server.list("nodes").is_empty());
+    let cases: [(&str, &[&str], &str); 2] = [
+        (
+            "2s",
+            &["sleep", "600"],
+            "the scheduler placed no warm-up pod within 2s",
+        ),
+        (
+            "600s",
+            &["sh", "-c", "exit 3"],
+            "the scheduler exited before placing the warm-up pod (exit status: 3)",
+        ),
+    ];
+    for (timeout, scheduler, expected) in cases {
+        let Setup {
+            server,
+            kubeconfig,
+            platforms,
+            _dir,
+        } = Setup::new().await;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
+        command
+            .args(["bench", "--kubeconfig", &kubeconfig])
+            .args(["--platforms", &platforms])
+            .args(["--nodes", "2", "--pods", "5", "--create-rate", "10"])
+            .args(["--timeout", timeout, "--"])
+            .args(scheduler);
+        let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(server.list("pods").is_empty(), "{expected}");
+        assert!(server.list("nodes").is_empty(), "{expected}");
+    }
 }
