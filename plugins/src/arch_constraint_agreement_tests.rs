@@ -35,13 +35,25 @@ fn the_written_constraint_and_the_image_filter_agree_on_every_node() {
             .label(NODE_VARIANT_LABEL, "v7")
             .info(),
         NodeBuilder::new("arm32", "arm").info(),
+        NodeBuilder::new("x86-v2", "amd64")
+            .label(NODE_VARIANT_LABEL, "v2")
+            .info(),
+        NodeBuilder::new("x86-v3", "amd64")
+            .label(NODE_VARIANT_LABEL, "v3")
+            .info(),
+        NodeBuilder::new("x86-v4", "amd64")
+            .label(NODE_VARIANT_LABEL, "v4")
+            .info(),
     ];
     let arm7 = Platform::new("linux", "arm", Some("v7"));
+    let x86_v3 = Platform::new("linux", "amd64", Some("v3"));
     let cases: Vec<Vec<Platform>> = vec![
         vec![Platform::linux("amd64"), Platform::linux("arm64")],
         vec![Platform::linux("s390x")],
         vec![arm7.clone()],
-        vec![arm7, Platform::linux("amd64")],
+        vec![arm7.clone(), Platform::linux("amd64")],
+        vec![x86_v3.clone()],
+        vec![x86_v3, arm7, Platform::linux("arm64")],
         vec![],
     ];
     for platforms in cases {

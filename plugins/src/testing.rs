@@ -11,11 +11,12 @@ use multiarch_policy::architecture_rules::ArchitectureDecision;
 use multiarch_policy::platform::Platform;
 
 /// Linux platforms with these architectures.
+/// Linux platforms by architecture, with a variant where named: `["amd64/v3", "arm64"]`.
 pub fn known(architectures: &[&str]) -> ImagePlatforms {
     ImagePlatforms::Known(
         architectures
             .iter()
-            .map(|a| Platform::linux(a))
+            .map(|a| Platform::parse(&format!("linux/{a}")).unwrap_or_else(|| Platform::linux(a)))
             .collect::<Vec<_>>()
             .into(),
     )

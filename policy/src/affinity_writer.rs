@@ -12,7 +12,10 @@ use multiarch_crd::names::NODE_ARCH_LABEL;
 
 use multiarch_crd::names::NODE_VARIANT_LABEL;
 
-use crate::{platform::Platform, preferences::ArchPreference};
+use crate::{
+    platform::{Platform, variants_are_levels},
+    preferences::ArchPreference,
+};
 use multiarch_crd::names::{NO_SUPPORTED_ARCH, NODE_OS_LABEL};
 
 /// What the required affinity must say.
@@ -118,8 +121,8 @@ pub fn merge_required(pod: &mut Pod, requirement: &ArchRequirement) {
 
 /// What a node's variant label must say for a build of `arch` with `variant` to run there,
 /// as alternatives (ORed) of expressions (ANDed). The scheduler's rule: a node without the
-/// label runs any variant; 32-bit arm runs its own and older levels; elsewhere the variant
-/// must be the same.
+/// label runs any variant; where variants are levels (32-bit arm, x86-64) a node runs its
+/// own and lower levels; elsewhere the variant must be the same.
 fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequirement>> {
     let expression = |operator: &str, values: Option<Vec<String>>| NodeSelectorRequirement {
         key: NODE_VARIANT_LABEL.into(),
@@ -130,7 +133,7 @@ fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequir
         .strip_prefix('v')
         .and_then(|n| n.parse::<u32>().ok());
     match level {
-        Some(level) if arch == "arm" => {
+        Some(level) if variants_are_levels(arch) => {
             let older: Vec<String> = (1..level).map(|l| format!("v{l}")).collect();
             if older.is_empty() {
                 Vec::new()
@@ -388,6 +391,18 @@ mod tests {
                 json!([
                     {"matchExpressions": [zone.clone(), arch(&["amd64"])]},
                     {"matchExpressions": [zone.clone(), arch(&["arm"]), variant("NotIn", Some(&["v1", "v2", "v3", "v4", "v5", "v6"]))]},
+                ]),
+            ),
+            (
+                "x86-64-v3 or arm64: v1 and v2 nodes excluded, unlabelled amd64 nodes kept",
+                Value::Null,
+                vec![
+                    Platform::new("linux", "amd64", Some("v3")),
+                    Platform::linux("arm64"),
+                ],
+                json!([
+                    {"matchExpressions": [arch(&["arm64"])]},
+                    {"matchExpressions": [arch(&["amd64"]), variant("NotIn", Some(&["v1", "v2"]))]},
                 ]),
             ),
             (

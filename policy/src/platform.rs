@@ -62,7 +62,8 @@ fn normalize_architecture(architecture: &str, variant: Option<&str>) -> (String,
         .filter(|v| !v.is_empty())
         .map(str::to_ascii_lowercase);
     match architecture.as_str() {
-        "x86_64" | "x86-64" => ("amd64".into(), None),
+        // A node's `v1` is a known level (the baseline), not "any": kept.
+        "x86_64" | "x86-64" | "amd64" => ("amd64".into(), variant),
         "aarch64" | "arm64" => ("arm64".into(), variant.filter(|v| v != "v8")),
         "armhf" | "armel" => ("arm".into(), variant),
         "i386" | "i686" => ("386".into(), None),
@@ -70,13 +71,21 @@ fn normalize_architecture(architecture: &str, variant: Option<&str>) -> (String,
     }
 }
 
-/// 32-bit arm runs older variants (a v7 node runs v6 and v5 builds); elsewhere variants
-/// must be equal. A side that does not name its variant accepts any.
+/// Whether the architecture's variants are levels, each running the builds of the
+/// levels below: 32-bit arm (a v7 node runs v6 and v5 builds) and amd64 (the psABI's
+/// x86-64-v2..v4: an x86-64-v3 CPU runs v2 builds). Elsewhere variants must be equal.
+pub fn variants_are_levels(architecture: &str) -> bool {
+    matches!(architecture, "arm" | "amd64")
+}
+
+/// Leveled variants run on nodes of their level or above; other variants must be equal.
+/// A side that does not name its variant accepts any (a node without the variant label
+/// runs every build of its architecture, as before the label existed).
 fn variant_runs_on(architecture: &str, image: Option<&str>, node: Option<&str>) -> bool {
     match (image, node) {
         (None, _) | (_, None) => true,
-        (Some(image), Some(node)) if architecture == "arm" => {
-            match (arm_level(image), arm_level(node)) {
+        (Some(image), Some(node)) if variants_are_levels(architecture) => {
+            match (variant_level(image), variant_level(node)) {
                 (Some(i), Some(n)) => i <= n,
                 _ => image == node,
             }
@@ -85,8 +94,20 @@ fn variant_runs_on(architecture: &str, image: Option<&str>, node: Option<&str>) 
     }
 }
 
-fn arm_level(variant: &str) -> Option<u32> {
+/// `v7` → 7, `v3` → 3.
+pub fn variant_level(variant: &str) -> Option<u32> {
     variant.strip_prefix('v').and_then(|n| n.parse().ok())
+}
+
+/// What a build's variant asks of a node, as users read it: `x86-64-v3` (the psABI's
+/// name, what glibc's loader says when it refuses a CPU), `arm/v7`.
+pub fn variant_need(platform: &Platform) -> Option<String> {
+    let variant = platform.variant.as_deref()?;
+    Some(if platform.architecture == "amd64" {
+        format!("x86-64-{variant}")
+    } else {
+        format!("{}/{variant}", platform.architecture)
+    })
 }
 
 impl fmt::Display for Platform {
@@ -181,7 +202,7 @@ pub fn compatible_platforms(containers: &[ContainerPlatforms<'_>]) -> Vec<Platfo
 fn demand(platform: &Platform) -> (u8, u32) {
     match &platform.variant {
         None => (0, 0),
-        Some(v) => (1, arm_level(v).unwrap_or(u32::MAX)),
+        Some(v) => (1, variant_level(v).unwrap_or(u32::MAX)),
     }
 }
 
@@ -190,12 +211,12 @@ pub fn node_is_compatible(compatible: &[Platform], node: &Platform) -> bool {
     compatible.iter().any(|p| p.runs_on(node))
 }
 
-/// A bit number for the common platforms (Linux or Windows on a known architecture,
-/// without variant), so that the per-node check of a scheduling cycle is a bit test.
+/// A bit number for the common platforms (Linux or Windows on a known architecture), so
+/// that the per-node check of a scheduling cycle is a bit test. The variant has no bit:
+/// a node with one passes the bit test of its architecture and is then checked with
+/// [`node_is_compatible`] when the pod's builds name variants (x86-64 levels are
+/// common, and a cluster labelled with them keeps the bit test and the platform index).
 pub fn platform_bit(platform: &Platform) -> Option<u8> {
-    if platform.variant.is_some() {
-        return None;
-    }
     os_arch_bit(platform)
 }
 
@@ -219,10 +240,10 @@ fn os_arch_bit(platform: &Platform) -> Option<u8> {
     Some(os * 8 + arch)
 }
 
-/// The nodes that have a [`platform_bit`] which `platforms` run on, as a bit set: a node
-/// with a bit names no variant, and a side that names no variant accepts any, so an
-/// `arm/v7` build counts as `arm`; a platform with an unknown OS or architecture runs on
-/// no such node and sets no bit.
+/// The nodes that have a [`platform_bit`] which `platforms` run on, as a bit set, variants
+/// aside: a side that names no variant accepts any, so an `arm/v7` build counts as `arm`
+/// and only nodes that name a variant need the precise check; a platform with an unknown
+/// OS or architecture runs on no such node and sets no bit.
 pub fn platform_bits(platforms: &[Platform]) -> u64 {
     platforms
         .iter()
@@ -358,6 +379,56 @@ mod tests {
     }
 
     #[test]
+    fn x86_64_levels_run_on_nodes_of_their_level_or_above() {
+        let level = |v: Option<&str>| Platform::new("linux", "amd64", v);
+        let cases: [(Option<&str>, Option<&str>, bool); 9] = [
+            (Some("v3"), Some("v3"), true),
+            (Some("v3"), Some("v4"), true),
+            (Some("v3"), Some("v2"), false),
+            (Some("v4"), Some("v3"), false),
+            (Some("v2"), Some("v4"), true),
+            // A node that does not say its level runs any build, as before the label.
+            (Some("v4"), None, true),
+            (None, Some("v2"), true),
+            // v1 is the baseline; a node that says v1 is known to be below v2.
+            (Some("v1"), Some("v2"), true),
+            (Some("v2"), Some("v1"), false),
+        ];
+        for (image, node, runs) in cases {
+            assert_eq!(
+                level(image).runs_on(&level(node)),
+                runs,
+                "{image:?} on {node:?}"
+            );
+        }
+        assert_eq!(
+            Platform::new("linux", "x86_64", Some("v3")),
+            level(Some("v3"))
+        );
+        // An image with v2 and v3 builds runs on v2 nodes; beside a v3-only image, no.
+        let both = vec![level(Some("v2")), level(Some("v3"))];
+        assert_eq!(compat(&[both.clone()]), vec![level(Some("v2"))]);
+        assert_eq!(
+            compat(&[both, vec![level(Some("v3"))]]),
+            vec![level(Some("v3"))]
+        );
+        // A baseline build beside the v3 one needs nothing.
+        assert_eq!(
+            compat(&[vec![level(None), level(Some("v3"))]]),
+            vec![level(None)]
+        );
+        assert_eq!(
+            variant_need(&level(Some("v3"))).as_deref(),
+            Some("x86-64-v3")
+        );
+        assert_eq!(
+            variant_need(&Platform::new("linux", "arm", Some("v7"))).as_deref(),
+            Some("arm/v7")
+        );
+        assert_eq!(variant_need(&level(None)), None);
+    }
+
+    #[test]
     fn bits_agree_with_runs_on() {
         let images = [
             Platform::linux("amd64"),
@@ -389,10 +460,11 @@ mod tests {
                 );
             }
         }
-        // Nodes with a variant, or an unknown architecture, take the slow path.
+        // A node with a variant has its architecture's bit (the precise check follows);
+        // an unknown architecture takes the slow path.
         assert_eq!(
             platform_bit(&Platform::new("linux", "arm", Some("v7"))),
-            None
+            platform_bit(&Platform::linux("arm"))
         );
         assert_eq!(platform_bit(&Platform::linux("loong64")), None);
     }

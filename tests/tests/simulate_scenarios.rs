@@ -71,12 +71,13 @@ fn every_unplaced_pod_has_the_right_reason() {
         ),
         "{reasons:#?}"
     );
-    // An arm/v7 image does not run on the arm/v6 node.
+    // An arm/v7 image does not run on the arm/v6 node, which is told apart.
     assert!(
         reasons.contains(
-            &"0/6 nodes are available: 6 node(s) didn't match the pod's image architectures \
-          (images support arm/v7). no new claims to deallocate, preemption: 0/6 nodes are \
-          available: 6 Preemption is not helpful for scheduling."
+            &"0/6 nodes are available: 1 node(s) are below arm/v7 needed by image arm32:1, \
+          5 node(s) didn't match the pod's image architectures (images support arm/v7). no \
+          new claims to deallocate, preemption: 0/6 nodes are available: 6 Preemption is \
+          not helpful for scheduling."
         ),
         "{reasons:#?}"
     );
@@ -98,6 +99,43 @@ fn the_blind_counterfactual_counts_what_would_break() {
     assert!(blind.incompatible > 0);
     let aware = run(prepared, profile, 3);
     assert_eq!(aware.incompatible, 0);
+}
+
+#[test]
+fn x86_64_levels_place_each_image_on_a_cpu_that_runs_it() {
+    let prepared = Prepared::new(&load("x86-64-levels.yaml")).unwrap();
+    for seed in 0..10 {
+        let (placed, unschedulable) = placements(&prepared, seed);
+        for (pod, node) in &placed {
+            let ok = match pod.split('-').next().unwrap() {
+                "rhel10" => node.starts_with("v3") || node.starts_with("arm"),
+                "rhel9" => !node.starts_with("old"),
+                "plain" => !node.starts_with("arm"),
+                other => panic!("{other} should not be placed ({pod} on {node})"),
+            };
+            assert!(ok, "seed {seed}: {pod} on {node}");
+        }
+        assert_eq!(placed.len(), 18, "seed {seed}: {placed:?}");
+        // No node of x86-64-v4: the AVX-512 build waits, saying why for each node.
+        assert_eq!(
+            unschedulable,
+            vec![(
+                "0/7 nodes are available: 1 node(s) didn't match the pod's image architectures \
+                 (images support amd64/v4), 6 node(s) are below x86-64-v4 needed by image \
+                 v4-only:1. no new claims to deallocate, preemption: 0/7 nodes are available: \
+                 7 Preemption is not helpful for scheduling."
+                    .to_owned(),
+                1
+            )],
+            "seed {seed}"
+        );
+    }
+    // Blind to levels (and architectures), pods land on CPUs that cannot run them.
+    let (_, blind_profile) = profiles(&prepared);
+    let blind = run(prepared.clone(), blind_profile, 3);
+    assert!(blind.incompatible > 0, "{}", blind.incompatible);
+    let (profile, _) = profiles(&prepared);
+    assert_eq!(run(prepared, profile, 3).incompatible, 0);
 }
 
 #[test]

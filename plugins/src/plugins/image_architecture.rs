@@ -9,11 +9,12 @@ use crate::{
         CycleContext, CycleState, FilterPlugin, MAX_NODE_SCORE, Plugin, PreFilterPlugin, Reason,
         ScorePlugin, Status, score_each,
     },
-    image_platforms::ImagePlatforms,
+    image_platforms::{ImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
 };
 use multiarch_policy::platform::{
     Platform, compatible_platforms, describe, node_is_compatible, platform_bit, platform_bits,
+    variant_level, variant_need, variants_are_levels,
 };
 
 pub const NAME: &str = "ImageArchitecture";
@@ -31,6 +32,10 @@ pub struct CompatiblePlatforms {
     /// Set when a `celArchitecturePlacement` rule decided the platforms: how it is named.
     pub decided_by: Option<String>,
     reason: Reason,
+    /// Per platform of `platforms` that names a variant (x86-64-v3, arm/v7): why a node
+    /// of its architecture whose own variant is too low fails, naming the image that
+    /// needs it. Empty in the common case, where the bit test alone decides.
+    variant_reasons: Vec<(Platform, Reason)>,
 }
 
 impl CompatiblePlatforms {
@@ -41,9 +46,23 @@ impl CompatiblePlatforms {
             return true;
         }
         match (self.bits, node.platform_bit) {
-            (Some(bits), Some(bit)) => bits & (1 << bit) != 0,
+            (Some(bits), Some(bit)) => {
+                bits & (1 << bit) != 0
+                    && (self.variant_reasons.is_empty()
+                        || node.platform.variant.is_none()
+                        || node_is_compatible(&self.platforms, &node.platform))
+            }
             _ => node_is_compatible(&self.platforms, &node.platform),
         }
+    }
+
+    /// Why the node cannot take the pod: its architecture's variant (level) when the
+    /// images have builds for the architecture, the architectures otherwise.
+    fn refusal(&self, node: &NodeInfo) -> &Reason {
+        self.variant_reasons
+            .iter()
+            .find(|(p, _)| p.os == node.platform.os && p.architecture == node.platform.architecture)
+            .map_or(&self.reason, |(_, reason)| reason)
     }
 
     /// `amd64, arm64`.
@@ -75,6 +94,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             platforms,
             fallback_used: false,
             decided_by: Some(decision.describe()),
+            variant_reasons: Vec::new(),
         });
     }
     let failed: Vec<String> = ctx
@@ -95,6 +115,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
                 platforms,
                 fallback_used: true,
                 decided_by: None,
+                variant_reasons: Vec::new(),
             });
         }
         let mut status = Status::unschedulable(format!(
@@ -113,6 +134,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             fallback_used: false,
             decided_by: None,
             reason: Reason::Static(""),
+            variant_reasons: Vec::new(),
         });
     }
     let platforms = compatible_platforms(&containers);
@@ -139,10 +161,44 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
     Ok(CompatiblePlatforms {
         bits: Some(platform_bits(&platforms)),
         reason: mismatch_reason(&platforms, false),
+        variant_reasons: variant_reasons(&platforms, &ctx.images),
         platforms,
         fallback_used: false,
         decided_by: None,
     })
+}
+
+/// For each compatible platform that names a variant, the refusal of a node below it:
+/// `node(s) are below x86-64-v3 needed by image quay.io/app:1` (the first image whose
+/// least demanding build of the architecture asks that much).
+fn variant_reasons(platforms: &[Platform], images: &PodImagePlatforms) -> Vec<(Platform, Reason)> {
+    platforms
+        .iter()
+        .filter_map(|platform| {
+            let need = variant_need(platform)?;
+            let level = platform.variant.as_deref().and_then(variant_level);
+            let imposes = |builds: &[Platform]| {
+                let mut same = builds
+                    .iter()
+                    .filter(|b| b.os == platform.os && b.architecture == platform.architecture);
+                builds.contains(platform)
+                    && same.all(|b| {
+                        b.variant.is_some() && b.variant.as_deref().and_then(variant_level) >= level
+                    })
+            };
+            let image = images
+                .containers
+                .iter()
+                .find(|c| matches!(&c.platforms, ImagePlatforms::Known(builds) if imposes(builds)))
+                .map_or("", |c| c.image.as_str());
+            let text = if variants_are_levels(&platform.architecture) {
+                format!("node(s) are below {need} needed by image {image}")
+            } else {
+                format!("node(s) are not {need} as needed by image {image}")
+            };
+            Some((platform.clone(), Reason::Shared(text.into())))
+        })
+        .collect()
 }
 
 fn describe_or_none(platforms: &Arc<[Platform]>) -> String {
@@ -237,7 +293,7 @@ impl FilterPlugin for ImageArchitecture {
         if found.admits(node) {
             Status::success()
         } else {
-            Status::unresolvable(found.reason.clone())
+            Status::unresolvable(found.refusal(node).clone())
         }
     }
 }
@@ -316,199 +372,4 @@ impl ScorePlugin for ImageArchitecture {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{
-        framework::Code,
-        image_platforms::{ContainerImagePlatforms, PodImagePlatforms},
-        model::{node::NodeBuilder, pod::PodBuilder},
-        testing::{Fixture, known},
-    };
-
-    fn fixture(images: Vec<(&str, ImagePlatforms)>) -> Fixture {
-        let mut fixture = Fixture::new(PodBuilder::new("ns", "p").info());
-        fixture.images = PodImagePlatforms {
-            containers: images
-                .into_iter()
-                .enumerate()
-                .map(|(i, (image, platforms))| ContainerImagePlatforms {
-                    container: format!("c{i}"),
-                    image: image.into(),
-                    platforms,
-                })
-                .collect(),
-        };
-        fixture
-    }
-
-    #[test]
-    fn filters_nodes_by_the_intersection_of_all_images() {
-        let f = fixture(vec![
-            ("multi", known(&["amd64", "arm64", "s390x"])),
-            ("sidecar", known(&["amd64", "arm64"])),
-        ]);
-        let ctx = f.ctx();
-        let mut state = CycleState::new();
-        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
-        let arm = NodeBuilder::new("arm", "arm64").info();
-        let z = NodeBuilder::new("z", "s390x").info();
-        assert!(ImageArchitecture.filter(&ctx, &state, &arm).is_success());
-        let status = ImageArchitecture.filter(&ctx, &state, &z);
-        assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
-        assert_eq!(
-            status.message(),
-            "node(s) didn't match the pod's image architectures (images support amd64, arm64)"
-        );
-    }
-
-    #[test]
-    fn no_common_architecture_is_unresolvable_and_names_each_image() {
-        let f = fixture(vec![
-            ("quay.io/a:1", known(&["amd64"])),
-            ("quay.io/b:1", known(&["arm64"])),
-        ]);
-        let status = ImageArchitecture.pre_filter(&f.ctx(), &mut CycleState::new());
-        assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
-        assert_eq!(
-            status.message(),
-            "the pod's images have no architecture in common: c0 (quay.io/a:1) supports amd64; c1 (quay.io/b:1) supports arm64"
-        );
-    }
-
-    #[test]
-    fn inspection_failure_waits_with_backoff_unless_a_fallback_is_set() {
-        let mut f = fixture(vec![
-            ("ok", known(&["amd64", "arm64"])),
-            (
-                "quay.io/private:1",
-                ImagePlatforms::Failed("unauthorized at quay.io".into()),
-            ),
-        ]);
-        let status = ImageArchitecture.pre_filter(&f.ctx(), &mut CycleState::new());
-        assert_eq!(status.code, Code::Unschedulable);
-        assert!(status.retry_with_backoff);
-        assert_eq!(
-            status.message(),
-            "cannot read the platforms of the pod's images (image quay.io/private:1: unauthorized at quay.io); retrying with backoff"
-        );
-
-        f.fallback = Some("arm64".into());
-        let ctx = f.ctx();
-        let mut state = CycleState::new();
-        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
-        assert!(state.read::<CompatiblePlatforms>().unwrap().fallback_used);
-        assert!(
-            ImageArchitecture
-                .filter(&ctx, &state, &NodeBuilder::new("a", "arm64").info())
-                .is_success()
-        );
-        assert!(
-            !ImageArchitecture
-                .filter(&ctx, &state, &NodeBuilder::new("b", "amd64").info())
-                .is_success()
-        );
-    }
-
-    #[test]
-    fn a_rules_architectures_replace_the_images_platforms() {
-        // Images with no common build, and one that cannot be read: the rule decides.
-        let mut f = fixture(vec![
-            ("quay.io/a:1", known(&["amd64"])),
-            ("quay.io/b:1", known(&["arm64"])),
-            ("quay.io/c:1", ImagePlatforms::Failed("unauthorized".into())),
-        ]);
-        f.architecture_rule = Some(multiarch_policy::architecture_rules::ArchitectureDecision {
-            config: "tiers".into(),
-            rule: Some("db".into()),
-            architectures: vec!["ppc64le".into(), "s390x".into()],
-            errors: Vec::new(),
-        });
-        let ctx = f.ctx();
-        let mut state = CycleState::new();
-        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
-        let found = state.read::<CompatiblePlatforms>().unwrap();
-        assert_eq!(
-            found.decided_by.as_deref(),
-            Some("rule \"db\" of PodPlacementConfig tiers")
-        );
-        let z = NodeBuilder::new("z", "s390x").info();
-        assert!(ImageArchitecture.filter(&ctx, &state, &z).is_success());
-        let status = ImageArchitecture.filter(&ctx, &state, &NodeBuilder::new("a", "amd64").info());
-        assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
-        assert_eq!(
-            status.message(),
-            "node(s) didn't match the architectures of rule \"db\" of PodPlacementConfig tiers (ppc64le, s390x)"
-        );
-    }
-
-    #[test]
-    fn os_mismatch_filters_too() {
-        let f = fixture(vec![(
-            "windows-only",
-            ImagePlatforms::Known(vec![Platform::new("windows", "amd64", None)].into()),
-        )]);
-        let ctx = f.ctx();
-        let mut state = CycleState::new();
-        assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
-        let linux = NodeBuilder::new("l", "amd64").info();
-        let windows = NodeBuilder::new("w", "amd64")
-            .label("kubernetes.io/os", "windows")
-            .info();
-        assert!(!ImageArchitecture.filter(&ctx, &state, &linux).is_success());
-        assert!(
-            ImageArchitecture
-                .filter(&ctx, &state, &windows)
-                .is_success()
-        );
-    }
-
-    #[test]
-    fn scores_by_weight_normalized_to_the_largest() {
-        let mut f = fixture(vec![("multi", known(&["amd64", "arm64", "s390x"]))]);
-        f.preferences = vec![("arm64".into(), 50), ("amd64".into(), 25)];
-        let ctx = f.ctx();
-        let state = CycleState::new();
-        assert!(
-            ImageArchitecture
-                .pre_score(&ctx, &mut CycleState::new(), &[])
-                .is_success()
-        );
-        let nodes = ["arm64", "amd64", "s390x"].map(|a| NodeBuilder::new(a, a).info());
-        let mut scores: Vec<i64> = nodes
-            .iter()
-            .map(|n| ImageArchitecture.score(&ctx, &state, n))
-            .collect();
-        assert_eq!(scores, [50, 25, 0]);
-        // The same through the table PreScore leaves (nodes with a platform bit).
-        let mut scored = CycleState::new();
-        assert!(
-            ImageArchitecture
-                .pre_score(&ctx, &mut scored, &[])
-                .is_success()
-        );
-        let by_table: Vec<i64> = nodes
-            .iter()
-            .map(|n| ImageArchitecture.score(&ctx, &scored, n))
-            .collect();
-        assert_eq!(by_table, scores);
-        let refs: Vec<&NodeInfo> = nodes.iter().collect();
-        for state in [&state, &scored] {
-            let mut all = vec![-7; nodes.len()];
-            ImageArchitecture.score_all(&ctx, state, &refs, &mut all);
-            assert_eq!(
-                all, scores,
-                "every node at once, with and without the table"
-            );
-        }
-        ImageArchitecture.normalize(&ctx, &state, &mut scores);
-        assert_eq!(scores, [100, 50, 0]);
-
-        f.preferences.clear();
-        assert_eq!(
-            ImageArchitecture
-                .pre_score(&f.ctx(), &mut CycleState::new(), &[])
-                .code,
-            Code::Skip
-        );
-    }
-}
+mod tests;

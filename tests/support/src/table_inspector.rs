@@ -24,7 +24,7 @@ impl ImageInspector for TableInspector {
     }
 }
 
-/// `image` as an index of Linux builds for `archs`.
+/// `image` as an index of Linux builds for `archs` (`amd64/v3`: with its variant).
 pub fn linux_index(image: &str, archs: &[&str]) -> ImageInfo {
     ImageInfo {
         image: image.to_owned(),
@@ -33,11 +33,14 @@ pub fn linux_index(image: &str, archs: &[&str]) -> ImageInfo {
         operator_bundle: false,
         platforms: archs
             .iter()
-            .map(|a| PlatformEntry {
-                os: "linux".into(),
-                architecture: (*a).into(),
-                variant: None,
-                digest: "sha256:1".into(),
+            .map(|a| {
+                let (architecture, variant) = a.split_once('/').unzip();
+                PlatformEntry {
+                    os: "linux".into(),
+                    architecture: architecture.unwrap_or(a).into(),
+                    variant: variant.map(str::to_owned),
+                    digest: "sha256:1".into(),
+                }
             })
             .collect(),
     }
@@ -50,6 +53,8 @@ pub fn standard() -> Arc<dyn ImageInspector> {
         ("amd:1".to_owned(), vec!["amd64"]),
         ("arm:1".to_owned(), vec!["arm64"]),
         ("z:1".to_owned(), vec!["s390x"]),
+        // Built for x86-64-v3 (as RHEL 10's images are) and arm64.
+        ("ubi10:1".to_owned(), vec!["amd64/v3", "arm64"]),
         // The image of the recordings in tests/fixtures/kube-scheduler/.
         (
             "registry.example/app:1".to_owned(),
