@@ -407,7 +407,7 @@ mod tests {
         );
         // An image with v2 and v3 builds runs on v2 nodes; beside a v3-only image, no.
         let both = vec![level(Some("v2")), level(Some("v3"))];
-        assert_eq!(compat(&[both.clone()]), vec![level(Some("v2"))]);
+        assert_eq!(compat(std::slice::from_ref(&both)), vec![level(Some("v2"))]);
         assert_eq!(
             compat(&[both, vec![level(Some("v3"))]]),
             vec![level(Some("v3"))]

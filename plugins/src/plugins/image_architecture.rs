@@ -161,7 +161,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
     Ok(CompatiblePlatforms {
         bits: Some(platform_bits(&platforms)),
         reason: mismatch_reason(&platforms, false),
-        variant_reasons: variant_reasons(&platforms, &ctx.images),
+        variant_reasons: variant_reasons(&platforms, ctx.images),
         platforms,
         fallback_used: false,
         decided_by: None,
