@@ -6,101 +6,17 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::Path, process::Command};
 
-/// The kit's SLOT for this test: apart from the e2e tier's (3) and a developer's default (0).
+use multiarch_test_support::kit::{self, ApiServer};
+
+/// The kit's SLOT for this test: apart from the e2e tier's (3), a developer's default (0)
+/// and the other tests' (6).
 const SLOT: &str = "7";
-
-/// The kit's directory and its binaries, when both are there.
-fn kit() -> Result<(PathBuf, PathBuf), String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let kit = std::env::var_os("MULTIARCH_K8S_KIT")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([
-            root.join("../shared/k8s"),
-            PathBuf::from("/work/shared/k8s"),
-        ])
-        .find(|k| k.join("cluster").is_file())
-        .ok_or("no Kubernetes kit (../shared/k8s; set MULTIARCH_K8S_KIT)")?;
-    let bin = std::env::var_os("K8S_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/multiarch-k8s/v1.36.2")
-        });
-    for binary in ["etcd", "kube-apiserver", "kubectl"] {
-        if !bin.join(binary).is_file() {
-            return Err(format!(
-                "the kit's binaries are not built ({binary} missing in {})",
-                bin.display()
-            ));
-        }
-    }
-    Ok((kit, bin))
-}
-
-/// The kit's API server, brought down when dropped (whatever the test did).
-struct ApiServer {
-    kit: PathBuf,
-    dir: PathBuf,
-    bin: PathBuf,
-}
-
-impl ApiServer {
-    fn up(kit: &Path, bin: &Path, dir: &Path) -> Self {
-        let server = ApiServer {
-            kit: kit.to_owned(),
-            dir: dir.to_owned(),
-            bin: bin.to_owned(),
-        };
-        let out = Command::new(kit.join("cluster"))
-            .arg("up")
-            .arg(dir)
-            .env("SLOT", SLOT)
-            .env("K8S_BIN", bin)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cluster up: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        server
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir.join("kubeconfig")
-    }
-
-    fn kubectl(&self, args: &[&str]) -> std::process::Output {
-        Command::new(self.bin.join("kubectl"))
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for ApiServer {
-    fn drop(&mut self) {
-        let _ = Command::new(self.kit.join("cluster"))
-            .arg("down")
-            .arg(&self.dir)
-            .env("SLOT", SLOT)
-            .env("K8S_BIN", &self.bin)
-            .output();
-    }
-}
 
 #[test]
 fn runs_follow_each_other_on_an_api_server_without_a_namespace_controller() {
-    let (kit, bin) = match kit() {
+    let (kit, bin) = match kit::find() {
         Ok(found) => found,
         Err(why) => {
             println!("SKIPPED: bench against kube-apiserver: {why}");
@@ -108,7 +24,7 @@ fn runs_follow_each_other_on_an_api_server_without_a_namespace_controller() {
         }
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = ApiServer::up(&kit, &bin, &dir.path().join("cluster"));
+    let server = ApiServer::up(&kit, &bin, &dir.path().join("cluster"), SLOT);
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/crds");
     let applied = server.kubectl(&["apply", "-k", crds.to_str().unwrap()]);
     assert!(

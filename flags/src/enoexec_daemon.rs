@@ -53,6 +53,12 @@ pub struct EnoexecDaemonArgs {
     #[arg(long, default_value_t = 256)]
     pub queue_capacity: usize,
 
+    /// Do not label an amd64 node with its CPU's x86-64 level
+    /// (`multiarch.openshift.io/arch-variant`: `v1` .. `v4`), which the scheduler, the
+    /// webhook and the gate path read to keep images built for a higher level away.
+    #[arg(long)]
+    pub no_node_level_label: bool,
+
     #[command(flatten)]
     #[serde(flatten)]
     pub ops: OpsArgs,

@@ -15,4 +15,3 @@ pub mod pod_images;
 pub mod preferences;
 pub mod routing;
 pub mod selectors;
-pub mod x86_64_level;

@@ -23,12 +23,17 @@ pub const OUTCOMES: [&str; 8] = [
     "undecodable",
 ];
 
+/// What a write of the node's level label can come to.
+pub const LABEL_WRITE_OUTCOMES: [&str; 2] = ["written", "failed"];
+
 /// `multiarch_enoexec_daemon_events_total{outcome}`: what became of each kernel report.
 #[derive(Clone, Debug, Default)]
 pub struct DaemonMetrics {
     pub events: Family<OutcomeLabel, Counter>,
     /// Reports the kernel program dropped because the ring buffer was full.
     pub lost: Counter,
+    /// Writes of the node's x86-64 level label, by outcome (`written`, `failed`).
+    pub label_writes: Family<OutcomeLabel, Counter>,
 }
 
 impl DaemonMetrics {
@@ -43,6 +48,14 @@ impl DaemonMetrics {
             "Exec format errors the kernel program could not queue (ring buffer full)",
             self.lost.clone(),
         );
+        registry.register(
+            "multiarch_enoexec_daemon_node_label_writes",
+            "Writes of this node's x86-64 level label (multiarch.openshift.io/arch-variant), by outcome: written, failed",
+            self.label_writes.clone(),
+        );
+        for outcome in LABEL_WRITE_OUTCOMES {
+            let _ = self.label_writes.get_or_create(&OutcomeLabel { outcome });
+        }
         // Every outcome's series from the start, at 0: the node's first exec format
         // error is then an increase an alert sees (a counter born at 1 is not one).
         for outcome in OUTCOMES {
@@ -53,6 +66,22 @@ impl DaemonMetrics {
     pub fn count(&self, outcome: &'static str) {
         debug_assert!(OUTCOMES.contains(&outcome), "{outcome} is no outcome");
         self.events.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
+    pub fn count_label_write(&self, outcome: &'static str) {
+        debug_assert!(
+            LABEL_WRITE_OUTCOMES.contains(&outcome),
+            "{outcome} is no outcome"
+        );
+        self.label_writes
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+    }
+
+    pub fn label_writes(&self, outcome: &'static str) -> u64 {
+        self.label_writes
+            .get_or_create(&OutcomeLabel { outcome })
+            .get()
     }
 
     pub fn get(&self, outcome: &'static str) -> u64 {

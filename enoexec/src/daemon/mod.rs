@@ -7,7 +7,9 @@
 pub mod burst;
 pub mod kernel_reader;
 pub mod metrics;
+pub mod node_level;
 pub mod writer;
+pub mod x86_64_level;
 
 use std::{
     num::NonZeroUsize,

@@ -20,11 +20,20 @@ pub const HOST_CGROUP: &str = "/host/sys/fs/cgroup";
 /// the directory, not the socket, so that a runtime restart's new socket is seen.
 pub const HOST_RUNTIME: &str = "/host/runtime";
 
-/// What `multiarch enoexec-daemon` calls: it only writes ENoExecEvents in multiarch's namespace.
+/// What `multiarch enoexec-daemon` calls in multiarch's namespace: it writes ENoExecEvents.
 pub fn enoexec_daemon_rules() -> Value {
     json!([
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["enoexecevents"], "verbs": ["create", "delete"]},
         {"apiGroups": ["multiarch.openshift.io"], "resources": ["enoexecevents/status"], "verbs": ["patch"]},
+    ])
+}
+
+/// What `multiarch enoexec-daemon` calls cluster-wide: it watches its own node and
+/// labels it with its x86-64 level. RBAC cannot say "its own node"; the admission policy
+/// [`super::operator::ENOEXEC_DAEMON_NODE_POLICY`] does (and "only that label").
+pub fn enoexec_daemon_cluster_rules() -> Value {
+    json!([
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
     ])
 }
 
@@ -53,7 +62,7 @@ pub fn enoexec_handler_namespace_rules() -> Value {
     Value::Array(rules)
 }
 
-/// The daemon's ServiceAccount and its right to write ENoExecEvents.
+/// The daemon's ServiceAccount, its right to write ENoExecEvents and to label its node.
 pub fn enoexec_daemon_access(settings: &Settings) -> Vec<Value> {
     let mut objects = vec![service_account(settings, ENOEXEC_DAEMON)];
     objects.extend(rbac_pair(
@@ -62,6 +71,13 @@ pub fn enoexec_daemon_access(settings: &Settings) -> Vec<Value> {
         "Role",
         ENOEXEC_DAEMON,
         enoexec_daemon_rules(),
+    ));
+    objects.extend(rbac_pair(
+        settings,
+        ENOEXEC_DAEMON,
+        "ClusterRole",
+        ENOEXEC_DAEMON,
+        enoexec_daemon_cluster_rules(),
     ));
     objects
 }

@@ -30,9 +30,9 @@ pub use self::{
     audit::{AUDIT_CLUSTER_ROLE, audit, audit_rules},
     dashboard::{DASHBOARD, PANELS, dashboard, dashboard_config_map},
     enoexec::{
-        HOST_CGROUP, HOST_RUN, enoexec_daemon_access, enoexec_daemon_rules,
-        enoexec_daemon_workload, enoexec_handler_access, enoexec_handler_cluster_rules,
-        enoexec_handler_namespace_rules, enoexec_handler_workload,
+        HOST_CGROUP, HOST_RUN, enoexec_daemon_access, enoexec_daemon_cluster_rules,
+        enoexec_daemon_rules, enoexec_daemon_workload, enoexec_handler_access,
+        enoexec_handler_cluster_rules, enoexec_handler_namespace_rules, enoexec_handler_workload,
     },
     gate_controller::{gate_controller_access, gate_controller_rules, gate_controller_workload},
     inspector::{

@@ -4,7 +4,7 @@
 //! policy that keeps a PodPlacementConfig from existing without the
 //! ClusterPodPlacementConfig.
 
-use multiarch_crd::names::{OPERATOR_SERVICE, SINGLETON_NAME};
+use multiarch_crd::names::{NODE_VARIANT_LABEL, OPERATOR_SERVICE, SINGLETON_NAME};
 use multiarch_flags::{FlagsError, OperatorArgs, RoleFlags, defaults};
 use serde_json::{Value, json};
 
@@ -30,6 +30,9 @@ pub const VALIDATE_PPC_PATH: &str = "/validate/podplacementconfigs";
 /// ClusterPodPlacementConfig: its names are what a refused user reads.
 pub const PPC_NEEDS_CPPC_POLICY: &str = "podplacementconfig-requires-clusterpodplacementconfig";
 pub const PPC_NEEDS_CPPC_BINDING: &str = "create-the-clusterpodplacementconfig-cluster-first";
+/// The admission policy (and binding) that lets the exec-format-error daemon change one
+/// label of one node: the variant label of the node it runs on.
+pub const ENOEXEC_DAEMON_NODE_POLICY: &str = "multiarch-enoexec-daemon-labels-its-own-node";
 const PORT: u16 = 9443;
 
 /// The roles whose rules the operator grants: it may create and bind them without
@@ -40,7 +43,8 @@ fn operand_cluster_roles() -> Value {
         INSPECTOR,
         WEBHOOK,
         GATE_CONTROLLER,
-        ENOEXEC_HANDLER
+        ENOEXEC_HANDLER,
+        ENOEXEC_DAEMON
     ])
 }
 
@@ -255,6 +259,64 @@ fn admission_policy() -> Vec<Value> {
     ]
 }
 
+/// The exec-format-error daemon's ServiceAccount may write nodes (RBAC has no "its own
+/// node"), so this policy holds each daemon to the node its token is bound to (the API
+/// server puts the pod's node in the token's `authentication.kubernetes.io/node-name`)
+/// and to the one label it owns, with a level as its value: a compromised node cannot
+/// relabel, taint or cordon another, nor change its own node's other fields.
+fn enoexec_daemon_node_policy(settings: &Settings) -> Vec<Value> {
+    let account = format!(
+        "system:serviceaccount:{}:{ENOEXEC_DAEMON}",
+        settings.namespace
+    );
+    let unchanged_but = |variable: &str, other: &str| {
+        format!(
+            "variables.{variable}.all(k, k == '{NODE_VARIANT_LABEL}' || (k in variables.{other} && variables.{other}[k] == variables.{variable}[k]))"
+        )
+    };
+    vec![
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": ENOEXEC_DAEMON_NODE_POLICY, "labels": labels("operator")},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}]},
+                "matchConditions": [{"name": "from-the-enoexec-daemon", "expression": format!("request.userInfo.username == '{account}'")}],
+                "variables": [
+                    {"name": "labels", "expression": "has(object.metadata.labels) ? object.metadata.labels : {}"},
+                    {"name": "oldLabels", "expression": "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+                ],
+                "validations": [
+                    {
+                        "expression": "has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra && request.userInfo.extra['authentication.kubernetes.io/node-name'].exists(n, n == object.metadata.name)",
+                        "message": format!("{ENOEXEC_DAEMON} may label only the node it runs on"),
+                        "reason": "Forbidden",
+                    },
+                    {
+                        "expression": format!(
+                            "{} && {} && object.spec == oldObject.spec && (has(object.metadata.annotations) ? object.metadata.annotations : {{}}) == (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {{}})",
+                            unchanged_but("labels", "oldLabels"),
+                            unchanged_but("oldLabels", "labels"),
+                        ),
+                        "message": format!("{ENOEXEC_DAEMON} may change only the label {NODE_VARIANT_LABEL} of its node"),
+                        "reason": "Forbidden",
+                    },
+                    {
+                        "expression": format!("!('{NODE_VARIANT_LABEL}' in variables.labels) || variables.labels['{NODE_VARIANT_LABEL}'] in ['v1', 'v2', 'v3', 'v4']"),
+                        "message": format!("{ENOEXEC_DAEMON} may set {NODE_VARIANT_LABEL} only to an x86-64 level (v1 to v4)"),
+                        "reason": "Invalid",
+                    },
+                ],
+            },
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": ENOEXEC_DAEMON_NODE_POLICY, "labels": labels("operator")},
+            "spec": {"policyName": ENOEXEC_DAEMON_NODE_POLICY, "validationActions": ["Deny"]},
+        }),
+    ]
+}
+
 /// `(file name, documents)` of `manifests/operator/`.
 pub fn operator(settings: &Settings) -> Result<super::Files, FlagsError> {
     Ok(vec![
@@ -266,6 +328,7 @@ pub fn operator(settings: &Settings) -> Result<super::Files, FlagsError> {
             [
                 vec![validating_webhook_configuration(settings)],
                 admission_policy(),
+                enoexec_daemon_node_policy(settings),
             ]
             .concat(),
         ),

@@ -70,9 +70,12 @@ mod architecture_rules;
 use architecture_rules::{NS_RULES, architecture_rules};
 #[path = "cluster/hostile_tenant.rs"]
 mod hostile_tenant;
+#[path = "cluster/node_level.rs"]
+mod node_level;
 #[path = "cluster/prometheus.rs"]
 mod prometheus;
 use hostile_tenant::{NS_HOSTILE, NS_VICTIM, hostile_tenant};
+use node_level::x86_64_level_label;
 
 type Case = fn(&Tier) -> anyhow::Result<()>;
 
@@ -131,6 +134,7 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
     }
     cases.extend([
         ("exec format errors", exec_format_errors as Case),
+        ("x86-64 level label", x86_64_level_label),
         ("misplaced pods", misplaced_pods),
         ("restarts under load", restarts),
     ]);

@@ -8,6 +8,8 @@
 pub mod fake_cri;
 #[cfg(feature = "generated")]
 pub mod generated;
+#[cfg(feature = "kit")]
+pub mod kit;
 #[cfg(feature = "kubeconfig")]
 pub mod kubeconfig;
 #[cfg(feature = "rbac")]

@@ -1,8 +1,8 @@
 //! The x86-64 micro-architecture levels of the psABI (x86-64-v1 .. v4) a CPU offers, from
 //! the feature flags the kernel reports for it (`/proc/cpuinfo`'s `flags`, which leave out
-//! what the kernel cannot use, such as AVX without XSAVE): issue 49's groundwork for the
-//! node's level. What a binary needs comes from its ELF notes
-//! (`multiarch_inspector::elf_facts`). No I/O.
+//! what the kernel cannot use, such as AVX without XSAVE): the node's level, which the
+//! daemon writes as the node's variant label. What a binary needs comes from its ELF
+//! notes (`multiarch_inspector::elf_facts`). No I/O.
 
 /// Each level's features beyond the one below, as `/proc/cpuinfo` names them (the
 /// psABI's lists; `pni` is SSE3, `abm` LZCNT, `lahf_lm` LAHF/SAHF in 64-bit mode,
@@ -32,6 +32,12 @@ pub fn of_cpu_flags<'a>(flags: impl IntoIterator<Item = &'a str>) -> u8 {
         level = u8::try_from(below + 1).unwrap_or(u8::MAX);
     }
     level
+}
+
+/// The variant label of a CPU of `level` (`v3`), as OCI platforms name x86-64 levels;
+/// `None` below the baseline (no x86-64 CPU: nothing to say).
+pub fn variant_label(level: u8) -> Option<String> {
+    (level >= 1).then(|| format!("v{level}"))
 }
 
 /// The flags of the first processor in a `/proc/cpuinfo` (every core of a node has the
@@ -83,13 +89,25 @@ mod tests {
         }
     }
 
-    /// This machine's own CPU, as its kernel reports it: at least the baseline.
+    /// This machine's own CPU: the level read from its kernel's flags is the one glibc's
+    /// loader finds with CPUID (`ld.so --help` lists the levels it supports, glibc 2.33+).
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn this_machine_has_a_level() {
+    fn this_machine_has_the_level_glibc_finds() {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
         let level = of_cpu_flags(cpuinfo_flags(&cpuinfo));
-        assert!((1..=4).contains(&level), "level {level}");
+        let help = std::process::Command::new("/lib64/ld-linux-x86-64.so.2")
+            .arg("--help")
+            .output()
+            .unwrap();
+        let help = String::from_utf8(help.stdout).unwrap();
+        let glibc = (2..=4u8)
+            .filter(|l| help.contains(&format!("x86-64-v{l} (supported")))
+            .max()
+            .unwrap_or(1);
+        assert_eq!(level, glibc, "glibc's loader says:\n{help}");
+        assert_eq!(variant_label(level), Some(format!("v{level}")));
+        assert_eq!(variant_label(0), None);
     }
 
     #[test]
