@@ -236,3 +236,56 @@ async fn errors_and_a_disabled_field_route_without_the_constraint() {
     let pod = admit(&state, &image).await;
     assert_eq!(required_archs(&pod)["values"], json!(["amd64", "arm64"]));
 }
+
+/// An index whose amd64 build is for x86-64-v3 (as RHEL 10's are), read from the real
+/// registry: the constraint keeps amd64 nodes of a lower level away (unlabelled ones
+/// stay), so an autoscaler sees the level too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_x86_64_v3_build_is_constrained_to_v3_nodes_at_admission() {
+    let registry = Registry::start(Options::default());
+    let v3 = push_image(
+        &registry,
+        "ubi10",
+        "linux",
+        "amd64",
+        Some("v3"),
+        false,
+        None,
+    )
+    .await;
+    let arm = push_image(&registry, "ubi10", "linux", "arm64", None, false, None).await;
+    push_index(
+        &registry,
+        "ubi10",
+        "10.0",
+        false,
+        &[
+            (v3, platform("linux", "amd64", Some("v3")), None),
+            (arm, platform("linux", "arm64", None), None),
+        ],
+    )
+    .await;
+    let lookup = AdmissionLookup::new(
+        Arc::new(inspector(&registry)),
+        Duration::from_secs(20),
+        8,
+        Credentials::PodSecrets,
+    );
+    let state = state(Some(lookup));
+    let pod = admit(&state, &format!("{}/ubi10:10.0", registry.addr)).await;
+    let arch =
+        |values: &[&str]| json!({"key": "kubernetes.io/arch", "operator": "In", "values": values});
+    let linux = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
+    assert_eq!(
+        pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
+        json!([
+            {"matchExpressions": [arch(&["arm64"]), linux.clone()]},
+            {"matchExpressions": [
+                arch(&["amd64"]),
+                {"key": "multiarch.openshift.io/arch-variant", "operator": "NotIn", "values": ["v1", "v2"]},
+                linux,
+            ]},
+        ])
+    );
+    assert_eq!(counted(&state, AdmissionAffinityResult::Set), 1);
+}

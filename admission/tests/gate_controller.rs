@@ -151,6 +151,30 @@ async fn gated_pods_get_the_architecture_affinity_and_lose_the_gate() {
     );
 }
 
+/// Gate mode writes the x86-64 level an image's amd64 build needs, as the scheduler
+/// filters it: amd64 nodes labelled below v3 are kept away, unlabelled ones are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_x86_64_v3_build_gets_the_level_in_its_affinity() {
+    let server = FakeApiServer::start().await;
+    let _c = controller(&server);
+    server.apply("pods", gated("rhel10", &["ubi10:1"], json!({})));
+    let pod = ungated(&server, "rhel10").await;
+    let arch =
+        |values: &[&str]| json!({"key": "kubernetes.io/arch", "operator": "In", "values": values});
+    let linux = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
+    assert_eq!(
+        required(&pod),
+        json!([
+            {"matchExpressions": [arch(&["arm64"]), linux.clone()]},
+            {"matchExpressions": [
+                arch(&["amd64"]),
+                {"key": "multiarch.openshift.io/arch-variant", "operator": "NotIn", "values": ["v1", "v2"]},
+                linux,
+            ]},
+        ])
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_inspections_back_off_then_use_the_fallback() {
     let server = FakeApiServer::start().await;

@@ -12,7 +12,8 @@ use super::positions::Positions;
 /// Platform masks whose lists are kept (each up to one position per node).
 const MAX_CACHED_LISTS: usize = 32;
 
-/// Node positions per platform bit; nodes without a bit (a CPU variant, an unknown OS)
+/// Node positions per platform bit (a node with a CPU variant under its architecture's,
+/// checked precisely by the filter); nodes without a bit (an unknown OS or architecture)
 /// are under `None` and are candidates for every pod.
 #[derive(Debug, Default)]
 pub struct PlatformIndex {
