@@ -83,17 +83,29 @@ mod tests {
             pod("on-amd", "amd-1", "amd-only:1"),
             pod("on-arm", "arm-1", "amd-only:1"),
             pod("unknown", "arm-1", "private:1"),
+            // Built for x86-64-v3: fine on the unlabelled and the v3 node, not on the v2.
+            pod("v3-on-amd", "amd-1", "ubi10:1"),
+            pod("v3-on-v3", "amd-v3", "ubi10:1"),
+            pod("v3-on-v2", "amd-v2", "ubi10:1"),
         ];
-        let node = |name: &str, arch: &str| -> Node {
-            serde_json::from_value(
-                json!({"metadata": {"name": name, "labels": {"kubernetes.io/arch": arch}}}),
-            )
-            .unwrap()
+        let node = |name: &str, arch: &str, level: Option<&str>| -> Node {
+            let mut labels = json!({"kubernetes.io/arch": arch});
+            if let Some(level) = level {
+                labels["multiarch.openshift.io/arch-variant"] = json!(level);
+            }
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
         };
-        let cluster =
-            ClusterWorkloads::read(objects, &[node("amd-1", "amd64"), node("arm-1", "arm64")])
-                .unwrap();
-        let known = BTreeMap::from([("amd-only:1", vec![Platform::linux("amd64")])]);
+        let nodes = [
+            node("amd-1", "amd64", None),
+            node("arm-1", "arm64", None),
+            node("amd-v2", "amd64", Some("v2")),
+            node("amd-v3", "amd64", Some("v3")),
+        ];
+        let cluster = ClusterWorkloads::read(objects, &nodes).unwrap();
+        let known = BTreeMap::from([
+            ("amd-only:1", vec![Platform::linux("amd64")]),
+            ("ubi10:1", vec![Platform::new("linux", "amd64", Some("v3"))]),
+        ]);
         let lookup = |q: &ImageQuery| -> Resolved {
             known
                 .get(q.image.as_str())
@@ -115,7 +127,7 @@ mod tests {
             .iter()
             .map(|p| (p.pod.as_str(), p.architecture.as_str()))
             .collect();
-        assert_eq!(pods, [("on-arm", "arm64")]);
+        assert_eq!(pods, [("on-arm", "arm64"), ("v3-on-v2", "amd64/v2")]);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use multiarch_crd::names::NODE_ARCH_LABEL;
+use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_VARIANT_LABEL};
 use serde_json::Value;
 
 use crate::workloads::{ContainerRef, ImageQuery, Manifests, WorkloadError, containers_of};
@@ -20,6 +20,8 @@ pub struct RunningPod {
     pub node: String,
     /// The node's `kubernetes.io/arch`.
     pub architecture: String,
+    /// The node's `multiarch.openshift.io/arch-variant` (its x86-64 level, say).
+    pub variant: Option<String>,
     pub containers: Vec<ContainerRef>,
     /// One per container: the images as the pod runs them (a rollout may be halfway).
     pub queries: Vec<ImageQuery>,
@@ -59,15 +61,15 @@ impl ClusterWorkloads {
     /// `kind`) and `nodes`.
     pub fn read(objects: Vec<Value>, nodes: &[Node]) -> Result<Self, WorkloadError> {
         let mut architectures: BTreeMap<String, usize> = BTreeMap::new();
-        let mut node_arch: HashMap<&str, &str> = HashMap::new();
+        let mut node_arch: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
         for node in nodes {
-            let arch = node
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(NODE_ARCH_LABEL));
+            let labels = node.metadata.labels.as_ref();
+            let arch = labels.and_then(|l| l.get(NODE_ARCH_LABEL));
+            let variant = labels
+                .and_then(|l| l.get(NODE_VARIANT_LABEL))
+                .map(String::as_str);
             if let (Some(name), Some(arch)) = (node.metadata.name.as_deref(), arch) {
-                node_arch.insert(name, arch);
+                node_arch.insert(name, (arch, variant));
                 *architectures.entry(arch.clone()).or_default() += 1;
             }
         }
@@ -96,7 +98,7 @@ impl ClusterWorkloads {
         for object in objects.iter().filter(|o| kind_of(o) == "Pod") {
             let node = str_at(object, "/spec/nodeName");
             let phase = str_at(object, "/status/phase");
-            let Some(arch) = node_arch.get(node) else {
+            let Some((arch, variant)) = node_arch.get(node) else {
                 continue;
             };
             if matches!(phase, "Succeeded" | "Failed") {
@@ -114,6 +116,7 @@ impl ClusterWorkloads {
                 name: pod.metadata.name.unwrap_or_default(),
                 node: node.to_owned(),
                 architecture: (*arch).to_owned(),
+                variant: variant.map(str::to_owned),
                 containers,
                 workload: top(object),
             });

@@ -4,7 +4,7 @@
 use multiarch_policy::{
     arch_constraint::pinned_architectures,
     architecture_rules::ArchitectureDecision,
-    platform::{ContainerPlatforms, Platform, compatible_platforms},
+    platform::{ContainerPlatforms, Platform, compatible_platforms, node_is_compatible},
 };
 use serde::Serialize;
 
@@ -141,11 +141,19 @@ pub fn misplaced(
     if containers.len() != pod.containers.len() {
         return None;
     }
-    let common = common_architectures(&containers);
-    (!common.contains(&pod.architecture)).then(|| MisplacedPod {
+    let platforms: Vec<ContainerPlatforms<'_>> = containers
+        .iter()
+        .map(|(container, platforms)| ContainerPlatforms {
+            container,
+            platforms,
+        })
+        .collect();
+    // The node's variant counts: an x86-64-v3 build on a node labelled v2 is misplaced.
+    let node = Platform::new("linux", &pod.architecture, pod.variant.as_deref());
+    (!node_is_compatible(&compatible_platforms(&platforms), &node)).then(|| MisplacedPod {
         pod: pod.name.clone(),
         node: pod.node.clone(),
-        architecture: pod.architecture.clone(),
+        architecture: platform_text(&node),
     })
 }
 
