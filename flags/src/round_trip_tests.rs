@@ -145,6 +145,7 @@ fn the_enoexec_daemon_round_trips() {
         "--burst=1",
         "--dedup-window=10s",
         "--queue-capacity=2",
+        "--no-node-level-label",
     ];
     round_trips::<EnoexecDaemonArgs>(&[argv("enoexec-daemon", &[&CLIENT, &own, &OPS, &LOG])]);
 }
