@@ -104,9 +104,9 @@ impl WorkloadAudit {
     }
 }
 
-/// The architectures every container has a Linux build for (`resolved`: one per
-/// container, all known).
-fn common_architectures(containers: &[ContainerRefLike<'_>]) -> Vec<String> {
+/// The platforms every container has a Linux build for (`resolved`: one per container,
+/// all known), the most demanding variant of each kept.
+fn common_platforms(containers: &[ContainerRefLike<'_>]) -> Vec<Platform> {
     let platforms: Vec<ContainerPlatforms<'_>> = containers
         .iter()
         .map(|(container, platforms)| ContainerPlatforms {
@@ -114,7 +114,12 @@ fn common_architectures(containers: &[ContainerRefLike<'_>]) -> Vec<String> {
             platforms,
         })
         .collect();
-    let mut common: Vec<String> = compatible_platforms(&platforms)
+    compatible_platforms(&platforms)
+}
+
+/// The architectures of [`common_platforms`].
+fn common_architectures(containers: &[ContainerRefLike<'_>]) -> Vec<String> {
+    let mut common: Vec<String> = common_platforms(containers)
         .into_iter()
         .map(|p| p.architecture)
         .collect();
@@ -141,16 +146,9 @@ pub fn misplaced(
     if containers.len() != pod.containers.len() {
         return None;
     }
-    let platforms: Vec<ContainerPlatforms<'_>> = containers
-        .iter()
-        .map(|(container, platforms)| ContainerPlatforms {
-            container,
-            platforms,
-        })
-        .collect();
     // The node's variant counts: an x86-64-v3 build on a node labelled v2 is misplaced.
     let node = Platform::new("linux", &pod.architecture, pod.variant.as_deref());
-    (!node_is_compatible(&compatible_platforms(&platforms), &node)).then(|| MisplacedPod {
+    (!node_is_compatible(&common_platforms(&containers), &node)).then(|| MisplacedPod {
         pod: pod.name.clone(),
         node: pod.node.clone(),
         architecture: platform_text(&node),
