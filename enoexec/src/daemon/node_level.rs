@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::{Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
@@ -55,7 +55,7 @@ pub async fn keep_node_level(
         };
         match next {
             Ok(Some(seen)) => {
-                if label_of(&seen) != Some(level.as_str()) {
+                if seen.labels().get(NODE_VARIANT_LABEL) != Some(&level) {
                     write(&api, &node, &level, &retry, &metrics, &shutdown).await;
                 }
             }
@@ -65,14 +65,6 @@ pub async fn keep_node_level(
             }
         }
     }
-}
-
-fn label_of(node: &Node) -> Option<&str> {
-    node.metadata
-        .labels
-        .as_ref()?
-        .get(NODE_VARIANT_LABEL)
-        .map(String::as_str)
 }
 
 /// Writes the label, retrying what may pass later until it does or shutdown comes.
