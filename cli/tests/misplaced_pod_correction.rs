@@ -1,9 +1,10 @@
 //! The misplaced-pod correction (`misplacedPodCorrection`) against the fake API server:
-//! a ReplicaSet's pod on a node its image has no build for is evicted once, through the
-//! Eviction API, and its replacement bound by the multiarch scheduler to a compatible
-//! node; a PodDisruptionBudget that allows no disruption blocks it until it does; bare,
-//! DaemonSet and unrouted pods are only reported; a dry run writes nothing but events;
-//! and the limits hold with 1,000 misplaced pods.
+//! a ReplicaSet's pod on a node its image has no build for (or only builds of a higher
+//! x86-64 level) is evicted once, through the Eviction API, and its replacement bound by
+//! the multiarch scheduler to a compatible node; a PodDisruptionBudget that allows no
+//! disruption blocks it until it does; bare, DaemonSet and unrouted pods are only
+//! reported; a dry run writes nothing but events; and the limits hold with 1,000
+//! misplaced pods.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -37,6 +38,14 @@ fn node(server: &FakeApiServer, name: &str, arch: &str) {
                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}, "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
                           "conditions": [{"type": "Ready", "status": "True"}]}}),
     );
+}
+
+/// An amd64 node whose daemon labelled its x86-64 level.
+fn node_at_level(server: &FakeApiServer, name: &str, level: &str) {
+    node(server, name, "amd64");
+    let mut node = server.get("nodes", "", name).unwrap();
+    node["metadata"]["labels"]["multiarch.openshift.io/arch-variant"] = json!(level);
+    server.apply("nodes", node);
 }
 
 fn correction(server: &FakeApiServer, settings: Value, selector: Option<Value>) {
@@ -233,6 +242,70 @@ async fn a_misplaced_replica_set_pod_is_evicted_once_and_its_replacement_placed_
     let (running, _supervisor) = scheduler::start(client(&server), table_inspector::standard());
     eventually("the replacement bound", || {
         server.get("pods", "shop", "web-2").unwrap()["spec"]["nodeName"] == "amd-1"
+    })
+    .await;
+    running.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_on_a_node_below_its_image_s_x86_64_level_is_moved_to_a_node_at_that_level() {
+    let server = FakeApiServer::start().await;
+    node_at_level(&server, "amd-2", "v2");
+    node_at_level(&server, "amd-4", "v4");
+    correction(&server, json!({"enabled": true}), None);
+    // ubi10:1 is built for x86-64-v3: on the v2 node its loader refuses the CPU (no exec
+    // format error; the scan finds it).
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-1",
+            "ubi10:1",
+            "amd-2",
+            Some(("ReplicaSet", "web-rs")),
+        ),
+    );
+    // A baseline build runs on any level: never touched.
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-ok",
+            "multi:1",
+            "amd-2",
+            Some(("ReplicaSet", "ok-rs")),
+        ),
+    );
+    let metrics = HandlerMetrics::default();
+    let _handler = handler(&server, &metrics, 100);
+    eventually("web-1 evicted", || {
+        events(&server, "web-1")
+            .iter()
+            .any(|(r, _)| r == "MisplacedPodEvicted")
+    })
+    .await;
+    let evicted = events(&server, "web-1");
+    assert!(
+        evicted.iter().any(|(r, n)| r == "MisplacedPodEvicted"
+            && n.contains("its node is amd64/v2, and ubi10:1 needs x86-64-v3")),
+        "{evicted:?}"
+    );
+    assert_eq!(evictions_posted(&server), 1);
+    assert!(
+        server.get("pods", "shop", "web-ok").unwrap()["metadata"]["deletionTimestamp"].is_null()
+    );
+
+    // The replacement, routed to the multiarch scheduler, lands on the v4 node.
+    server.apply(
+        "pods",
+        json!({"metadata": {"name": "web-2", "namespace": "shop", "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "uid-web-rs", "controller": true}]},
+            "spec": {"schedulerName": "multiarch-scheduler", "containers": [{"name": "app", "image": "ubi10:1"}]},
+            "status": {"phase": "Pending"}}),
+    );
+    let (running, _supervisor) = scheduler::start(client(&server), table_inspector::standard());
+    eventually("the replacement bound", || {
+        server.get("pods", "shop", "web-2").unwrap()["spec"]["nodeName"] == "amd-4"
     })
     .await;
     running.shutdown().await.unwrap();

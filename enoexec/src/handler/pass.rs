@@ -17,9 +17,10 @@ use tracing::{info, warn};
 
 use super::{
     HandlerContext, NODE_ARCH_LABEL,
+    correction::verdict::node_platform,
     message::{Failure, message},
 };
-use multiarch_crd::names::EXEC_FORMAT_ERROR_LABEL;
+use multiarch_crd::names::{EXEC_FORMAT_ERROR_LABEL, NODE_VARIANT_LABEL};
 
 /// How often a report waiting for the kubelet's status looks again.
 const STATUS_POLL: Duration = Duration::from_secs(1);
@@ -116,7 +117,15 @@ impl HandlerContext {
         // The image has no build for the node: the correction may move the pod.
         if image_has_arch == Some(false)
             && let (Some(correction), Some(arch)) = (&self.correction, &node_arch)
-            && let Err(e) = correction.consider(&pod, arch).await
+            && let Err(e) = correction
+                .consider(
+                    &pod,
+                    &node_platform(
+                        arch,
+                        node.labels().get(NODE_VARIANT_LABEL).map(String::as_str),
+                    ),
+                )
+                .await
         {
             warn!(pod = %pod_name, namespace = %pod_ns, error = %e, "cannot correct the misplaced pod; the next scan tries again");
         }

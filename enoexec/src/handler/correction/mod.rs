@@ -32,6 +32,7 @@ use multiarch_crd::{
     names::{LABEL_MISPLACED, SINGLETON_NAME},
 };
 use multiarch_inspector::{ImageInspector, ImageRef, InspectRequest};
+use multiarch_policy::platform::Platform;
 use multiarch_policy::pod_images::PodImages;
 use multiarch_policy::selectors::LabelSelector;
 use multiarch_runtime::{
@@ -43,7 +44,7 @@ use tracing::{info, warn};
 use self::{
     limiter::{EvictionLimiter, Limit},
     metrics::CorrectionMetrics,
-    verdict::{Controller, Facts, JudgedImage, NotCorrected, decide, lacking},
+    verdict::{Controller, Facts, JudgedImage, NotCorrected, decide, lacking, why_misplaced},
 };
 
 /// What one look at a pod came to.
@@ -61,7 +62,7 @@ pub enum Judgement {
 
 pub struct Correction {
     client: kube::Client,
-    /// Every node's metadata, from a watch: its `kubernetes.io/arch`.
+    /// Every node's metadata, from a watch: its `kubernetes.io/arch` and level label.
     nodes: Store<PartialObjectMeta<Node>>,
     /// Without retries of 429 (see `start`).
     evictions: kube::Client,
@@ -137,24 +138,25 @@ impl Correction {
         }))
     }
 
-    /// Looks at `pod` on a node of `node_arch` (an exec format error was reported there).
-    pub async fn consider(&self, pod: &Pod, node_arch: &str) -> Result<Judgement, kube::Error> {
+    /// Looks at `pod` on a node of platform `node` (an exec format error was reported
+    /// there).
+    pub async fn consider(&self, pod: &Pod, node: &Platform) -> Result<Judgement, kube::Error> {
         let Some(settings) = self.settings().await? else {
             return Ok(Judgement::Off);
         };
-        let Some(nodes) = self.node_architectures().await else {
+        let Some(nodes) = self.node_platforms().await else {
             return Ok(Judgement::Unknown);
         };
-        let architectures = distinct(nodes.values());
-        self.judge(pod, node_arch, &settings, &architectures).await
+        let platforms = distinct(nodes.values());
+        self.judge(pod, node, &settings, &platforms).await
     }
 
     async fn judge(
         &self,
         pod: &Pod,
-        node_arch: &str,
+        node: &Platform,
         settings: &Settings,
-        node_architectures: &[String],
+        node_platforms: &[Platform],
     ) -> Result<Judgement, kube::Error> {
         // Already going (evicted by an earlier pass, or deleted): nothing to move.
         if pod.metadata.deletion_timestamp.is_some() {
@@ -164,8 +166,7 @@ impl Correction {
             self.metrics.skipped(metrics::UNINSPECTABLE);
             return Ok(Judgement::Unknown);
         };
-        let missing = lacking(&containers, node_arch);
-        if missing.is_empty() {
+        if lacking(&containers, node).is_empty() {
             return Ok(Judgement::Placed);
         }
         self.metrics.found.inc();
@@ -176,15 +177,12 @@ impl Correction {
         }
         let facts = Facts {
             containers: &containers,
-            node_architectures,
+            node_platforms,
             not_routed: self.not_routed(&namespace, settings).await?,
             job_retries_left: self.job_retries_left(pod).await?,
             own_namespace: &self.own_namespace,
         };
-        let why_misplaced = format!(
-            "its node is {node_arch}, and {} has no linux/{node_arch} build",
-            missing.join(", ")
-        );
+        let why_misplaced = why_misplaced(&containers, node);
         let controller = match decide(pod, &facts) {
             Ok(controller) => controller,
             Err(reason) => return self.not_corrected(pod, None, &why_misplaced, reason).await,
@@ -445,8 +443,8 @@ fn running_image(pod: &Pod, container: &str, image: &str) -> Option<String> {
     Some(reference.with_digest(digest).to_string())
 }
 
-fn distinct<'a>(archs: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let mut out: Vec<String> = archs.cloned().collect();
+fn distinct<'a>(platforms: impl Iterator<Item = &'a Platform>) -> Vec<Platform> {
+    let mut out: Vec<Platform> = platforms.cloned().collect();
     out.sort();
     out.dedup();
     out

@@ -1,5 +1,5 @@
 //! The periodic scan of the pods on nodes: a page of names at a time, each pod looked at
-//! read alone, the nodes' architectures from their watch.
+//! read alone, the nodes' platforms (architecture and level) from their watch.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -9,10 +9,11 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt, api::ListParams, core::PartialObjectMeta};
-use multiarch_crd::names::NODE_ARCH_LABEL;
+use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_VARIANT_LABEL};
+use multiarch_policy::platform::Platform;
 use tracing::{info, warn};
 
-use super::{Correction, Judgement, distinct};
+use super::{Correction, Judgement, distinct, verdict::node_platform};
 
 /// Pods' names per page of a scan's list.
 const SCAN_PAGE: u32 = 500;
@@ -28,10 +29,10 @@ impl Correction {
         let Some(settings) = self.settings().await? else {
             return Ok(Vec::new());
         };
-        let Some(nodes) = self.node_architectures().await else {
+        let Some(nodes) = self.node_platforms().await else {
             return Ok(Vec::new());
         };
-        let architectures = distinct(nodes.values());
+        let platforms = distinct(nodes.values());
         let cursor = self
             .scan_cursor
             .lock()
@@ -58,7 +59,7 @@ impl Correction {
             if !matches!(phase, Some("Running" | "Pending")) {
                 continue;
             }
-            let Some(arch) = pod
+            let Some(node) = pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_ref())
@@ -66,7 +67,7 @@ impl Correction {
             else {
                 continue;
             };
-            outcomes.push(self.judge(&pod, arch, &settings, &architectures).await?);
+            outcomes.push(self.judge(&pod, node, &settings, &platforms).await?);
         }
         Ok(outcomes)
     }
@@ -119,9 +120,10 @@ impl Correction {
         Ok(chosen)
     }
 
-    /// Each node's architecture, once the node watch has listed them (`None` before:
-    /// an empty cluster is not read from a watch that has not answered yet).
-    pub(super) async fn node_architectures(&self) -> Option<BTreeMap<String, String>> {
+    /// Each node's platform (its architecture and level labels), once the node watch has
+    /// listed them (`None` before: an empty cluster is not read from a watch that has not
+    /// answered yet).
+    pub(super) async fn node_platforms(&self) -> Option<BTreeMap<String, Platform>> {
         if tokio::time::timeout(NODES_LISTED, self.nodes.wait_until_ready())
             .await
             .is_err()
@@ -134,9 +136,13 @@ impl Correction {
                 .state()
                 .iter()
                 .filter_map(|n| {
+                    let labels = n.labels();
                     Some((
                         n.metadata.name.clone()?,
-                        n.labels().get(NODE_ARCH_LABEL)?.clone(),
+                        node_platform(
+                            labels.get(NODE_ARCH_LABEL)?,
+                            labels.get(NODE_VARIANT_LABEL).map(String::as_str),
+                        ),
                     ))
                 })
                 .collect(),

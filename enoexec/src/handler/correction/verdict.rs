@@ -1,13 +1,17 @@
 //! Whether a misplaced pod is moved, and if not why: the rules, without I/O. A pod is
 //! misplaced when one of its own images (not its template's: a rollout may be halfway)
-//! has no build for its node's architecture. It is evicted only when a controller will
-//! recreate it, the replacement is routed or gated (so it lands where it can run), a node
-//! it can run on exists, and no limit stops it.
+//! has no build that runs on its node: none for the node's architecture, or none at or
+//! below the node's level (`multiarch.openshift.io/arch-variant`: an x86-64-v3 build on
+//! a v2 node). It is evicted only when a controller will recreate it, the replacement is
+//! routed or gated (so it lands where it can run), a node it can run on exists, and no
+//! limit stops it.
 
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_policy::arch_constraint::pinned_architectures;
 use multiarch_policy::exemption::exemption;
-use multiarch_policy::platform::{ContainerPlatforms, Platform, compatible_platforms};
+use multiarch_policy::platform::{
+    ContainerPlatforms, Platform, compatible_platforms, node_is_compatible, variant_need,
+};
 
 /// One container's image and what it runs on: `None` confines nothing (an OLM bundle).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,18 +21,51 @@ pub struct JudgedImage {
     pub platforms: Option<Vec<Platform>>,
 }
 
-/// The images of `containers` with no linux build for `node_arch`.
-pub fn lacking(containers: &[JudgedImage], node_arch: &str) -> Vec<String> {
+/// A node as the correction judges it: `linux`, its `kubernetes.io/arch` and, when the
+/// node is labelled with one, its variant (its x86-64 level, say).
+pub fn node_platform(architecture: &str, variant: Option<&str>) -> Platform {
+    Platform::new("linux", architecture, variant)
+}
+
+/// The images of `containers` with no build that runs on `node`.
+pub fn lacking(containers: &[JudgedImage], node: &Platform) -> Vec<String> {
     containers
         .iter()
         .filter(|c| {
-            c.platforms.as_ref().is_some_and(|p| {
-                !p.iter()
-                    .any(|p| p.os == "linux" && p.architecture == node_arch)
-            })
+            c.platforms
+                .as_ref()
+                .is_some_and(|p| !p.iter().any(|p| p.runs_on(node)))
         })
         .map(|c| c.image.clone())
         .collect()
+}
+
+/// Why a pod is misplaced on `node`, as its events say: the architecture's build that is
+/// missing, or the level the image's builds for the node's architecture need.
+pub fn why_misplaced(containers: &[JudgedImage], node: &Platform) -> String {
+    let reasons: Vec<String> = containers
+        .iter()
+        .filter_map(|c| {
+            let platforms = c.platforms.as_ref()?;
+            if platforms.iter().any(|p| p.runs_on(node)) {
+                return None;
+            }
+            // Builds of the node's architecture that ask for more than the node is.
+            let mut needs: Vec<String> = platforms
+                .iter()
+                .filter(|p| p.os == node.os && p.architecture == node.architecture)
+                .filter_map(variant_need)
+                .collect();
+            needs.sort();
+            needs.dedup();
+            Some(if needs.is_empty() {
+                format!("{} has no linux/{} build", c.image, node.architecture)
+            } else {
+                format!("{} needs {}", c.image, needs.join(" or "))
+            })
+        })
+        .collect();
+    format!("its node is {node}, and {}", reasons.join(", "))
 }
 
 /// The controller that recreates a pod.
@@ -161,8 +198,8 @@ impl NotCorrected {
 #[derive(Clone, Debug)]
 pub struct Facts<'a> {
     pub containers: &'a [JudgedImage],
-    /// Architectures of the cluster's nodes.
-    pub node_architectures: &'a [String],
+    /// The distinct platforms of the cluster's nodes (architecture and level).
+    pub node_platforms: &'a [Platform],
     /// `None` when the pod's namespace is routed; else why not.
     pub not_routed: Option<String>,
     /// Its Job's retries left (only read for a Job's pod).
@@ -209,21 +246,25 @@ pub fn decide(pod: &Pod, facts: &Facts<'_>) -> Result<Controller, NotCorrected> 
             })
         })
         .collect();
-    let supported: Vec<String> = compatible_platforms(&constraining)
+    let supported: Vec<Platform> = compatible_platforms(&constraining)
         .into_iter()
         .filter(|p| p.os == "linux")
-        .map(|p| p.architecture)
         .collect();
     if let Some(pinned) = pinned_architectures(pod)
-        && !pinned.iter().any(|a| supported.contains(a))
+        && !pinned
+            .iter()
+            .any(|a| supported.iter().any(|p| p.architecture == *a))
     {
         return Err(NotCorrected::PinnedWrongly(pinned));
     }
-    if !supported
+    if !facts
+        .node_platforms
         .iter()
-        .any(|a| facts.node_architectures.contains(a))
+        .any(|node| node_is_compatible(&supported, node))
     {
-        return Err(NotCorrected::NoCompatibleNode(supported));
+        return Err(NotCorrected::NoCompatibleNode(
+            supported.iter().map(Platform::to_string).collect(),
+        ));
     }
     Ok(controller)
 }
@@ -275,10 +316,10 @@ mod tests {
         }]
     }
 
-    fn facts<'a>(containers: &'a [JudgedImage], nodes: &'a [String]) -> Facts<'a> {
+    fn facts<'a>(containers: &'a [JudgedImage], nodes: &'a [Platform]) -> Facts<'a> {
         Facts {
             containers,
-            node_architectures: nodes,
+            node_platforms: nodes,
             not_routed: None,
             job_retries_left: None,
             own_namespace: "multiarch",
@@ -288,9 +329,9 @@ mod tests {
     #[test]
     fn only_pods_a_known_controller_recreates_where_they_can_run_are_evicted() {
         let containers = amd64_only();
-        let nodes = vec!["amd64".to_owned(), "arm64".to_owned()];
-        assert_eq!(lacking(&containers, "arm64"), ["web:1"]);
-        assert!(lacking(&containers, "amd64").is_empty());
+        let nodes = vec![Platform::linux("amd64"), Platform::linux("arm64")];
+        assert_eq!(lacking(&containers, &Platform::linux("arm64")), ["web:1"]);
+        assert!(lacking(&containers, &Platform::linux("amd64")).is_empty());
         let f = facts(&containers, &nodes);
         let rs = decide(&pod(Some(("ReplicaSet", "web-7d")), json!({})), &f).unwrap();
         assert_eq!(rs.key(), "shop/ReplicaSet/web-7d");
@@ -329,7 +370,7 @@ mod tests {
                 .label(),
             "not_routed"
         );
-        let arm_only = vec!["arm64".to_owned()];
+        let arm_only = vec![Platform::linux("arm64")];
         let no_node = decide(
             &pod(Some(("ReplicaSet", "w")), json!({})),
             &facts(&containers, &arm_only),
@@ -339,5 +380,95 @@ mod tests {
             no_node,
             NotCorrected::NoCompatibleNode(vec!["amd64".into()])
         );
+    }
+
+    fn image(name: &str, platforms: &[&str]) -> JudgedImage {
+        JudgedImage {
+            container: name.split(':').next().unwrap_or(name).into(),
+            image: name.into(),
+            platforms: Some(
+                platforms
+                    .iter()
+                    .map(|p| Platform::parse(&format!("linux/{p}")).unwrap())
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_node_below_the_level_an_image_needs_is_misplacing_it() {
+        let ubi10 = image("ubi10:1", &["amd64/v3", "arm64"]);
+        let any_level = image("web:1", &["amd64", "arm64"]);
+        let arm7 = image("dash:1", &["arm/v7"]);
+        // (node arch, node level label, images, lacking, why)
+        let cases = [
+            (
+                "amd64",
+                Some("v2"),
+                vec![ubi10.clone()],
+                vec!["ubi10:1"],
+                "its node is amd64/v2, and ubi10:1 needs x86-64-v3",
+            ),
+            ("amd64", Some("v3"), vec![ubi10.clone()], vec![], ""),
+            (
+                "amd64",
+                Some("v4"),
+                vec![ubi10.clone(), any_level.clone()],
+                vec![],
+                "",
+            ),
+            // No label: the node's level is unknown, every build of its architecture runs.
+            ("amd64", None, vec![ubi10.clone()], vec![], ""),
+            (
+                "amd64",
+                Some("v1"),
+                vec![any_level.clone(), ubi10.clone()],
+                vec!["ubi10:1"],
+                "its node is amd64/v1, and ubi10:1 needs x86-64-v3",
+            ),
+            (
+                "arm",
+                Some("v6"),
+                vec![arm7.clone()],
+                vec!["dash:1"],
+                "its node is arm/v6, and dash:1 needs arm/v7",
+            ),
+            (
+                "s390x",
+                None,
+                vec![ubi10.clone(), arm7.clone()],
+                vec!["ubi10:1", "dash:1"],
+                "its node is s390x, and ubi10:1 has no linux/s390x build, dash:1 has no linux/s390x build",
+            ),
+        ];
+        for (arch, level, images, missing, why) in cases {
+            let node = node_platform(arch, level);
+            assert_eq!(lacking(&images, &node), missing, "{arch} {level:?}");
+            if !missing.is_empty() {
+                assert_eq!(why_misplaced(&images, &node), why);
+            }
+        }
+    }
+
+    #[test]
+    fn a_pod_needing_a_level_no_node_has_is_not_evicted() {
+        let containers = vec![image("ubi10:1", &["amd64/v3"])];
+        let pod = pod(Some(("ReplicaSet", "web-7d")), json!({}));
+        let low = [
+            node_platform("amd64", Some("v2")),
+            node_platform("arm64", None),
+        ];
+        assert_eq!(
+            decide(&pod, &facts(&containers, &low)).unwrap_err(),
+            NotCorrected::NoCompatibleNode(vec!["amd64/v3".into()])
+        );
+        // A v4 node runs it; so does one whose level is not labelled.
+        for node in [
+            node_platform("amd64", Some("v4")),
+            node_platform("amd64", None),
+        ] {
+            let nodes = [node_platform("amd64", Some("v2")), node];
+            assert!(decide(&pod, &facts(&containers, &nodes)).is_ok());
+        }
     }
 }
