@@ -1,8 +1,8 @@
 //! The end-to-end cases, in order, on one real cluster: install (the README's commands,
 //! word for word), scheduler mode, exec format errors from real containers, component
 //! restarts under load, a mode switch each way under load, uninstall. Run by
-//! `scripts/e2e` once on a cluster without prometheus-operator's ServiceMonitor CRD and
-//! once with it. Without a cluster (`MULTIARCH_E2E_KUBECONFIG` unset) it says SKIPPED.
+//! `scripts/e2e` once on a cluster without prometheus-operator's ServiceMonitor CRD, then
+//! (install, scheduler mode, mode switches, uninstall) with it. Without a cluster (`MULTIARCH_E2E_KUBECONFIG` unset) it says SKIPPED.
 //!
 //! Every wait has a deadline and polls the cluster's state; nothing asserts how fast a
 //! component reacted, only that the state it must reach is reached.
@@ -123,30 +123,33 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
         "vanilla"
     };
     println!("e2e pass: {pass}, image {}", tier.image);
-    let mut cases: Vec<(&str, Case)> = vec![
-        ("install", install),
-        ("scheduler mode", scheduler_mode),
-        ("architecture rules", architecture_rules),
-    ];
-    // What a hostile tenant can send: once is enough.
-    if !tier.service_monitors {
-        cases.push(("hostile tenant", hostile_tenant));
-    }
-    cases.extend([
-        ("exec format errors", exec_format_errors as Case),
-        ("x86-64 level label", x86_64_level_label),
-        ("misplaced pods", misplaced_pods),
-        ("restarts under load", restarts),
-    ]);
-    // The kubelet's update of a mounted Secret takes a minute or two: once is enough.
-    if !tier.service_monitors {
-        cases.push(("certificate rotation", certificate_rotation));
-    }
-    cases.extend([
-        ("mode switches under load", mode_switches as Case),
-        ("releases at 20 pods/s", releases_under_load),
-        ("uninstall", uninstall),
-    ]);
+    // The second pass checks what the ServiceMonitor CRD changes: the install (its
+    // ServiceMonitors and PrometheusRule), the operator's mode switches (which add and
+    // remove the scheduler's monitor) and the uninstall (which removes them). The cases
+    // the CRD does not touch run once, in the first pass.
+    let cases: Vec<(&str, Case)> = if tier.service_monitors {
+        vec![
+            ("install", install),
+            ("scheduler mode", scheduler_mode),
+            ("mode switches under load", mode_switches),
+            ("uninstall", uninstall),
+        ]
+    } else {
+        vec![
+            ("install", install),
+            ("scheduler mode", scheduler_mode),
+            ("architecture rules", architecture_rules),
+            ("hostile tenant", hostile_tenant),
+            ("exec format errors", exec_format_errors),
+            ("x86-64 level label", x86_64_level_label),
+            ("misplaced pods", misplaced_pods),
+            ("restarts under load", restarts),
+            ("certificate rotation", certificate_rotation),
+            ("mode switches under load", mode_switches),
+            ("releases at 20 pods/s", releases_under_load),
+            ("uninstall", uninstall),
+        ]
+    };
     let (mut passed, mut failed) = (0, 0);
     for (name, case) in cases {
         // After a failure only the uninstall runs: later cases need what failed.
@@ -1211,6 +1214,7 @@ fn mode_switches(tier: &Tier) -> anyhow::Result<()> {
                 .get_opt(&["deployment", "-n", "multiarch", "multiarch-scheduler"])?;
         Ok((installed.is_none(), "still installed".into()))
     })?;
+    scheduler_monitor_follows(tier, false)?;
     no_pod_left_waiting(tier)?;
 
     // And back: new pods go to multiarch-scheduler again.
@@ -1223,8 +1227,36 @@ fn mode_switches(tier: &Tier) -> anyhow::Result<()> {
         );
         ensure!(gates(pod).is_empty(), "{name} gated in scheduler mode");
     }
+    scheduler_monitor_follows(tier, true)?;
     no_pod_left_waiting(tier)?;
     tier.delete_namespace(NS_GATE)
+}
+
+/// With the ServiceMonitor CRD, the scheduler's monitor goes and comes back with the
+/// scheduler (Prometheus would otherwise scrape, and alert on, a target that is gone).
+fn scheduler_monitor_follows(tier: &Tier, installed: bool) -> anyhow::Result<()> {
+    if !tier.service_monitors {
+        return Ok(());
+    }
+    wait::until_true(
+        &format!(
+            "the scheduler's ServiceMonitor {}",
+            if installed { "back" } else { "removed" }
+        ),
+        ROLLOUT,
+        || {
+            let monitor = tier.kubectl.get_opt(&[
+                "servicemonitor",
+                "-n",
+                "multiarch",
+                "multiarch-scheduler",
+            ])?;
+            Ok((
+                monitor.is_some() == installed,
+                format!("present: {}", monitor.is_some()),
+            ))
+        },
+    )
 }
 
 /// No pod anywhere carries multiarch's gate or waits unbound for multiarch-scheduler.
@@ -1473,19 +1505,15 @@ fn finish_uninstall_churn(tier: &Tier, running: UninstallChurn) -> anyhow::Resul
 }
 
 /// The churn's pods (no kubelet confirms their deletion: at once) and node. A thousand
-/// pods take kubectl well over its usual minute to delete one by one.
+/// pods take well over kubectl's usual minute to delete.
 fn remove_churn(tier: &Tier) -> anyhow::Result<()> {
     if tier.kubectl.get_opt(&["namespace", NS_CHURN])?.is_some() {
+        // One deletecollection: kubectl's `delete --all` deletes them one by one.
         tier.kubectl.run_with(
             &[
                 "delete",
-                "pods",
-                "--all",
-                "-n",
-                NS_CHURN,
-                "--force",
-                "--grace-period=0",
-                "--ignore-not-found",
+                "--raw",
+                &format!("/api/v1/namespaces/{NS_CHURN}/pods?gracePeriodSeconds=0"),
             ],
             "",
             CHURN_CLEAN_UP,
