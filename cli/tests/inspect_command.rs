@@ -75,6 +75,127 @@ async fn inspect_prints_platforms_as_text_and_json() {
     assert_eq!(json["platforms"][1]["variant"], "v7");
 }
 
+/// An index whose amd64 build needs x86-64-v3 (its loader too), whose "arm64" build is an
+/// amd64 binary, and whose s390x build lacks its program: (settings file, image).
+async fn binaries_fixture(reg: &Registry) -> (String, String) {
+    use multiarch_test_support::elf;
+    use registry::{TarEntry, gzip, layer_tar, push_image_with_layers};
+    let run = serde_json::json!({"Entrypoint": ["/entrypoint.sh"]});
+    let script = TarEntry::File("entrypoint.sh", b"#!/server\n");
+    // amd64: needs x86-64-v3 (its loader too); "arm64": an amd64 binary; s390x: the
+    // program is missing.
+    let v3 = elf::x86_64(Some("/lib64/ld.so"), 0b0111);
+    let amd = push_image_with_layers(
+        reg,
+        "shop/api",
+        "amd64",
+        run.clone(),
+        &[gzip(&layer_tar(&[
+            script,
+            TarEntry::File("server", &v3),
+            TarEntry::File("lib64/ld.so", &elf::x86_64(None, 0b0111)),
+        ]))],
+    )
+    .await;
+    let script = TarEntry::File("entrypoint.sh", b"#!/server\n");
+    let static_amd64 = elf::x86_64(None, 0);
+    let arm = push_image_with_layers(
+        reg,
+        "shop/api",
+        "arm64",
+        run.clone(),
+        &[layer_tar(&[
+            script,
+            TarEntry::File("server", &static_amd64),
+        ])],
+    )
+    .await;
+    let s390x = push_image_with_layers(
+        reg,
+        "shop/api",
+        "s390x",
+        run,
+        &[layer_tar(&[TarEntry::File("other", b"")])],
+    )
+    .await;
+    push_index(
+        reg,
+        "shop/api",
+        "1.0",
+        false,
+        &[
+            (amd, platform("linux", "amd64", None), None),
+            (arm, platform("linux", "arm64", None), None),
+            (s390x, platform("linux", "s390x", None), None),
+        ],
+    )
+    .await;
+    let settings = reg.dir().join("registries.yaml");
+    std::fs::write(&settings, reg.settings_yaml()).unwrap();
+    let image = format!("{}/shop/api:1.0", reg.addr);
+    (settings.to_str().unwrap().to_owned(), image)
+}
+
+#[tokio::test]
+async fn inspect_binaries_says_what_each_platform_really_runs() {
+    let reg = Registry::start(Options::default());
+    let (settings, image) = binaries_fixture(&reg).await;
+    let settings = settings.as_str();
+    let out = multiarch(&[
+        "inspect",
+        &image,
+        "--binaries",
+        "--registries-config",
+        settings,
+    ]);
+    // One platform could not be read: said, and the exit code says so.
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "      /entrypoint.sh: a script (#!)",
+        "      runs /server: amd64 ELF 64-bit LSB, dynamic, loader /lib64/ld.so",
+        "      needs x86-64-v3 (its ISA notes)",
+        "      runs /server: amd64 ELF 64-bit LSB, static",
+        "      MISLABELLED: the platform says arm64, its binary is amd64",
+        "      cannot read its binaries: image ",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    assert!(
+        text.contains("/entrypoint.sh is not in the image"),
+        "{text}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the binaries of 1 platform(s) could not be read"),
+        "{stderr}"
+    );
+
+    let out = multiarch(&[
+        "inspect",
+        &image,
+        "--binaries",
+        "--registries-config",
+        settings,
+        "-o",
+        "json",
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let binaries = json["binaries"].as_array().unwrap();
+    assert_eq!(binaries.len(), 3);
+    assert_eq!(binaries[0]["platform"], "amd64");
+    assert_eq!(binaries[0]["program"]["x86_64Level"], 3);
+    assert_eq!(binaries[0]["interpreter"]["path"], "/lib64/ld.so");
+    assert_eq!(binaries[1]["program"]["architecture"], "amd64");
+    assert_eq!(binaries[1]["platform"], "arm64");
+    assert!(
+        binaries[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not in the image")
+    );
+}
+
 #[tokio::test]
 async fn inspect_fails_with_a_clear_message_and_exit_code() {
     let reg = Registry::start(Options {

@@ -291,6 +291,24 @@ impl BoundedFetch {
         Ok(Ok(body))
     }
 
+    /// A blob's response, its body not yet read: for a layer streamed through (see
+    /// `binary_reading`), which bounds what it reads itself.
+    pub(crate) async fn blob_response(
+        &self,
+        image: &ImageRef,
+        credential: Option<&Credential>,
+        digest: &str,
+    ) -> Result<reqwest::Response, OciDistributionError> {
+        let url = format!(
+            "{}://{}/v2/{}/blobs/{digest}",
+            self.scheme,
+            image.registry(),
+            image.repository()
+        );
+        self.authorized_get(&url, "*/*", image.repository(), credential)
+            .await
+    }
+
     /// The manifest's bytes, its digest and its hold on the memory budget (kept while
     /// it is parsed), or `Err(bytes)` when it is over [`MAX_MANIFEST_BYTES`] (never read
     /// further than that).

@@ -6,10 +6,12 @@ use std::{
 };
 
 use async_trait::async_trait;
+use multiarch_policy::platform::Platform;
 use multiarch_policy::pod_images::{ContainerImage, PullCredentials};
 use sha2::{Digest, Sha256};
 
 use crate::{
+    binary_reading::{BinaryFacts, BinaryLimits},
     cache::{Answer, CacheKey, CacheOptions, InspectionCache},
     error::InspectError,
     image::{ImageInfo, ImageRef},
@@ -146,6 +148,22 @@ impl Inspector {
             tracing::warn!(namespace = %request.namespace, image = %request.image, error = %e, "cannot read the pod's pull credentials");
         }
         keyring
+    }
+
+    /// What `request`'s image's build for `platform` runs (see `binary_reading`), with
+    /// the request's credentials and the registry settings; never cached.
+    pub async fn read_binaries(
+        &self,
+        request: &InspectRequest,
+        platform: Option<&Platform>,
+        limits: BinaryLimits,
+    ) -> Result<BinaryFacts, InspectError> {
+        let image = ImageRef::parse(&request.image)?;
+        let keyring = self.keyring(request).await?;
+        self.registries()
+            .client
+            .read_binaries(&image, platform, &keyring, limits)
+            .await
     }
 
     /// The files of `request`'s image that `wanted` accepts (see `image_files`), with

@@ -2,11 +2,13 @@
 //! builds for, from the registry itself, with the pod's pull credentials, cached.
 
 mod address_policy;
+pub mod binary_reading;
 pub mod body_budget;
 mod bounded_fetch;
 pub mod cache;
 pub mod elf_facts;
 pub mod error;
+pub mod executable_lookup;
 pub mod grpc;
 pub mod image;
 pub mod image_files;

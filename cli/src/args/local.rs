@@ -158,6 +158,13 @@ pub struct InspectArgs {
     #[command(flatten)]
     pub registry: RegistryAccessArgs,
 
+    /// Also read each platform's binaries from its layers: the program its config runs
+    /// (through links and `#!` lines) and its loader, the architecture they really are
+    /// and the x86-64 level they need. Streams the layers: a large image takes a while
+    /// (bounded by 8 GiB fetched and 10 minutes per platform).
+    #[arg(long)]
+    pub binaries: bool,
+
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }

@@ -4,6 +4,8 @@
 // Test code: a failed unwrap is a failed test; each user takes part of a helper.
 #![allow(clippy::unwrap_used, dead_code)]
 
+#[cfg(feature = "elf")]
+pub mod elf;
 #[cfg(feature = "fake-cri")]
 pub mod fake_cri;
 #[cfg(feature = "generated")]

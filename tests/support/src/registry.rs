@@ -355,7 +355,6 @@ pub fn bundle_labels(package: &str) -> serde_json::Value {
 
 /// A gzip-compressed tar of `files` (path, contents).
 pub fn tar_gz(files: &[(&str, &str)]) -> Vec<u8> {
-    use std::io::Write;
     let mut builder = tar::Builder::new(Vec::new());
     for (path, contents) in files {
         let mut header = tar::Header::new_gnu();
@@ -366,10 +365,7 @@ pub fn tar_gz(files: &[(&str, &str)]) -> Vec<u8> {
             .append_data(&mut header, path, contents.as_bytes())
             .unwrap();
     }
-    let tar = builder.into_inner().unwrap();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&tar).unwrap();
-    gz.finish().unwrap()
+    gzip(&builder.into_inner().unwrap())
 }
 
 /// Pushes a single-platform (`linux/arch`) OCI image under `tag` whose one layer holds
@@ -410,6 +406,95 @@ pub async fn push_image_with_files(
         .unwrap();
     Pushed {
         digest: sha256(&manifest),
+        size: manifest.len(),
+        media_type: OCI_MANIFEST,
+    }
+}
+
+/// One entry of a layer built by [`layer_tar`].
+pub enum TarEntry<'a> {
+    /// A regular file, executable.
+    File(&'a str, &'a [u8]),
+    /// A symbolic link to a target.
+    Link(&'a str, &'a str),
+}
+
+/// An uncompressed layer tar of `entries` (a whiteout is a file named `.wh.NAME`).
+pub fn layer_tar(entries: &[TarEntry<'_>]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for entry in entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_mode(0o755);
+        match entry {
+            TarEntry::File(path, data) => {
+                header.set_size(data.len() as u64);
+                builder.append_data(&mut header, path, *data).unwrap();
+            }
+            TarEntry::Link(path, target) => {
+                header.set_size(0);
+                header.set_entry_type(tar::EntryType::Symlink);
+                builder.append_link(&mut header, path, target).unwrap();
+            }
+        }
+    }
+    builder.into_inner().unwrap()
+}
+
+/// `data` gzip-compressed.
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(data).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Pushes a `linux/arch` OCI image by digest whose layers (bottom first) are `layers`,
+/// each gzip-compressed (`+gzip`) or not as its bytes are, and whose config's run
+/// settings are `run` (`{"Entrypoint": [...], "Cmd": [...], "Env": [...]}`).
+pub async fn push_image_with_layers(
+    registry: &Registry,
+    repository: &str,
+    arch: &str,
+    run: serde_json::Value,
+    layers: &[Vec<u8>],
+) -> Pushed {
+    let (client, reference) = pusher(registry, repository, "latest").await;
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": arch, "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": []},
+        "config": run,
+    }))
+    .unwrap();
+    let mut descriptors = Vec::new();
+    for blob in std::iter::once(&config).chain(layers) {
+        client
+            .push_blob(&reference, blob.clone(), &sha256(blob))
+            .await
+            .unwrap();
+    }
+    for layer in layers {
+        let media_type = if layer.starts_with(&[0x1f, 0x8b]) {
+            "application/vnd.oci.image.layer.v1.tar+gzip"
+        } else {
+            "application/vnd.oci.image.layer.v1.tar"
+        };
+        descriptors.push(serde_json::json!({"mediaType": media_type, "digest": sha256(layer), "size": layer.len()}));
+    }
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha256(&config), "size": config.len()},
+        "layers": descriptors,
+    }))
+    .unwrap();
+    let digest = sha256(&manifest);
+    let target = Reference::with_digest(registry.addr.clone(), repository.into(), digest.clone());
+    client
+        .push_manifest_raw(&target, manifest.clone(), OCI_MANIFEST.parse().unwrap())
+        .await
+        .unwrap();
+    Pushed {
+        digest,
         size: manifest.len(),
         media_type: OCI_MANIFEST,
     }
