@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use multiarch_test_support::memory::peak_rss;
+
 use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
 
 use multiarch_inspector::{
@@ -89,13 +91,6 @@ async fn serving(paths: HashMap<String, Arc<Vec<u8>>>) -> SocketAddr {
         }
     });
     addr
-}
-
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
 }
 
 /// The bodies served: a config of ~190,000 labels, a manifest of ~1.4 million empty

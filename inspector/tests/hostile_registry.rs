@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use multiarch_test_support::memory::peak_rss;
+
 use std::{
     net::SocketAddr,
     sync::{
@@ -76,14 +78,6 @@ async fn read_head(socket: &mut tokio::net::TcpStream) -> Option<String> {
         }
     }
     Some(String::from_utf8_lossy(&head).into_owned())
-}
-
-/// Peak resident memory of this process (VmHWM), in bytes.
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
 }
 
 /// Answers every manifest request with a chunked body of up to 1 GiB, as fast as the

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use multiarch_test_support::memory::peak_rss;
+
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use multiarch_inspector::{
@@ -106,13 +108,6 @@ async fn routed(reply: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Socket
         }
     });
     addr
-}
-
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
 }
 
 /// An inspector of `registries` (insecure: plain HTTP), and the directory of its

@@ -14,6 +14,8 @@ pub mod generated;
 pub mod kit;
 #[cfg(feature = "kubeconfig")]
 pub mod kubeconfig;
+#[cfg(feature = "memory")]
+pub mod memory;
 #[cfg(feature = "rbac")]
 pub mod rbac;
 #[cfg(feature = "registry")]
