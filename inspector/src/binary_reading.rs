@@ -33,7 +33,7 @@ use crate::{
     },
     image::ImageRef,
     keyring::{Credential, Keyring},
-    manifest::{self, ACCEPTED, Layer, MAX_MANIFEST_BYTES, Parsed},
+    manifest::{self, Layer, MAX_MANIFEST_BYTES},
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
@@ -213,14 +213,11 @@ impl RegistryClient {
         state: Arc<ReadState>,
     ) -> Result<BinaryFacts, Failure> {
         let session = self.session(image.registry(), credential);
-        let (digest, bytes) = self
+        let manifest = self
             .platform_manifest(&session, image, credential, platform)
             .await?;
-        let Parsed::Image { config_digest } = manifest::parse_manifest(&bytes, None)
-            .map_err(|e| Failure::Other(malformed(image, e)))?
-        else {
-            return Err(Failure::Other(bad(image, "an index inside the index")));
-        };
+        let (digest, bytes, config_digest) =
+            (manifest.digest, manifest.bytes, manifest.config_digest);
         let config = self
             .with_retries(image, || {
                 session.get_blob(image, credential, &config_digest, MAX_MANIFEST_BYTES)
@@ -286,60 +283,6 @@ impl RegistryClient {
             interpreter,
             fetched_bytes: state.fetched.load(Ordering::SeqCst),
         })
-    }
-
-    /// The manifest of `platform`'s image (the image itself when it is one manifest).
-    async fn platform_manifest(
-        &self,
-        session: &Arc<BoundedFetch>,
-        image: &ImageRef,
-        credential: Option<&Credential>,
-        platform: Option<&Platform>,
-    ) -> Result<(String, Vec<u8>), Failure> {
-        let get = |reference: ImageRef| async move {
-            let (bytes, digest, _held) = self
-                .with_retries(&reference, || {
-                    session.get(&reference, credential, &ACCEPTED)
-                })
-                .await?
-                .map_err(|bytes| {
-                    Failure::Other(malformed(
-                        &reference,
-                        manifest::ManifestError::TooLarge(bytes),
-                    ))
-                })?;
-            Ok::<_, Failure>((digest, bytes))
-        };
-        let (digest, bytes) = get(image.clone()).await?;
-        let Parsed::Index(entries) = manifest::parse_manifest(&bytes, None)
-            .map_err(|e| Failure::Other(malformed(image, e)))?
-        else {
-            return Ok((digest, bytes));
-        };
-        let chosen = entries
-            .iter()
-            .find(|e| {
-                e.platform.as_ref().is_some_and(|p| match platform {
-                    Some(wanted) => p == wanted,
-                    None => p.os == "linux" && p.architecture == "amd64",
-                })
-            })
-            .or_else(|| {
-                platform
-                    .is_none()
-                    .then(|| entries.iter().find(|e| e.platform.is_some()))
-                    .flatten()
-            })
-            .ok_or_else(|| {
-                Failure::Other(bad(
-                    image,
-                    &format!(
-                        "the index has no {} image",
-                        platform.map_or("linux".to_owned(), Platform::to_string)
-                    ),
-                ))
-            })?;
-        get(image.with_digest(&chosen.digest)).await
     }
 }
 

@@ -10,7 +10,7 @@ use crate::{
     error::InspectError,
     image::ImageRef,
     keyring::{Credential, Keyring},
-    manifest::{self, ACCEPTED, MAX_MANIFEST_BYTES, Parsed},
+    manifest::{self, MAX_MANIFEST_BYTES},
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
@@ -99,52 +99,11 @@ impl RegistryClient {
         limits: FileLimits,
     ) -> Result<ImageFiles, Failure> {
         let session = self.session(image.registry(), credential);
-        let manifest = |reference: ImageRef| {
-            let session = session.clone();
-            async move {
-                let (bytes, digest, _held) = self
-                    .with_retries(&reference, || {
-                        session.get(&reference, credential, &ACCEPTED)
-                    })
-                    .await?
-                    .map_err(|bytes| {
-                        Failure::Other(malformed(
-                            &reference,
-                            manifest::ManifestError::TooLarge(bytes),
-                        ))
-                    })?;
-                Ok::<_, Failure>((bytes, digest))
-            }
-        };
-        let (mut bytes, mut digest) = manifest(image.clone()).await?;
-        let mut parsed = manifest::parse_manifest(&bytes, None)
-            .map_err(|e| Failure::Other(malformed(image, e)))?;
-        if let Parsed::Index(entries) = &parsed {
-            let chosen = entries
-                .iter()
-                .filter(|e| e.platform.is_some())
-                .find(|e| {
-                    e.platform
-                        .as_ref()
-                        .is_some_and(|p| p.os == "linux" && p.architecture == "amd64")
-                })
-                .or_else(|| entries.iter().find(|e| e.platform.is_some()))
-                .ok_or_else(|| {
-                    Failure::Other(InspectError::Malformed {
-                        image: image.to_string(),
-                        detail: "the index lists no image with a platform".into(),
-                    })
-                })?;
-            (bytes, digest) = manifest(image.with_digest(&chosen.digest)).await?;
-            parsed = manifest::parse_manifest(&bytes, None)
-                .map_err(|e| Failure::Other(malformed(image, e)))?;
-        }
-        let Parsed::Image { config_digest } = parsed else {
-            return Err(Failure::Other(InspectError::Malformed {
-                image: image.to_string(),
-                detail: "an index inside the index: not an image whose files can be read".into(),
-            }));
-        };
+        let manifest = self
+            .platform_manifest(&session, image, credential, None)
+            .await?;
+        let (digest, bytes, config_digest) =
+            (manifest.digest, manifest.bytes, manifest.config_digest);
         let config = self
             .with_retries(image, || {
                 session.get_blob(image, credential, &config_digest, MAX_MANIFEST_BYTES)

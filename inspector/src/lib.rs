@@ -16,6 +16,7 @@ pub mod inspector;
 pub mod keyring;
 pub mod manifest;
 pub mod metrics;
+mod platform_manifest;
 pub mod reachability;
 pub mod registry;
 pub mod secrets;
