@@ -66,10 +66,27 @@ const SIZES: [(&str, &str); 4] = [
     ("32", "128Gi"),
 ];
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+/// The amd64 nodes' x86-64 levels (the node daemon's label), in twentieths: older and
+/// virtualised CPUs at v2, most at v3, the newest with AVX-512 at v4.
+const X86_64_LEVELS: [(&str, usize); 3] = [("v2", 4), ("v3", 11), ("v4", 5)];
+
+/// The level of the `i`th node when it is amd64: from its index, so that the levels
+/// draw nothing from the random sequence the sizes and taints come from.
+fn x86_64_level(i: usize) -> &'static str {
+    let mut slot = i % 20;
+    for (level, share) in X86_64_LEVELS {
+        if slot < share {
+            return level;
+        }
+        slot -= share;
+    }
+    X86_64_LEVELS[1].0
+}
 /// Replicas per generated Deployment (pods of one controller spread by default).
 const REPLICAS: usize = 10;
 
-/// `nodes` nodes: the architecture mix shuffled, sizes drawn, a few tainted, in zones.
+/// `nodes` nodes: the architecture mix shuffled, sizes drawn, a few tainted, in zones,
+/// the amd64 ones at several x86-64 levels.
 fn node_groups(nodes: usize, rng: &mut SmallRng) -> Vec<NodeGroup> {
     let mut archs: Vec<&str> = Vec::with_capacity(nodes);
     for (arch, share) in ARCH_MIX {
@@ -104,7 +121,7 @@ fn node_groups(nodes: usize, rng: &mut SmallRng) -> Vec<NodeGroup> {
                 count: 1,
                 arch: (*arch).to_owned(),
                 os: None,
-                variant: None,
+                variant: (*arch == "amd64").then(|| x86_64_level(i).to_owned()),
                 cpu: cpu.into(),
                 memory: memory.into(),
                 pods: 110,

@@ -75,6 +75,7 @@ pub fn simulate_with(
         architecture_blind: Counterfactual {
             bound: blind.bound(),
             incompatible: blind.incompatible,
+            below_level: blind.below_level,
         },
     })
 }

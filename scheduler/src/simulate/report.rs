@@ -71,6 +71,8 @@ pub struct Counterfactual {
     pub bound: usize,
     /// Pods the blind scheduler put on nodes their images cannot run on.
     pub incompatible: usize,
+    /// Of those, on a node of their architecture below the level their images need.
+    pub below_level: usize,
 }
 
 impl PlacementQuality {
@@ -202,8 +204,16 @@ impl SimulationReport {
         let _ = writeln!(
             out,
             "\nArchitecture-blind scheduler on the same cluster: {} of its {} placements ({share:.1}%) \
-             put a pod on a node its images cannot run on (exec format error or ImagePullBackOff).",
-            self.architecture_blind.incompatible, self.architecture_blind.bound
+             put a pod on a node its images cannot run on (exec format error or ImagePullBackOff{}).",
+            self.architecture_blind.incompatible,
+            self.architecture_blind.bound,
+            match self.architecture_blind.below_level {
+                0 => String::new(),
+                n => format!(
+                    "; {n} of them on a node below the x86-64 level their images need: \
+                     the loader's \"CPU ISA level is lower than required\""
+                ),
+            }
         );
         out
     }

@@ -133,6 +133,9 @@ pub struct RunResult {
     /// Bound pods whose images have no build for their node's platform (an
     /// architecture-blind profile's damage; images outside the catalog are not judged).
     pub incompatible: usize,
+    /// Of those, the pods on a node of the right architecture below the level their
+    /// images need (an x86-64-v3 build on a v2 node).
+    pub below_level: usize,
     /// The placement-quality audit, when `quality_sample` asked for one.
     pub quality: Option<QualityAudit>,
 }
@@ -303,7 +306,8 @@ pub fn run_with(
             multiarch_plugins::events::QueueingHint::QueueSkip => result.left_waiting += count,
         }
     }
-    result.incompatible = incompatible_placements(&core, &images, &result.placements);
+    (result.incompatible, result.below_level) =
+        incompatible_placements(&core, &images, &result.placements);
     result.quality = core.quality_audit().cloned();
     result
 }
@@ -369,40 +373,50 @@ fn handle(
     }
 }
 
-/// How many placements put a pod on a node its images cannot run on, read from the
-/// scheduler's own model at the end of the run.
+/// How many placements put a pod on a node its images cannot run on, and how many of
+/// those only because the node is below the level they need, read from the scheduler's
+/// own model at the end of the run.
 fn incompatible_placements(
     core: &SchedulerCore,
     images: &CatalogImages,
     placements: &HashMap<String, String>,
-) -> usize {
-    placements
-        .iter()
-        .filter_map(|(uid, node)| Some((core.cluster.pod(uid)?, core.cluster.node(node)?)))
-        .filter(|(pod, node)| {
-            let platforms: Vec<(&str, &[Platform])> = pod
-                .images
-                .iter()
-                .filter_map(|i| {
-                    images
-                        .images
-                        .get(&i.image)
-                        .map(|p| (i.container.as_str(), &p[..]))
-                })
-                .collect();
-            if platforms.len() != pod.images.len() {
-                return false; // unknown images: nothing to judge
-            }
-            let containers: Vec<ContainerPlatforms<'_>> = platforms
-                .iter()
-                .map(|(container, platforms)| ContainerPlatforms {
-                    container,
-                    platforms,
-                })
-                .collect();
-            !node_is_compatible(&compatible_platforms(&containers), &node.platform)
-        })
-        .count()
+) -> (usize, usize) {
+    let (mut incompatible, mut below_level) = (0, 0);
+    for (uid, node) in placements {
+        let (Some(pod), Some(node)) = (core.cluster.pod(uid), core.cluster.node(node)) else {
+            continue;
+        };
+        let platforms: Vec<(&str, &[Platform])> = pod
+            .images
+            .iter()
+            .filter_map(|i| {
+                images
+                    .images
+                    .get(&i.image)
+                    .map(|p| (i.container.as_str(), &p[..]))
+            })
+            .collect();
+        if platforms.len() != pod.images.len() {
+            continue; // unknown images: nothing to judge
+        }
+        let containers: Vec<ContainerPlatforms<'_>> = platforms
+            .iter()
+            .map(|(container, platforms)| ContainerPlatforms {
+                container,
+                platforms,
+            })
+            .collect();
+        let supported = compatible_platforms(&containers);
+        if node_is_compatible(&supported, &node.platform) {
+            continue;
+        }
+        incompatible += 1;
+        let any_level = Platform::new(&node.platform.os, &node.platform.architecture, None);
+        if node.platform.variant.is_some() && node_is_compatible(&supported, &any_level) {
+            below_level += 1;
+        }
+    }
+    (incompatible, below_level)
 }
 
 /// The profile of the scenario, and the same one without `ImageArchitecture`.
