@@ -75,6 +75,34 @@ pub struct Counterfactual {
     pub below_level: usize,
 }
 
+impl Counterfactual {
+    /// The architecture-blind scheduler's line.
+    fn text(&self) -> String {
+        #[allow(clippy::cast_precision_loss)]
+        let share = if self.bound > 0 {
+            100.0 * self.incompatible as f64 / self.bound as f64
+        } else {
+            0.0
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\nArchitecture-blind scheduler on the same cluster: {} of its {} placements ({share:.1}%) \
+             put a pod on a node its images cannot run on (exec format error or ImagePullBackOff{}).",
+            self.incompatible,
+            self.bound,
+            match self.below_level {
+                0 => String::new(),
+                n => format!(
+                    "; {n} of them on a node below the x86-64 level their images need: \
+                     the loader's \"CPU ISA level is lower than required\""
+                ),
+            }
+        );
+        out
+    }
+}
+
 impl PlacementQuality {
     pub fn of(audit: &crate::engine::placement_quality::QualityAudit) -> Self {
         let feasible: usize = audit.samples.iter().map(|s| s.feasible).sum();
@@ -194,27 +222,7 @@ impl SimulationReport {
         if let Some(quality) = &self.placement_quality {
             let _ = writeln!(out, "{}", quality.text());
         }
-        #[allow(clippy::cast_precision_loss)]
-        let share = if self.architecture_blind.bound > 0 {
-            100.0 * self.architecture_blind.incompatible as f64
-                / self.architecture_blind.bound as f64
-        } else {
-            0.0
-        };
-        let _ = writeln!(
-            out,
-            "\nArchitecture-blind scheduler on the same cluster: {} of its {} placements ({share:.1}%) \
-             put a pod on a node its images cannot run on (exec format error or ImagePullBackOff{}).",
-            self.architecture_blind.incompatible,
-            self.architecture_blind.bound,
-            match self.architecture_blind.below_level {
-                0 => String::new(),
-                n => format!(
-                    "; {n} of them on a node below the x86-64 level their images need: \
-                     the loader's \"CPU ISA level is lower than required\""
-                ),
-            }
-        );
+        out.push_str(&self.architecture_blind.text());
         out
     }
 }

@@ -306,8 +306,7 @@ pub fn run_with(
             multiarch_plugins::events::QueueingHint::QueueSkip => result.left_waiting += count,
         }
     }
-    (result.incompatible, result.below_level) =
-        incompatible_placements(&core, &images, &result.placements);
+    count_incompatible_placements(&core, &images, &mut result);
     result.quality = core.quality_audit().cloned();
     result
 }
@@ -376,13 +375,13 @@ fn handle(
 /// How many placements put a pod on a node its images cannot run on, and how many of
 /// those only because the node is below the level they need, read from the scheduler's
 /// own model at the end of the run.
-fn incompatible_placements(
+fn count_incompatible_placements(
     core: &SchedulerCore,
     images: &CatalogImages,
-    placements: &HashMap<String, String>,
-) -> (usize, usize) {
+    result: &mut RunResult,
+) {
     let (mut incompatible, mut below_level) = (0, 0);
-    for (uid, node) in placements {
+    for (uid, node) in &result.placements {
         let (Some(pod), Some(node)) = (core.cluster.pod(uid), core.cluster.node(node)) else {
             continue;
         };
@@ -416,7 +415,8 @@ fn incompatible_placements(
             below_level += 1;
         }
     }
-    (incompatible, below_level)
+    result.incompatible = incompatible;
+    result.below_level = below_level;
 }
 
 /// The profile of the scenario, and the same one without `ImageArchitecture`.
