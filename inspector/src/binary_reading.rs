@@ -32,13 +32,12 @@ use crate::{
         ImageCommand, InLayer, LookupError, LookupLimits, MergedLinks, read_in_layer,
     },
     image::ImageRef,
+    image_files::{GZIP_MAGIC, ZSTD_MAGIC},
     keyring::{Credential, Keyring},
-    manifest::{self, Layer, MAX_MANIFEST_BYTES},
+    manifest::{self, Layer},
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// `#!` lines followed from the config's program to a binary (the kernel allows 4).
 const MAX_SCRIPT_HOPS: usize = 4;
 
@@ -216,14 +215,7 @@ impl RegistryClient {
         let manifest = self
             .platform_manifest(&session, image, credential, platform)
             .await?;
-        let (digest, bytes, config_digest) =
-            (manifest.digest, manifest.bytes, manifest.config_digest);
-        let config = self
-            .with_retries(image, || {
-                session.get_blob(image, credential, &config_digest, MAX_MANIFEST_BYTES)
-            })
-            .await?
-            .map_err(|_| Failure::Other(bad(image, "the image config exceeds 4 MiB")))?;
+        let (digest, bytes, config) = (manifest.digest, manifest.bytes, manifest.config);
         let said =
             manifest::parse_config(&config).map_err(|e| Failure::Other(malformed(image, e)))?;
         let command =

@@ -10,7 +10,7 @@ use crate::{
     error::InspectError,
     image::ImageRef,
     keyring::{Credential, Keyring},
-    manifest::{self, MAX_MANIFEST_BYTES},
+    manifest,
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
@@ -53,8 +53,9 @@ pub struct ImageFiles {
     pub files: BTreeMap<String, Vec<u8>>,
 }
 
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// The first bytes of a gzip-compressed and of a zstd-compressed layer.
+pub(crate) const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+pub(crate) const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 impl RegistryClient {
     /// The files of `image` whose path `wanted` accepts. For an index, the linux/amd64
@@ -102,14 +103,7 @@ impl RegistryClient {
         let manifest = self
             .platform_manifest(&session, image, credential, None)
             .await?;
-        let (digest, bytes, config_digest) =
-            (manifest.digest, manifest.bytes, manifest.config_digest);
-        let config = self
-            .with_retries(image, || {
-                session.get_blob(image, credential, &config_digest, MAX_MANIFEST_BYTES)
-            })
-            .await?
-            .map_err(|bytes| Failure::Other(too_large(image, "the image config", bytes)))?;
+        let (digest, bytes, config) = (manifest.digest, manifest.bytes, manifest.config);
         let operator_bundle = manifest::parse_image_config(&config)
             .map(|c| c.operator_bundle)
             .unwrap_or(false);

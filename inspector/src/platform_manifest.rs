@@ -1,7 +1,7 @@
 //! One platform's image manifest of an image: the image itself when it is a single
 //! manifest, else the index entry of that platform (linux/amd64, or the first with a
-//! platform, when none is asked for). What reads an image's files and binaries starts
-//! from.
+//! platform, when none is asked for), with its config. What reads an image's files and
+//! binaries starts from.
 
 use std::sync::Arc;
 
@@ -12,15 +12,15 @@ use crate::{
     error::InspectError,
     image::ImageRef,
     keyring::Credential,
-    manifest::{self, ACCEPTED, Parsed},
+    manifest::{self, ACCEPTED, MAX_MANIFEST_BYTES, Parsed},
     registry::{Failure, RegistryClient, malformed},
 };
 
-/// A single image's manifest.
+/// A single image's manifest and its config blob.
 pub(crate) struct PlatformManifest {
     pub digest: String,
     pub bytes: Vec<u8>,
-    pub config_digest: String,
+    pub config: Vec<u8>,
 }
 
 impl RegistryClient {
@@ -80,10 +80,21 @@ impl RegistryClient {
                 detail: "an index inside the index: not an image whose files can be read".into(),
             }));
         };
+        let config = self
+            .with_retries(image, || {
+                session.get_blob(image, credential, &config_digest, MAX_MANIFEST_BYTES)
+            })
+            .await?
+            .map_err(|bytes| {
+                Failure::Other(InspectError::Malformed {
+                    image: image.to_string(),
+                    detail: format!("the image config exceeds 4 MiB ({bytes} bytes or more)"),
+                })
+            })?;
         Ok(PlatformManifest {
             digest,
             bytes,
-            config_digest,
+            config,
         })
     }
 }
