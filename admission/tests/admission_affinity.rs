@@ -30,6 +30,7 @@ use multiarch_inspector::{
     keyring::Keyring, metrics::InspectorMetrics, registry::RegistryOptions, secrets::StaticKeyring,
     settings::RegistrySettings,
 };
+use multiarch_policy::node_level::x86_64_level_alternatives;
 use registry::{Options, Registry, platform, push_image, push_index};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -276,16 +277,32 @@ async fn an_x86_64_v3_build_is_constrained_to_v3_nodes_at_admission() {
     let arch =
         |values: &[&str]| json!({"key": "kubernetes.io/arch", "operator": "In", "values": values});
     let linux = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
+    // One amd64 term per way a node shows its level: multiarch's label, neither it nor
+    // node-feature-discovery's flags, or NFD's flags (x86_64_level_alternatives).
+    let amd64_terms = x86_64_level_alternatives(3).into_iter().map(|alternative| {
+        let mut expressions = vec![arch(&["amd64"])];
+        expressions.extend(alternative.iter().map(|e| json!(e)));
+        expressions.push(linux.clone());
+        json!({"matchExpressions": expressions})
+    });
+    let terms = &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
     assert_eq!(
-        pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
-        json!([
-            {"matchExpressions": [arch(&["arm64"]), linux.clone()]},
-            {"matchExpressions": [
-                arch(&["amd64"]),
-                {"key": "multiarch.openshift.io/arch-variant", "operator": "NotIn", "values": ["v1", "v2"]},
-                linux,
-            ]},
-        ])
+        *terms,
+        Value::Array(
+            std::iter::once(json!({"matchExpressions": [arch(&["arm64"]), linux.clone()]}))
+                .chain(amd64_terms)
+                .collect()
+        )
+    );
+    assert_eq!(
+        terms[1],
+        json!({"matchExpressions": [
+            arch(&["amd64"]),
+            {"key": "multiarch.openshift.io/arch-variant", "operator": "Exists"},
+            {"key": "multiarch.openshift.io/arch-variant", "operator": "NotIn", "values": ["v1", "v2"]},
+            linux,
+        ]})
     );
     assert_eq!(counted(&state, AdmissionAffinityResult::Set), 1);
 }

@@ -14,6 +14,7 @@ use multiarch_inspector::{ImageInfo, ImageInspector, InspectError, InspectReques
 
 use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
 use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
+use multiarch_policy::node_level::x86_64_level_alternatives;
 use multiarch_runtime::supervisor::Supervisor;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -152,7 +153,8 @@ async fn gated_pods_get_the_architecture_affinity_and_lose_the_gate() {
 }
 
 /// Gate mode writes the x86-64 level an image's amd64 build needs, as the scheduler
-/// filters it: amd64 nodes labelled below v3 are kept away, unlabelled ones are not.
+/// filters it: amd64 nodes labelled below v3 are kept away, nodes that say nothing are
+/// not, and a node without the label is judged by node-feature-discovery's flags.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_x86_64_v3_build_gets_the_level_in_its_affinity() {
     let server = FakeApiServer::start().await;
@@ -162,16 +164,28 @@ async fn an_x86_64_v3_build_gets_the_level_in_its_affinity() {
     let arch =
         |values: &[&str]| json!({"key": "kubernetes.io/arch", "operator": "In", "values": values});
     let linux = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
+    let amd64_terms = x86_64_level_alternatives(3).into_iter().map(|alternative| {
+        let mut expressions = vec![arch(&["amd64"])];
+        expressions.extend(alternative.iter().map(|e| json!(e)));
+        expressions.push(linux.clone());
+        json!({"matchExpressions": expressions})
+    });
     assert_eq!(
         required(&pod),
-        json!([
-            {"matchExpressions": [arch(&["arm64"]), linux.clone()]},
-            {"matchExpressions": [
-                arch(&["amd64"]),
-                {"key": "multiarch.openshift.io/arch-variant", "operator": "NotIn", "values": ["v1", "v2"]},
-                linux,
-            ]},
-        ])
+        Value::Array(
+            std::iter::once(json!({"matchExpressions": [arch(&["arm64"]), linux.clone()]}))
+                .chain(amd64_terms)
+                .collect()
+        )
+    );
+    assert_eq!(
+        required(&pod)[2],
+        json!({"matchExpressions": [
+            arch(&["amd64"]),
+            {"key": "multiarch.openshift.io/arch-variant", "operator": "DoesNotExist"},
+            {"key": "feature.node.kubernetes.io/cpu-cpuid.CMPXCHG8", "operator": "NotIn", "values": ["true"]},
+            linux,
+        ]})
     );
 }
 

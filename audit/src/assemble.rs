@@ -87,6 +87,8 @@ mod tests {
             pod("v3-on-amd", "amd-1", "ubi10:1"),
             pod("v3-on-v3", "amd-v3", "ubi10:1"),
             pod("v3-on-v2", "amd-v2", "ubi10:1"),
+            // node-feature-discovery's labels say the node has no AVX2: below v3.
+            pod("v3-on-nfd-v2", "amd-nfd", "ubi10:1"),
         ];
         let node = |name: &str, arch: &str, level: Option<&str>| -> Node {
             let mut labels = json!({"kubernetes.io/arch": arch});
@@ -100,6 +102,12 @@ mod tests {
             node("arm-1", "arm64", None),
             node("amd-v2", "amd64", Some("v2")),
             node("amd-v3", "amd64", Some("v3")),
+            serde_json::from_value(json!({"metadata": {"name": "amd-nfd", "labels": {
+                "kubernetes.io/arch": "amd64",
+                "feature.node.kubernetes.io/cpu-cpuid.CMPXCHG8": "true",
+                "feature.node.kubernetes.io/cpu-cpuid.LAHF": "true",
+                "feature.node.kubernetes.io/cpu-cpuid.AVX": "true"}}}))
+            .unwrap(),
         ];
         let cluster = ClusterWorkloads::read(objects, &nodes).unwrap();
         let known = BTreeMap::from([
@@ -127,7 +135,14 @@ mod tests {
             .iter()
             .map(|p| (p.pod.as_str(), p.architecture.as_str()))
             .collect();
-        assert_eq!(pods, [("on-arm", "arm64"), ("v3-on-v2", "amd64/v2")]);
+        assert_eq!(
+            pods,
+            [
+                ("on-arm", "arm64"),
+                ("v3-on-v2", "amd64/v2"),
+                ("v3-on-nfd-v2", "amd64/v2")
+            ]
+        );
     }
 
     #[test]

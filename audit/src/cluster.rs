@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_VARIANT_LABEL};
+use multiarch_crd::names::NODE_ARCH_LABEL;
+use multiarch_policy::node_level::node_variant;
 use serde_json::Value;
 
 use crate::workloads::{ContainerRef, ImageQuery, Manifests, WorkloadError, containers_of};
@@ -61,15 +62,14 @@ impl ClusterWorkloads {
     /// `kind`) and `nodes`.
     pub fn read(objects: Vec<Value>, nodes: &[Node]) -> Result<Self, WorkloadError> {
         let mut architectures: BTreeMap<String, usize> = BTreeMap::new();
-        let mut node_arch: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
+        let mut node_arch: HashMap<&str, (&str, Option<String>)> = HashMap::new();
         for node in nodes {
-            let labels = node.metadata.labels.as_ref();
-            let arch = labels.and_then(|l| l.get(NODE_ARCH_LABEL));
-            let variant = labels
-                .and_then(|l| l.get(NODE_VARIANT_LABEL))
-                .map(String::as_str);
+            let Some(labels) = node.metadata.labels.as_ref() else {
+                continue;
+            };
+            let arch = labels.get(NODE_ARCH_LABEL);
             if let (Some(name), Some(arch)) = (node.metadata.name.as_deref(), arch) {
-                node_arch.insert(name, (arch, variant));
+                node_arch.insert(name, (arch, node_variant(labels, arch)));
                 *architectures.entry(arch.clone()).or_default() += 1;
             }
         }
@@ -116,7 +116,7 @@ impl ClusterWorkloads {
                 name: pod.metadata.name.unwrap_or_default(),
                 node: node.to_owned(),
                 architecture: (*arch).to_owned(),
-                variant: variant.map(str::to_owned),
+                variant: variant.clone(),
                 containers,
                 workload: top(object),
             });

@@ -13,6 +13,7 @@ use multiarch_crd::names::NODE_ARCH_LABEL;
 use multiarch_crd::names::NODE_VARIANT_LABEL;
 
 use crate::{
+    node_level::x86_64_level_alternatives,
     platform::{Platform, variants_are_levels},
     preferences::ArchPreference,
 };
@@ -122,7 +123,9 @@ pub fn merge_required(pod: &mut Pod, requirement: &ArchRequirement) {
 /// What a node's variant label must say for a build of `arch` with `variant` to run there,
 /// as alternatives (ORed) of expressions (ANDed). The scheduler's rule: a node without the
 /// label runs any variant; where variants are levels (32-bit arm, x86-64) a node runs its
-/// own and lower levels; elsewhere the variant must be the same.
+/// own and lower levels; elsewhere the variant must be the same. An amd64 node without the
+/// label is read by node-feature-discovery's CPUID flags where it has them
+/// ([`x86_64_level_alternatives`]), as the scheduler reads it.
 fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequirement>> {
     let expression = |operator: &str, values: Option<Vec<String>>| NodeSelectorRequirement {
         key: NODE_VARIANT_LABEL.into(),
@@ -133,6 +136,7 @@ fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequir
         .strip_prefix('v')
         .and_then(|n| n.parse::<u32>().ok());
     match level {
+        Some(level) if arch == "amd64" => x86_64_level_alternatives(level),
         Some(level) if variants_are_levels(arch) => {
             let older: Vec<String> = (1..level).map(|l| format!("v{l}")).collect();
             if older.is_empty() {
@@ -278,286 +282,5 @@ pub fn merge_preferred(pod: &mut Pod, preferences: &[ArchPreference]) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::{Value, json};
-
-    use super::*;
-
-    fn pod(affinity: Value) -> Pod {
-        serde_json::from_value(
-            json!({"metadata": {"name": "p"}, "spec": {"containers": [], "affinity": affinity}}),
-        )
-        .unwrap()
-    }
-
-    fn required_terms(pod: &Pod) -> Value {
-        serde_json::to_value(
-            &pod.spec
-                .as_ref()
-                .unwrap()
-                .affinity
-                .as_ref()
-                .unwrap()
-                .node_affinity
-                .as_ref()
-                .unwrap()
-                .required_during_scheduling_ignored_during_execution
-                .as_ref()
-                .unwrap()
-                .node_selector_terms,
-        )
-        .unwrap()
-    }
-
-    fn arch(values: &[&str]) -> Value {
-        json!({"key": "kubernetes.io/arch", "operator": "In", "values": values})
-    }
-
-    /// MTO's pod_model_test TestPod_setArchNodeAffinity cases.
-    #[test]
-    fn required_requirement_is_anded_into_each_term_without_one() {
-        let requirement = ArchRequirement::In(vec!["amd64".into(), "arm64".into()]);
-        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
-        let disk = json!({"key": "disk", "operator": "Exists"});
-        let cases: Vec<(&str, Value, Value)> = vec![
-            (
-                "no affinity",
-                Value::Null,
-                json!([{"matchExpressions": [arch(&["amd64", "arm64"])]}]),
-            ),
-            (
-                "empty terms",
-                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}),
-                json!([{"matchExpressions": [arch(&["amd64", "arm64"])]}]),
-            ),
-            (
-                "term without expressions",
-                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}),
-                json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}], "matchExpressions": [arch(&["amd64", "arm64"])]}]),
-            ),
-            (
-                "two non-arch terms",
-                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [zone.clone()]}, {"matchExpressions": [disk.clone()]}]}}}),
-                json!([{"matchExpressions": [zone.clone(), arch(&["amd64", "arm64"])]}, {"matchExpressions": [disk.clone(), arch(&["amd64", "arm64"])]}]),
-            ),
-            (
-                "one arch term and one other",
-                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [arch(&["s390x"])]}, {"matchExpressions": [zone.clone()]}]}}}),
-                json!([{"matchExpressions": [arch(&["s390x"])]}, {"matchExpressions": [zone.clone(), arch(&["amd64", "arm64"])]}]),
-            ),
-        ];
-        for (name, affinity, want) in cases {
-            let mut p = pod(affinity);
-            merge_required(&mut p, &requirement);
-            let got = required_terms(&p);
-            // Compare ignoring the order of keys inside terms.
-            let norm = |v: &Value| {
-                serde_json::to_string(
-                    &serde_json::from_value::<Vec<NodeSelectorTerm>>(v.clone()).unwrap(),
-                )
-                .unwrap()
-            };
-            assert_eq!(norm(&got), norm(&want), "{name}");
-        }
-    }
-
-    #[test]
-    fn variant_needs_split_terms_per_architecture() {
-        let variant = |op: &str, values: Option<&[&str]>| match values {
-            Some(v) => {
-                json!({"key": "multiarch.openshift.io/arch-variant", "operator": op, "values": v})
-            }
-            None => json!({"key": "multiarch.openshift.io/arch-variant", "operator": op}),
-        };
-        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
-        let arm_v7 = Platform::new("linux", "arm", Some("v7"));
-        let cases: Vec<(&str, Value, Vec<Platform>, Value)> = vec![
-            (
-                "no variant: the same as merge_required",
-                Value::Null,
-                vec![Platform::linux("amd64"), Platform::linux("arm64")],
-                json!([{"matchExpressions": [arch(&["amd64", "arm64"])]}]),
-            ),
-            (
-                "arm/v7 only: v1-v6 nodes excluded, unlabelled nodes kept",
-                Value::Null,
-                vec![arm_v7.clone()],
-                json!([{"matchExpressions": [arch(&["arm"]), variant("NotIn", Some(&["v1", "v2", "v3", "v4", "v5", "v6"]))]}]),
-            ),
-            (
-                "amd64 or arm/v7, in a user's term",
-                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [zone.clone()]}]}}}),
-                vec![Platform::linux("amd64"), arm_v7.clone()],
-                json!([
-                    {"matchExpressions": [zone.clone(), arch(&["amd64"])]},
-                    {"matchExpressions": [zone.clone(), arch(&["arm"]), variant("NotIn", Some(&["v1", "v2", "v3", "v4", "v5", "v6"]))]},
-                ]),
-            ),
-            (
-                "x86-64-v3 or arm64: v1 and v2 nodes excluded, unlabelled amd64 nodes kept",
-                Value::Null,
-                vec![
-                    Platform::new("linux", "amd64", Some("v3")),
-                    Platform::linux("arm64"),
-                ],
-                json!([
-                    {"matchExpressions": [arch(&["arm64"])]},
-                    {"matchExpressions": [arch(&["amd64"]), variant("NotIn", Some(&["v1", "v2"]))]},
-                ]),
-            ),
-            (
-                "another architecture's variant must match exactly, or the node not say",
-                Value::Null,
-                vec![Platform::new("linux", "riscv64", Some("rva23"))],
-                json!([
-                    {"matchExpressions": [arch(&["riscv64"]), variant("DoesNotExist", None)]},
-                    {"matchExpressions": [arch(&["riscv64"]), variant("In", Some(&["rva23"]))]},
-                ]),
-            ),
-            (
-                "a term that already names the architecture is left alone",
-                json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [arch(&["arm"])]}]}}}),
-                vec![arm_v7.clone()],
-                json!([{"matchExpressions": [arch(&["arm"])]}]),
-            ),
-        ];
-        for (name, affinity, platforms, want) in cases {
-            let mut p = pod(affinity);
-            merge_required_for(
-                &mut p,
-                &ArchRequirement::from_platforms(&platforms),
-                &platforms,
-            );
-            assert_eq!(required_terms(&p), want, "{name}");
-        }
-    }
-
-    #[test]
-    fn a_single_common_os_is_required_too() {
-        assert_eq!(
-            common_os(&[Platform::linux("amd64"), Platform::linux("arm64")]),
-            Some("linux")
-        );
-        assert_eq!(
-            common_os(&[
-                Platform::linux("amd64"),
-                Platform::new("windows", "amd64", None)
-            ]),
-            None
-        );
-        assert_eq!(common_os(&[]), None);
-        let os = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
-        let users_os = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]});
-        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
-        let mut p = pod(
-            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [zone.clone()]}, {"matchExpressions": [users_os.clone()]}]}}}),
-        );
-        merge_required(&mut p, &ArchRequirement::In(vec!["arm64".into()]));
-        merge_required_os(&mut p, "linux");
-        assert_eq!(
-            required_terms(&p),
-            json!([
-                {"matchExpressions": [zone, arch(&["arm64"]), os]},
-                {"matchExpressions": [users_os, arch(&["arm64"])]},
-            ]),
-            "the user's own OS term is kept as it is"
-        );
-    }
-
-    #[test]
-    fn no_common_architecture_requires_a_label_no_node_has() {
-        let mut p = pod(Value::Null);
-        merge_required(&mut p, &ArchRequirement::from_platforms(&[]));
-        assert_eq!(
-            required_terms(&p),
-            json!([{"matchExpressions": [{"key": NO_SUPPORTED_ARCH, "operator": "Exists"}]}])
-        );
-        assert_eq!(
-            ArchRequirement::from_platforms(&[
-                Platform::linux("arm64"),
-                Platform::linux("amd64"),
-                Platform::new("linux", "arm64", Some("v9"))
-            ]),
-            ArchRequirement::In(vec!["amd64".into(), "arm64".into()])
-        );
-    }
-
-    #[test]
-    fn architecture_already_required_by_selector_or_every_term() {
-        let mut by_selector = pod(Value::Null);
-        by_selector.spec.as_mut().unwrap().node_selector =
-            Some([("kubernetes.io/arch".to_owned(), "arm64".to_owned())].into());
-        assert!(architecture_required(&by_selector));
-        assert!(!architecture_required(&pod(Value::Null)));
-        let all = pod(
-            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [arch(&["amd64"])]}]}}}),
-        );
-        assert!(architecture_required(&all));
-        let some = pod(
-            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [arch(&["amd64"])]}, {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}}}),
-        );
-        assert!(!architecture_required(&some));
-    }
-
-    #[test]
-    fn preferred_terms_are_appended_after_the_users_own() {
-        let mut p = pod(
-            json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}]}}),
-        );
-        let prefs = vec![
-            ArchPreference {
-                architecture: "arm64".into(),
-                weight: 80,
-                source: "PodPlacementConfig-a".into(),
-                skipped: false,
-            },
-            ArchPreference {
-                architecture: "arm64".into(),
-                weight: 10,
-                source: "ClusterPodPlacementConfig".into(),
-                skipped: true,
-            },
-            ArchPreference {
-                architecture: "amd64".into(),
-                weight: 20,
-                source: "ClusterPodPlacementConfig".into(),
-                skipped: false,
-            },
-        ];
-        assert_eq!(merge_preferred(&mut p, &prefs), 2);
-        let preferred = p
-            .spec
-            .unwrap()
-            .affinity
-            .unwrap()
-            .node_affinity
-            .unwrap()
-            .preferred_during_scheduling_ignored_during_execution
-            .unwrap();
-        let summary: Vec<(i32, String)> = preferred
-            .iter()
-            .map(|t| {
-                (
-                    t.weight,
-                    t.preference.match_expressions.as_ref().unwrap()[0]
-                        .values
-                        .clone()
-                        .unwrap_or_default()
-                        .join(","),
-                )
-            })
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                (5, "a".to_owned()),
-                (80, "arm64".to_owned()),
-                (20, "amd64".to_owned())
-            ]
-        );
-        let with_own = pod(
-            json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [arch(&["s390x"])]}}]}}),
-        );
-        assert_eq!(preferred_architectures(&with_own), ["s390x"]);
-    }
-}
+#[path = "affinity_writer_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@ pub mod arch_constraint;
 pub mod architecture_rules;
 pub mod device_class_resources;
 pub mod exemption;
+pub mod node_level;
 pub mod platform;
 pub mod pod_configs;
 pub mod pod_images;

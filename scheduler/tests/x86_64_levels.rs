@@ -1,6 +1,7 @@
 //! x86-64 micro-architecture levels against the fake API server: a pod whose image's amd64
 //! build needs x86-64-v3 goes only to an amd64 node of that level or above, waits saying
-//! which nodes are below it, and is placed once a node's label says it is high enough.
+//! which nodes are below it, and is placed once a node's label says it is high enough. A
+//! node without multiarch's label is read by node-feature-discovery's CPUID labels.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -9,6 +10,7 @@ mod common;
 use common::*;
 use multiarch_crd::names::NODE_VARIANT_LABEL;
 use multiarch_fake_apiserver::FakeApiServer;
+use multiarch_policy::node_level::NFD_CPUID_PREFIX;
 use serde_json::Value;
 
 fn amd64_of_level(name: &str, level: &str) -> Value {
@@ -51,6 +53,57 @@ async fn an_image_built_for_x86_64_v3_goes_only_to_v3_nodes() {
     server.apply("nodes", upgraded);
     eventually("second bound after amd-v2 said v4", || {
         node_of(&server, "second").as_deref() == Some("amd-v2")
+    })
+    .await;
+    runtime.shutdown().await.unwrap();
+}
+
+/// A node labelled by node-feature-discovery's CPUID flags (NFD's default configuration,
+/// which publishes AVX2 but hides BMI2) and not by multiarch: its level is read from them.
+fn amd64_with_nfd_flags(name: &str, flags: &[&str]) -> Value {
+    let mut node = node(name, "amd64", "4");
+    for flag in flags {
+        node["metadata"]["labels"][format!("{NFD_CPUID_PREFIX}{flag}")] = "true".into();
+    }
+    node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_feature_discoverys_cpuid_labels_give_the_level_of_an_unlabelled_node() {
+    let server = FakeApiServer::start().await;
+    // Haswell as NFD labels it by default: v3. A CPU without AVX2 (Westmere): v2.
+    let v3_flags = [
+        "CMPXCHG8", "LAHF", "AVX", "AVX2", "FMA3", "MOVBE", "OSXSAVE", "AESNI",
+    ];
+    server.apply(
+        "nodes",
+        amd64_with_nfd_flags("nfd-v2", &["CMPXCHG8", "LAHF", "AESNI"]),
+    );
+    server.apply("nodes", amd64_with_nfd_flags("nfd-v3", &v3_flags));
+    server.apply("pods", pod("first", "ubi10:1", "3"));
+
+    let runtime = start(&server, "a", false);
+    eventually("first bound", || node_of(&server, "first").is_some()).await;
+    assert_eq!(node_of(&server, "first").as_deref(), Some("nfd-v3"));
+
+    server.apply("pods", pod("second", "ubi10:1", "3"));
+    eventually("FailedScheduling for second", || {
+        !events_for(&server, "second").is_empty()
+    })
+    .await;
+    let note = events_for(&server, "second")[0]["note"].clone();
+    assert!(
+        note.as_str()
+            .unwrap()
+            .contains("1 Insufficient cpu, 1 node(s) are below x86-64-v3 needed by image ubi10:1"),
+        "{note}"
+    );
+    // multiarch's own label, where the node has it, is what counts.
+    let mut relabelled = server.get("nodes", "", "nfd-v2").unwrap();
+    relabelled["metadata"]["labels"][NODE_VARIANT_LABEL] = "v3".into();
+    server.apply("nodes", relabelled);
+    eventually("second bound after nfd-v2 said v3", || {
+        node_of(&server, "second").as_deref() == Some("nfd-v2")
     })
     .await;
     runtime.shutdown().await.unwrap();

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as core;
-use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL, NODE_VARIANT_LABEL};
+use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_OS_LABEL};
 use thin_vec::ThinVec;
 
 use super::{
@@ -15,6 +15,7 @@ use super::{
     quantity::{InvalidQuantity, parse_scaled},
     resources::{NonZero, Resources},
 };
+use multiarch_policy::node_level::node_variant;
 use multiarch_policy::platform::{Platform, platform_bit};
 use multiarch_policy::selectors::{LabelLookup, Labels};
 
@@ -102,11 +103,7 @@ impl NodeInfo {
             .cloned()
             .or_else(|| info.map(|i| i.architecture.clone()))
             .unwrap_or_default();
-        let platform = Platform::new(
-            &os,
-            &arch,
-            labels.get(NODE_VARIANT_LABEL).map(String::as_str),
-        );
+        let platform = Platform::new(&os, &arch, node_variant(&labels, &arch).as_deref());
         let allocatable_map = status.allocatable.or(status.capacity).unwrap_or_default();
         let allocatable = Resources::from_map(&allocatable_map)?;
         let allowed_pods = allocatable_map

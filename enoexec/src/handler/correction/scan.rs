@@ -9,7 +9,8 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt, api::ListParams, core::PartialObjectMeta};
-use multiarch_crd::names::{NODE_ARCH_LABEL, NODE_VARIANT_LABEL};
+use multiarch_crd::names::NODE_ARCH_LABEL;
+use multiarch_policy::node_level::node_variant;
 use multiarch_policy::platform::Platform;
 use tracing::{info, warn};
 
@@ -137,12 +138,10 @@ impl Correction {
                 .iter()
                 .filter_map(|n| {
                     let labels = n.labels();
+                    let arch = labels.get(NODE_ARCH_LABEL)?;
                     Some((
                         n.metadata.name.clone()?,
-                        node_platform(
-                            labels.get(NODE_ARCH_LABEL)?,
-                            labels.get(NODE_VARIANT_LABEL).map(String::as_str),
-                        ),
+                        node_platform(arch, node_variant(labels, arch).as_deref()),
                     ))
                 })
                 .collect(),
