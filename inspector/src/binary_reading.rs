@@ -11,7 +11,7 @@
 //! digest: the facts are what the registry served.
 
 use std::{
-    io::{BufRead, BufReader, Read},
+    io::{BufReader, Read},
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -32,8 +32,8 @@ use crate::{
         ImageCommand, InLayer, LookupError, LookupLimits, MergedLinks, read_in_layer,
     },
     image::ImageRef,
-    image_files::{GZIP_MAGIC, ZSTD_MAGIC},
     keyring::{Credential, Keyring},
+    layer_decoding,
     manifest::{self, Layer},
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
@@ -369,20 +369,8 @@ impl Layers<'_> {
         let blob = SyncIoBridge::new(StreamReader::new(chunks));
         let digest = layer.digest.clone();
         let outcome = tokio::task::spawn_blocking(move || {
-            let mut blob = BufReader::new(blob);
-            let start = blob
-                .fill_buf()
+            let unpacked = layer_decoding::tar_stream(BufReader::new(blob))
                 .map_err(|e| LookupError::Tar(e.to_string()))?;
-            if start.starts_with(&ZSTD_MAGIC) {
-                return Err(LookupError::Tar(
-                    "zstd-compressed layers are not read (gzip and uncompressed are)".into(),
-                ));
-            }
-            let unpacked: Box<dyn Read + Send> = if start.starts_with(&GZIP_MAGIC) {
-                Box::new(flate2::read::GzDecoder::new(blob))
-            } else {
-                Box::new(blob)
-            };
             work(Box::new(Unpacking {
                 inner: unpacked,
                 state,

@@ -10,7 +10,7 @@ use crate::{
     error::InspectError,
     image::ImageRef,
     keyring::{Credential, Keyring},
-    manifest,
+    layer_decoding, manifest,
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
@@ -52,10 +52,6 @@ pub struct ImageFiles {
     /// Path (relative, no leading `/` or `./`) to contents.
     pub files: BTreeMap<String, Vec<u8>>,
 }
-
-/// The first bytes of a gzip-compressed and of a zstd-compressed layer.
-pub(crate) const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-pub(crate) const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 impl RegistryClient {
     /// The files of `image` whose path `wanted` accepts. For an index, the linux/amd64
@@ -176,22 +172,15 @@ impl Unpacked {
         self.files.values().map(Vec::len).sum()
     }
 
-    /// Applies one layer (a tar, gzip-compressed or not): its whiteouts remove files of
-    /// the layers below, its wanted regular files replace them.
+    /// Applies one layer (a tar, gzip- or zstd-compressed or not): its whiteouts remove
+    /// files of the layers below, its wanted regular files replace them.
     fn add_layer(
         &mut self,
         blob: &[u8],
         wanted: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<(), String> {
-        if blob.starts_with(&ZSTD_MAGIC) {
-            return Err("zstd-compressed layers are not read; push the bundle with gzip".into());
-        }
         let budget = self.limits.unpacked_bytes.saturating_sub(self.unpacked);
-        let stream: Box<dyn Read> = if blob.starts_with(&GZIP_MAGIC) {
-            Box::new(flate2::read::GzDecoder::new(blob))
-        } else {
-            Box::new(blob)
-        };
+        let stream = layer_decoding::tar_stream(blob).map_err(|e| e.to_string())?;
         let mut counted = CountingReader {
             inner: stream.take(budget.saturating_add(1)),
             read: 0,
@@ -351,11 +340,24 @@ mod tests {
             .add_layer(&big, &manifests_only)
             .unwrap_err();
         assert!(error.contains("manifests/a.yaml is 2048 bytes"), "{error}");
-        assert!(
-            Unpacked::new(limits)
-                .add_layer(&[0x28, 0xb5, 0x2f, 0xfd, 0], &manifests_only)
-                .unwrap_err()
-                .contains("zstd")
+        // A zstd layer is read like a gzip one, and bounded alike.
+        let mut unpacked = Unpacked::new(FileLimits::default());
+        let small = tar_of(&[("manifests/csv.yaml", b"kind: ClusterServiceVersion")]);
+        unpacked
+            .add_layer(
+                &zstd::encode_all(small.as_slice(), 3).unwrap(),
+                &manifests_only,
+            )
+            .unwrap();
+        assert_eq!(
+            unpacked.files["manifests/csv.yaml"],
+            b"kind: ClusterServiceVersion"
         );
+        let zstd_bomb =
+            zstd::encode_all(tar_of(&[("manifests/big.yaml", &zeros)]).as_slice(), 3).unwrap();
+        let error = Unpacked::new(limits)
+            .add_layer(&zstd_bomb, &manifests_only)
+            .unwrap_err();
+        assert!(error.contains("more than"), "{error}");
     }
 }

@@ -14,6 +14,7 @@ pub mod image;
 pub mod image_files;
 pub mod inspector;
 pub mod keyring;
+mod layer_decoding;
 pub mod manifest;
 pub mod metrics;
 mod platform_manifest;

@@ -1,6 +1,6 @@
 //! Reading what an image really runs, against a real registry (Debian's docker-registry
 //! on 127.0.0.1) with images the tests push: the program its config names, found
-//! through links, whiteouts and `#!` lines in gzip and plain layers; its ELF facts and
+//! through links, whiteouts and `#!` lines in gzip, zstd and plain layers; its ELF facts and
 //! its loader's (a real one: this machine's); an index entry whose binary is of another
 //! architecture; and the bounds.
 
@@ -233,6 +233,39 @@ async fn an_index_entry_whose_binary_is_another_architecture_is_mislabelled() {
         error.to_string().contains("the index has no s390x image"),
         "{error}"
     );
+}
+
+/// zstd layers (OCI's `tar+zstd`, as `podman push --compression-format zstd` writes them)
+/// are read like gzip ones: a merged-usr link in one, the program behind it in the next.
+#[tokio::test]
+async fn zstd_layers_are_read() {
+    let reg = Registry::start(Options::default());
+    let inspector = inspector(&reg);
+    let zstd = |tar: Vec<u8>| zstd::encode_all(tar.as_slice(), 3).unwrap();
+    let base = zstd(layer_tar(&[TarEntry::Link("bin", "usr/bin")]));
+    let app = zstd(layer_tar(&[TarEntry::File(
+        "usr/bin/server",
+        &elf::x86_64(None, 0b0111),
+    )]));
+    let pushed = push_image_with_layers(
+        &reg,
+        "zstd",
+        "amd64",
+        json!({"Entrypoint": ["/bin/server"]}),
+        &[base, app],
+    )
+    .await;
+    let facts = inspector
+        .read_binaries(
+            &request(format!("{}/zstd@{}", reg.addr, pushed.digest)),
+            None,
+            BinaryLimits::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(facts.program.path, "/usr/bin/server");
+    assert_eq!(facts.program.architecture, "amd64");
+    assert_eq!(facts.x86_64_level(), Some(3));
 }
 
 #[tokio::test]

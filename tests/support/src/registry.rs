@@ -513,6 +513,8 @@ pub async fn push_image_with_placed_layers(
     for layer in layers {
         let media_type = if layer.starts_with(&[0x1f, 0x8b]) {
             "application/vnd.oci.image.layer.v1.tar+gzip"
+        } else if layer.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            "application/vnd.oci.image.layer.v1.tar+zstd"
         } else {
             "application/vnd.oci.image.layer.v1.tar"
         };
