@@ -2,7 +2,8 @@
 //! (`multiarch.openshift.io/arch-variant`, written by the node daemon or by hand) where
 //! the node has it, otherwise, on amd64, the x86-64 level node-feature-discovery's CPUID
 //! labels show. Read by the scheduler's node model, the misplaced-pod correction and
-//! `audit`, so the three judge a node alike. No I/O.
+//! `audit`, and written as node affinity by the webhook and the gate path
+//! ([`x86_64_level_alternatives`]), so that every path judges a node alike. No I/O.
 
 use std::collections::BTreeMap;
 
@@ -51,10 +52,10 @@ pub fn node_variant(labels: &BTreeMap<String, String>, architecture: &str) -> Op
 
 /// The highest x86-64 level whose features node-feature-discovery's labels show, with
 /// every level's below; `None` for a node without its CPUID labels ([`NFD_MARKER_FLAG`]
-/// not labelled). A feature NFD hides by
-/// default counts as there unless the node's labels show the hidden ones too (then the
-/// admin publishes every flag, and a missing one is missing): so the level is never below
-/// what the CPU has, and is exactly it where NFD publishes the full set.
+/// not labelled). A feature NFD hides by default counts as there unless the node's labels
+/// show the hidden ones too (then the admin publishes every flag, and a missing one is
+/// missing): so the level is never below what the CPU has, and is exactly it where NFD
+/// publishes the full set.
 pub fn nfd_x86_64_level(labels: &BTreeMap<String, String>) -> Option<u8> {
     let has = |feature: &str| {
         labels
