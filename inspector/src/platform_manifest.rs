@@ -12,7 +12,7 @@ use crate::{
     error::InspectError,
     image::ImageRef,
     keyring::Credential,
-    manifest::{self, ACCEPTED, MAX_MANIFEST_BYTES, Parsed},
+    manifest::{self, ACCEPTED, Parsed},
     registry::{Failure, RegistryClient, malformed},
 };
 
@@ -81,16 +81,8 @@ impl RegistryClient {
             }));
         };
         let config = self
-            .with_retries(image, || {
-                session.get_blob(image, credential, &config_digest, MAX_MANIFEST_BYTES)
-            })
-            .await?
-            .map_err(|bytes| {
-                Failure::Other(InspectError::Malformed {
-                    image: image.to_string(),
-                    detail: format!("the image config exceeds 4 MiB ({bytes} bytes or more)"),
-                })
-            })?;
+            .image_config(session, image, credential, &config_digest)
+            .await?;
         Ok(PlatformManifest {
             digest,
             bytes,

@@ -330,25 +330,8 @@ impl RegistryClient {
                 }
                 Parsed::Image { config_digest } => {
                     let config = self
-                        .with_retries(image, || async {
-                            session
-                                .get_blob(
-                                    image,
-                                    credential,
-                                    config_digest.as_str(),
-                                    MAX_MANIFEST_BYTES,
-                                )
-                                .await
-                        })
-                        .await?
-                        .map_err(|bytes| {
-                            Failure::Other(InspectError::Malformed {
-                                image: image.to_string(),
-                                detail: format!(
-                                    "the image config exceeds 4 MiB ({bytes} bytes or more)"
-                                ),
-                            })
-                        })?;
+                        .image_config(&session, image, credential, &config_digest)
+                        .await?;
                     let config = manifest::parse_image_config(&config)
                         .map_err(|e| Failure::Other(malformed(image, e)))?;
                     Ok(ImageInfo {
@@ -360,6 +343,27 @@ impl RegistryClient {
                     })
                 }
             }
+        })
+    }
+
+    /// An image's config blob, with the retries of every registry call; one larger than a
+    /// manifest may be (4 MiB) is malformed.
+    pub(crate) async fn image_config(
+        &self,
+        session: &BoundedFetch,
+        image: &ImageRef,
+        credential: Option<&Credential>,
+        config_digest: &str,
+    ) -> Result<Vec<u8>, Failure> {
+        self.with_retries(image, || {
+            session.get_blob(image, credential, config_digest, MAX_MANIFEST_BYTES)
+        })
+        .await?
+        .map_err(|bytes| {
+            Failure::Other(InspectError::Malformed {
+                image: image.to_string(),
+                detail: format!("the image config exceeds 4 MiB ({bytes} bytes or more)"),
+            })
         })
     }
 
