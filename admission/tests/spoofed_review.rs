@@ -49,11 +49,13 @@ impl ImageInspector for Recording {
             digest: "sha256:0".into(),
             kind: ManifestKind::Manifest,
             operator_bundle: false,
+            binaries_pending: false,
             platforms: vec![PlatformEntry {
                 os: "linux".into(),
                 architecture: "arm64".into(),
                 variant: None,
                 digest: "sha256:0".into(),
+                binary: None,
             }],
         }))
     }

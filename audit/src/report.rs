@@ -50,6 +50,10 @@ pub struct AuditReport {
     /// A configuration that prefers the architectures most workloads run on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suggested_cluster_pod_placement_config: Option<ClusterPodPlacementConfig>,
+    /// `--binaries`: the builds not counted because their program is of another
+    /// architecture than their index entry says, one sentence each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mislabelled_builds: Vec<String>,
 }
 
 impl AuditReport {
@@ -119,7 +123,15 @@ impl AuditReport {
             architectures,
             ignored,
             suggested_cluster_pod_placement_config,
+            mislabelled_builds: Vec::new(),
         }
+    }
+
+    /// The report naming these mislabelled builds (`--binaries`).
+    #[must_use]
+    pub fn with_mislabelled_builds(mut self, builds: Vec<String>) -> Self {
+        self.mislabelled_builds = builds;
+        self
     }
 
     /// The report of a live cluster with these nodes per architecture.
@@ -245,6 +257,9 @@ impl AuditReport {
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
             lines.push(format!("not workloads (ignored): {}", kinds.join(", ")));
+        }
+        for build in &self.mislabelled_builds {
+            lines.push(format!("MISLABELLED: {build}"));
         }
         lines
     }

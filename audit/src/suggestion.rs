@@ -41,6 +41,7 @@ pub fn suggest(
             }),
             exec_format_error_monitor: None,
             misplaced_pod_correction: None,
+            binary_inspection: None,
         }),
         fallback_architecture: (unknown > 0).then_some(known[0].0),
         ..ClusterPodPlacementConfigSpec::default()

@@ -48,6 +48,7 @@ fn facts(platforms: &[(&str, &str)]) -> ImageAnswer {
             .map(|(os, arch)| Platform::new(os, arch, None))
             .collect(),
         manifest_list: true,
+        mislabelled_builds: Vec::new(),
     })
 }
 

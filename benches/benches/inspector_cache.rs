@@ -25,6 +25,7 @@ fn warm(c: &mut Criterion) {
         digest: "sha256:x".into(),
         kind: ManifestKind::Index,
         operator_bundle: false,
+        binaries_pending: false,
         platforms: vec![],
     });
     let key = CacheKey {

@@ -104,6 +104,7 @@ fn with_images(mut fixture: Fixture) -> Fixture {
             container: "pause".into(),
             image: "registry.k8s.io/pause:3.10".into(),
             platforms: known(&["amd64", "arm64"]),
+            left_out: None,
         }],
     };
     fixture

@@ -225,6 +225,58 @@ async fn bundles_are_judged_by_their_images_and_ci_fails_on_false_promises() {
     an_unbuilt_allowed_arch_fails_ci(&bundles);
     a_related_tag_warns(&bundles);
     a_single_platform_image_fails(&bundles).await;
+    a_mislabelled_build_breaks_a_promise_with_binaries(&bundles).await;
+}
+
+/// `--binaries`: an index entry labelled arm64 whose program is amd64 does not keep an
+/// arm64 promise; without it the index is believed.
+async fn a_mislabelled_build_breaks_a_promise_with_binaries(bundles: &Bundles) {
+    use multiarch_test_support::elf;
+    use registry::{TarEntry, gzip, layer_tar, push_image_with_layers};
+    let run = json!({"Entrypoint": ["/manager"]});
+    let amd64 = gzip(&layer_tar(&[TarEntry::File(
+        "manager",
+        &elf::x86_64(None, 0b0001),
+    )]));
+    let mut entries = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let pushed = push_image_with_layers(
+            &bundles.reg,
+            "ops/agent",
+            arch,
+            run.clone(),
+            std::slice::from_ref(&amd64),
+        )
+        .await;
+        entries.push((pushed, platform("linux", arch, None), None));
+    }
+    let index = push_index(&bundles.reg, "ops/agent", "1", false, &entries).await;
+    let agent = format!("{}/ops/agent@{}", bundles.reg.addr, index.digest);
+    let (containers, related) = ([("manager", agent.as_str())], [agent.as_str()]);
+    let csv = || Csv {
+        archs: &["amd64", "arm64"],
+        containers: &containers,
+        affinity: Some(&["amd64", "arm64"]),
+        related: &related,
+    };
+    let believed = bundles.run(csv(), "agent-believed", &[]);
+    assert_eq!(believed.code, Some(0), "{}", believed.stderr);
+    assert_eq!(believed.verdict("arm64"), "runs");
+
+    let read = bundles.run(csv(), "agent-read", &["--binaries"]);
+    assert_eq!(read.code, Some(3), "{}", read.stderr);
+    assert_eq!(read.verdict("arm64"), "cannotRun");
+    let lacks = read.finding("image-lacks-claimed-platform");
+    assert!(
+        lacks["message"].as_str().unwrap().contains("linux/arm64"),
+        "{lacks}"
+    );
+    assert_eq!(
+        read.report["images"][0]["mislabelledBuilds"],
+        json!([format!(
+            "image {agent}'s arm64 build runs a program built for amd64 (/manager): not counted as runnable"
+        )])
+    );
 }
 
 fn a_correct_bundle_runs_everywhere(bundles: &Bundles) {

@@ -383,3 +383,99 @@ async fn the_progress_bar_shows_on_a_terminal_only() {
     assert!(shown.contains("inspecting images"), "{shown}");
     assert!(shown.contains("0/1"), "{shown}");
 }
+
+/// `--binaries`: the builds' binaries read and judged by, as `binaryInspection` places.
+#[tokio::test]
+async fn binaries_raise_levels_and_leave_out_mislabelled_builds() {
+    use registry::{TarEntry, gzip, layer_tar, push_image_with_layers};
+    let reg = Registry::start(Options::default());
+    let run = serde_json::json!({"Entrypoint": ["/server"]});
+    let program = |elf: Vec<u8>| gzip(&layer_tar(&[TarEntry::File("server", &elf)]));
+    let amd64 = multiarch_test_support::elf::x86_64(None, 0b0001);
+    let v3 = multiarch_test_support::elf::x86_64(None, 0b0111);
+    // RHEL 10's way: `amd64` in the index, x86-64-v3 in the binary.
+    let rhel = push_image_with_layers(&reg, "rhel10", "amd64", run.clone(), &[program(v3)]).await;
+    push_index(
+        &reg,
+        "rhel10",
+        "1",
+        false,
+        &[(rhel, platform("linux", "amd64", None), None)],
+    )
+    .await;
+    // An arm64 entry whose program is amd64.
+    let real = push_image_with_layers(
+        &reg,
+        "talos",
+        "amd64",
+        run.clone(),
+        &[program(amd64.clone())],
+    )
+    .await;
+    let fake = push_image_with_layers(&reg, "talos", "arm64", run, &[program(amd64)]).await;
+    push_index(
+        &reg,
+        "talos",
+        "1",
+        false,
+        &[
+            (real, platform("linux", "amd64", None), None),
+            (fake, platform("linux", "arm64", None), None),
+        ],
+    )
+    .await;
+    let settings = reg.dir().join("registries-binaries.yaml");
+    std::fs::write(&settings, reg.settings_yaml()).unwrap();
+    let manifests = format!(
+        "kind: Deployment\nmetadata: {{name: ubi}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '{addr}/rhel10:1'}}]}}}}}}\n---\n\
+         kind: Deployment\nmetadata: {{name: talos}}\nspec: {{template: {{spec: {{containers: [{{name: app, image: '{addr}/talos:1'}}]}}}}}}\n",
+        addr = reg.addr
+    );
+    let run_audit = |extra: &[&str]| {
+        let mut args = vec![
+            "-f",
+            "-",
+            "--registries-config",
+            settings.to_str().unwrap(),
+            "--arch",
+            "amd64,arm64",
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = audit(&args, Some(&manifests));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+
+    // Without --binaries, the index is believed.
+    let believed = run_audit(&[]);
+    assert_eq!(
+        believed["workloads"][0]["images"][0]["platforms"],
+        serde_json::json!(["amd64"])
+    );
+    assert_eq!(believed["workloads"][1]["verdict"], "runsOnAll");
+    assert!(believed.get("mislabelledBuilds").is_none());
+
+    let read = run_audit(&["--binaries"]);
+    assert_eq!(
+        read["workloads"][0]["images"][0]["platforms"],
+        serde_json::json!(["amd64/v3"])
+    );
+    assert_eq!(read["workloads"][1]["verdict"], "restricted");
+    assert_eq!(
+        read["workloads"][1]["images"][0]["platforms"],
+        serde_json::json!(["amd64"])
+    );
+    assert_eq!(
+        read["mislabelledBuilds"],
+        serde_json::json!([format!(
+            "image {}/talos:1's arm64 build runs a program built for amd64 (/server): not counted as runnable",
+            reg.addr
+        )])
+    );
+}

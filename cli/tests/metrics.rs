@@ -60,6 +60,7 @@ fn roles() -> Vec<(&'static str, Registry)> {
         let _ = metrics
             .credential_failures
             .get_or_create(&InspectionResultLabel { result: "…" });
+        metrics.count_binary_read("…");
         let reloads = ReloadMetrics::default();
         reloads.register(&mut registry);
         let _ = reloads.get("…");

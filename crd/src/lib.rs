@@ -35,7 +35,7 @@ pub use placement::{
     AdmissionAffinity, PlacementMode, PlacementSpec, ScorePluginName, ScorePluginWeight,
 };
 pub use plugins::{
-    ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, MisplacedPodCorrection,
+    BinaryInspection, ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, MisplacedPodCorrection,
     NodeAffinityScoring, PlatformWeight,
 };
 pub use pod_placement_config::{PodPlacementConfig, PodPlacementConfigSpec};

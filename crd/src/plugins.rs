@@ -28,6 +28,15 @@ pub struct ClusterPlugins {
     /// reported. Runs in the exec-format-error handler.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub misplaced_pod_correction: Option<MisplacedPodCorrection>,
+
+    /// Read the program each image's builds start (its ELF header and x86-64 level
+    /// notes) and place by what it is: an amd64 build needs the x86-64 level its binaries
+    /// need (RHEL 10's v3 builds are not labelled so), and a build whose program is of
+    /// another architecture than its index entry says is not counted as runnable. Read by
+    /// the inspector in the background (a pod whose image is not read yet is placed by
+    /// its platforms) and kept per build digest; costs each build's layers fetched once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_inspection: Option<BinaryInspection>,
 }
 
 impl ClusterPlugins {
@@ -39,6 +48,11 @@ impl ClusterPlugins {
     /// The misplaced-pod correction, when the plugin is present and enabled.
     pub fn enabled_misplaced_pod_correction(&self) -> Option<&MisplacedPodCorrection> {
         self.misplaced_pod_correction.as_ref().filter(|p| p.enabled)
+    }
+
+    /// Whether images' binaries are read for placement.
+    pub fn binary_inspection_enabled(&self) -> bool {
+        self.binary_inspection.as_ref().is_some_and(|p| p.enabled)
     }
 
     /// Whether the exec-format-error monitor is present and enabled.
@@ -116,6 +130,14 @@ pub struct PlatformWeight {
 #[serde(rename_all = "camelCase")]
 pub struct ExecFormatErrorMonitor {
     /// Whether the monitor runs.
+    pub enabled: bool,
+}
+
+/// The switch of reading images' binaries for placement.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BinaryInspection {
+    /// Whether the inspector reads images' binaries.
     pub enabled: bool,
 }
 

@@ -45,6 +45,13 @@ pub struct InspectorArgs {
     #[arg(long)]
     pub no_kubernetes: bool,
 
+    /// Read the program each image's builds start (its ELF header and x86-64 level
+    /// notes) in the background, and answer with what they need: an amd64 build's level,
+    /// and no build whose program is of another architecture than its index entry says
+    /// (the `binaryInspection` plugin). Costs the images' layers fetched once per build.
+    #[arg(long)]
+    pub read_binaries: bool,
+
     /// Inspection results kept in memory.
     #[arg(long, default_value_t = 10_000)]
     pub cache_size: usize,

@@ -113,6 +113,7 @@ fn the_inspector_round_trips() {
         "--registries-config-optional",
         "--registries-config-check=1m",
         "--no-kubernetes",
+        "--read-binaries",
         "--cache-size=10",
         "--cache-max-mib=1",
         "--tag-ttl=1h",

@@ -253,6 +253,7 @@ mod tests {
             digest: "sha256:x".into(),
             kind: ManifestKind::Index,
             operator_bundle: false,
+            binaries_pending: false,
             platforms: vec![],
         })
     }
@@ -412,12 +413,14 @@ mod byte_bound_tests {
             digest: format!("sha256:{}", "0".repeat(64)),
             kind: ManifestKind::Index,
             operator_bundle: false,
+            binaries_pending: false,
             platforms: (0..platforms)
                 .map(|i| PlatformEntry {
                     os: "linux".into(),
                     architecture: format!("arch{i}"),
                     variant: None,
                     digest: format!("sha256:{i:064}"),
+                    binary: None,
                 })
                 .collect(),
         }))

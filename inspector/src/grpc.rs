@@ -16,7 +16,7 @@ use tonic::{Request, Response, Status, transport::Channel};
 
 use crate::{
     error::InspectError,
-    image::{ImageInfo, ManifestKind, PlatformEntry},
+    image::{BinarySummary, ImageInfo, ManifestKind, PlatformEntry},
     inspector::{ImageInspector, InspectRequest},
 };
 
@@ -201,9 +201,25 @@ impl proto::inspector_server::Inspector for InspectorService {
                     architecture: p.architecture.clone(),
                     variant: p.variant.clone().unwrap_or_default(),
                     digest: p.digest.clone(),
+                    binary_architecture: p
+                        .binary
+                        .as_ref()
+                        .map(|b| b.architecture.clone())
+                        .unwrap_or_default(),
+                    binary_x86_64_level: p
+                        .binary
+                        .as_ref()
+                        .and_then(|b| b.x86_64_level)
+                        .map_or(0, u32::from),
+                    binary_path: p
+                        .binary
+                        .as_ref()
+                        .map(|b| b.path.clone())
+                        .unwrap_or_default(),
                 })
                 .collect(),
             operator_bundle: info.operator_bundle,
+            binaries_pending: info.binaries_pending,
         }))
     }
 }
@@ -357,6 +373,15 @@ impl ImageInspector for RemoteInspector {
                 .platforms
                 .into_iter()
                 .map(|p| PlatformEntry {
+                    binary: (!p.binary_architecture.is_empty()).then(|| {
+                        BinarySummary::new(
+                            &p.binary_path,
+                            &p.binary_architecture,
+                            u8::try_from(p.binary_x86_64_level)
+                                .ok()
+                                .filter(|level| (1..=4).contains(level)),
+                        )
+                    }),
                     os: p.os,
                     architecture: p.architecture,
                     variant: Some(p.variant).filter(|v| !v.is_empty()),
@@ -364,6 +389,7 @@ impl ImageInspector for RemoteInspector {
                 })
                 .collect(),
             operator_bundle: r.operator_bundle,
+            binaries_pending: r.binaries_pending,
         }))
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use multiarch_policy::platform::Platform;
+use multiarch_policy::platform::{Platform, variant_level, variants_are_levels};
 use oci_client::Reference;
 
 use crate::error::InspectError;
@@ -237,6 +237,40 @@ pub struct PlatformEntry {
     pub variant: Option<String>,
     /// The digest of the platform's image manifest.
     pub digest: String,
+    /// What the build's program is, once its binaries are read (`binaryInspection`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary: Option<BinarySummary>,
+}
+
+/// What a build's program really is, as its ELF header and notes say (see
+/// `binary_reading`): kept per platform manifest digest, so a few hundred bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BinarySummary {
+    /// The program's path in the image (at most [`BinarySummary::MAX_PATH`] bytes kept).
+    pub path: String,
+    /// The architecture the program is built for.
+    pub architecture: String,
+    /// The x86-64 level the program and its loader need (1..4).
+    #[serde(rename = "x86_64Level", skip_serializing_if = "Option::is_none")]
+    pub x86_64_level: Option<u8>,
+}
+
+impl BinarySummary {
+    /// The longest path kept: a tenant's image names its own paths.
+    pub const MAX_PATH: usize = 256;
+
+    pub fn new(path: &str, architecture: &str, x86_64_level: Option<u8>) -> Self {
+        let mut end = path.len().min(Self::MAX_PATH);
+        while !path.is_char_boundary(end) {
+            end -= 1;
+        }
+        BinarySummary {
+            path: path[..end].to_owned(),
+            architecture: architecture.to_owned(),
+            x86_64_level,
+        }
+    }
 }
 
 impl PlatformEntry {
@@ -246,11 +280,43 @@ impl PlatformEntry {
             architecture: platform.architecture.clone(),
             variant: platform.variant.clone(),
             digest: digest.to_owned(),
+            binary: None,
         }
     }
 
+    /// The platform as the index (or the config) names it.
     pub fn platform(&self) -> Platform {
         Platform::new(&self.os, &self.architecture, self.variant.as_deref())
+    }
+
+    /// The architecture the build's program really is, when its binaries were read and it
+    /// is not the one the index names (an entry labelled arm64 whose program is amd64).
+    pub fn mislabelled(&self) -> Option<&str> {
+        self.binary
+            .as_ref()
+            .map(|b| b.architecture.as_str())
+            .filter(|real| *real != self.architecture)
+    }
+
+    /// The platform a node must be to run the build: the index's, with an amd64 build's
+    /// level raised to what its binaries need when they were read and need more (RHEL 10's
+    /// v3 builds are not labelled so in their indexes).
+    pub fn placement_platform(&self) -> Platform {
+        let needed = self
+            .binary
+            .as_ref()
+            .and_then(|b| b.x86_64_level)
+            .filter(|level| *level >= 2 && variants_are_levels(&self.architecture));
+        let labelled = self.variant.as_deref().map(variant_level);
+        let variant = match (needed, labelled) {
+            // The index names a variant that is not a level: keep what it says.
+            (_, Some(None)) | (None, _) => self.variant.clone(),
+            (Some(needed), Some(Some(labelled))) if labelled >= u32::from(needed) => {
+                self.variant.clone()
+            }
+            (Some(needed), _) => Some(format!("v{needed}")),
+        };
+        Platform::new(&self.os, &self.architecture, variant.as_deref())
     }
 }
 
@@ -267,6 +333,10 @@ pub struct ImageInfo {
     /// labels): manifests that OLM's unpack Job copies out and never executes.
     #[serde(rename = "operatorBundle", skip_serializing_if = "std::ops::Not::not")]
     pub operator_bundle: bool,
+    /// Some platforms' binaries are still being read (`binaryInspection`): ask again
+    /// soon, the answer may gain their levels or lose a mislabelled platform.
+    #[serde(rename = "binariesPending", skip_serializing_if = "std::ops::Not::not")]
+    pub binaries_pending: bool,
 }
 
 impl ImageInfo {
@@ -274,8 +344,41 @@ impl ImageInfo {
     /// confines nothing. A bundle image is data, not a program: it runs on every
     /// architecture whatever its config says (a bundle is usually built for one), so
     /// OLM's unpack Job is never confined to one architecture or left unschedulable.
+    /// Where binaries were read, a mislabelled build is not counted as runnable and an
+    /// amd64 build needs the level its binaries need.
     pub fn placement_platforms(&self) -> Option<Vec<Platform>> {
-        (!self.operator_bundle).then(|| self.platform_list())
+        (!self.operator_bundle).then(|| self.runnable_platforms())
+    }
+
+    /// The builds' platforms as far as their binaries were read: a mislabelled build left
+    /// out, an amd64 build at the level its binaries need (the index's list otherwise).
+    pub fn runnable_platforms(&self) -> Vec<Platform> {
+        let mut list: Vec<Platform> = self
+            .platforms
+            .iter()
+            .filter(|entry| entry.mislabelled().is_none())
+            .map(PlatformEntry::placement_platform)
+            .collect();
+        list.sort();
+        list.dedup();
+        list
+    }
+
+    /// `image quay.io/x:1's arm64 build runs a program built for amd64 (/bin/app)`, one per
+    /// build whose binaries are of another architecture than its index entry says.
+    pub fn mislabelled_builds(&self) -> Vec<String> {
+        self.platforms
+            .iter()
+            .filter_map(|entry| {
+                let real = entry.mislabelled()?;
+                let path = entry.binary.as_ref().map_or("", |b| b.path.as_str());
+                Some(format!(
+                    "image {}'s {} build runs a program built for {real} ({path}): not counted as runnable",
+                    self.image,
+                    entry.platform()
+                ))
+            })
+            .collect()
     }
 
     pub fn platform_list(&self) -> Vec<Platform> {

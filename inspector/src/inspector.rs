@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     binary_reading::{BinaryFacts, BinaryLimits},
+    binary_reads::{BinaryReadingOptions, BinaryReads},
     cache::{Answer, CacheKey, CacheOptions, InspectionCache},
     error::InspectError,
     image::{ImageInfo, ImageRef},
@@ -62,6 +63,8 @@ pub struct Inspector {
     cache: InspectionCache,
     secrets: Arc<dyn SecretSource>,
     metrics: InspectorMetrics,
+    /// Set with `binaryInspection`: builds' binaries read in the background.
+    binary_reads: Option<BinaryReads>,
 }
 
 /// The registry client and the settings it was made with.
@@ -86,7 +89,15 @@ impl Inspector {
             cache: InspectionCache::new(cache_options, metrics.clone()),
             secrets,
             metrics,
+            binary_reads: None,
         }
+    }
+
+    /// Reads the binaries of every image's builds in the background and answers with
+    /// what they need (see `binary_reads`).
+    pub fn with_binary_reading(mut self, options: BinaryReadingOptions) -> Self {
+        self.binary_reads = Some(BinaryReads::new(options, self.metrics.clone()));
+        self
     }
 
     fn registries(&self) -> Arc<Registries> {
@@ -212,7 +223,8 @@ impl ImageInspector for Inspector {
             image: image.to_string(),
             credentials: any.then(|| hasher.finalize().into()),
         };
-        self.cache
+        let answer = self
+            .cache
             .get_or_fetch(key, image.is_digest(), request.bypass_cache, || async {
                 let started = Instant::now();
                 let answer = current.client.resolve(&image, &keyring).await.map(Arc::new);
@@ -226,6 +238,21 @@ impl ImageInspector for Inspector {
                 self.metrics.count_inspection(image.registry(), result);
                 answer
             })
-            .await
+            .await?;
+        let Some(reads) = &self.binary_reads else {
+            return Ok(answer);
+        };
+        // Each build read by its own manifest digest, with the asker's credentials.
+        let limits = reads.limits();
+        Ok(reads.annotate(&answer, image.registry(), |entry| {
+            let build = image.with_digest(&entry.digest);
+            let (current, keyring) = (current.clone(), keyring.clone());
+            async move {
+                current
+                    .client
+                    .read_binaries(&build, None, &keyring, limits)
+                    .await
+            }
+        }))
     }
 }

@@ -3,6 +3,7 @@
 
 mod address_policy;
 pub mod binary_reading;
+pub mod binary_reads;
 pub mod body_budget;
 mod bounded_fetch;
 pub mod cache;
@@ -25,5 +26,5 @@ pub mod settings;
 pub mod settings_file;
 
 pub use error::InspectError;
-pub use image::{ImageInfo, ImageRef, ManifestKind, PlatformEntry};
+pub use image::{BinarySummary, ImageInfo, ImageRef, ManifestKind, PlatformEntry};
 pub use inspector::{ImageInspector, InspectRequest, Inspector};

@@ -62,6 +62,13 @@ pub struct InspectorMetrics {
     /// credentials, by error label (`secret`, `pull_secrets_over_limit`).
     pub credential_failures: Family<InspectionResultLabel, Counter>,
     pub inspection_seconds: Histogram,
+    /// Builds' binaries read for placement (`binaryInspection`), by result (`ok`,
+    /// `mislabelled` or an error label).
+    pub binary_reads: Family<InspectionResultLabel, Counter>,
+    /// Layer bytes fetched by those reads.
+    pub binary_read_bytes: Counter,
+    /// Reads under way or waiting for their turn.
+    pub binary_reads_under_way: Gauge,
 }
 
 impl Default for InspectorMetrics {
@@ -77,6 +84,9 @@ impl Default for InspectorMetrics {
             inspection_seconds: Histogram::new([
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             ]),
+            binary_reads: Family::default(),
+            binary_read_bytes: Counter::default(),
+            binary_reads_under_way: Gauge::default(),
         }
     }
 }
@@ -87,6 +97,13 @@ impl InspectorMetrics {
         let registry = self.registry_labels.label(registry);
         self.registry_inspections
             .get_or_create(&RegistryResultLabel { registry, result })
+            .inc();
+    }
+
+    /// Counts one build's binaries read, ending with `result`.
+    pub fn count_binary_read(&self, result: &'static str) {
+        self.binary_reads
+            .get_or_create(&InspectionResultLabel { result })
             .inc();
     }
 
@@ -127,6 +144,21 @@ impl InspectorMetrics {
             "registry_inspection_duration_seconds",
             "Time to inspect an image at its registry",
             self.inspection_seconds.clone(),
+        );
+        sub.register(
+            "binary_reads",
+            "Builds whose binaries were read for placement (binaryInspection), by result",
+            self.binary_reads.clone(),
+        );
+        sub.register(
+            "binary_read_bytes",
+            "Layer bytes fetched reading builds' binaries for placement",
+            self.binary_read_bytes.clone(),
+        );
+        sub.register(
+            "binary_reads_under_way",
+            "Reads of builds' binaries under way or waiting for their turn",
+            self.binary_reads_under_way.clone(),
         );
     }
 }

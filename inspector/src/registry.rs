@@ -326,6 +326,7 @@ impl RegistryClient {
                         // entries' platforms (reading a child's config would double the
                         // registry requests of every multi-arch image).
                         operator_bundle: false,
+                        binaries_pending: false,
                     })
                 }
                 Parsed::Image { config_digest } => {
@@ -340,6 +341,7 @@ impl RegistryClient {
                         digest,
                         kind: ManifestKind::Manifest,
                         operator_bundle: config.operator_bundle,
+                        binaries_pending: false,
                     })
                 }
             }

@@ -39,11 +39,13 @@ impl ImageInspector for Counting {
             digest: "sha256:0".into(),
             kind: ManifestKind::Manifest,
             operator_bundle: false,
+            binaries_pending: false,
             platforms: vec![PlatformEntry {
                 os: "linux".into(),
                 architecture: "amd64".into(),
                 variant: None,
                 digest: "sha256:0".into(),
+                binary: None,
             }],
         }))
     }

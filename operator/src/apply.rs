@@ -299,7 +299,7 @@ mod tests {
     #[test]
     fn every_kind_the_operator_installs_has_a_resource() {
         let settings = crate::install::Settings::default();
-        let mut all = crate::install::inspector_workload(&settings).unwrap();
+        let mut all = crate::install::inspector_workload(&settings, false).unwrap();
         all.extend(crate::install::enoexec_daemon_access(&settings));
         all.extend(crate::install::enoexec_daemon_workload(&settings).unwrap());
         all.extend(crate::install::webhook_access(&settings));

@@ -40,7 +40,12 @@ pub fn objects(wanted: &Wanted<'_>) -> Result<Vec<Value>, FlagsError> {
     let mut access = install::inspector_access(s);
     access.extend(install::webhook_access(s));
     access.extend(install::gate_controller_access(s));
-    let mut workloads = install::inspector_workload(s)?;
+    let read_binaries = wanted
+        .spec
+        .plugins
+        .as_ref()
+        .is_some_and(|p| p.binary_inspection_enabled());
+    let mut workloads = install::inspector_workload(s, read_binaries)?;
     workloads.extend(install::webhook_workload(s)?);
     workloads.extend(install::gate_controller_workload(s)?);
     let mut monitors = vec![

@@ -65,6 +65,7 @@ fn the_written_constraint_and_the_image_filter_agree_on_every_node() {
                 container: "c".into(),
                 image: "i".into(),
                 platforms: ImagePlatforms::Known(platforms.clone().into()),
+                left_out: None,
             }],
         };
         let ctx = fixture.ctx();

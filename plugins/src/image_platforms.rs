@@ -19,6 +19,9 @@ pub struct ContainerImagePlatforms {
     pub container: String,
     pub image: String,
     pub platforms: ImagePlatforms,
+    /// Builds the image's index names that `platforms` leaves out, as users read it: their
+    /// program is of another architecture than the index says (`binaryInspection`).
+    pub left_out: Option<Arc<str>>,
 }
 
 /// Every container and init container of a pod with its image's platforms.

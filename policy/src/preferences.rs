@@ -199,6 +199,7 @@ mod tests {
             ])),
             exec_format_error_monitor: None,
             misplaced_pod_correction: None,
+            binary_inspection: None,
         };
         let configs = NamespacedConfigs::owned([
             ppc("low", 1, None, &[(Architecture::Arm64, 20)]),

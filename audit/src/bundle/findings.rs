@@ -16,6 +16,9 @@ pub struct ImageFacts {
     pub platforms: Vec<Platform>,
     /// An image index or manifest list (several platforms can hide behind one reference).
     pub manifest_list: bool,
+    /// `--binaries`: its builds left out of `platforms` because their program is of
+    /// another architecture than the index says, one sentence each.
+    pub mislabelled_builds: Vec<String>,
 }
 
 /// An image's answer: its facts, or why it could not be inspected.

@@ -38,6 +38,9 @@ pub struct ImageReport {
     pub error: Option<String>,
     /// The operands that run it, and `relatedImages` when listed there.
     pub used_by: Vec<String>,
+    /// `--binaries`: builds not counted, their program being of another architecture.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mislabelled_builds: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -222,6 +225,10 @@ impl BundleReport {
                         .map(|f| f.platforms.iter().map(platform_text).collect())
                         .unwrap_or_default(),
                     manifest_list: answer.as_ref().is_ok_and(|f| f.manifest_list),
+                    mislabelled_builds: answer
+                        .as_ref()
+                        .map(|f| f.mislabelled_builds.clone())
+                        .unwrap_or_default(),
                     error: answer.err(),
                     image,
                     used_by,
@@ -306,6 +313,9 @@ impl BundleReport {
             "{} error(s), {} warning(s)",
             self.counts.errors, self.counts.warnings
         ));
+        for build in self.images.iter().flat_map(|i| &i.mislabelled_builds) {
+            lines.push(format!("MISLABELLED: {build}"));
+        }
         lines
     }
 

@@ -288,6 +288,13 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
 
+    /// Read each image's binaries too (as `inspect --binaries`) and judge by them, as the
+    /// `binaryInspection` plugin places: an amd64 build needs the x86-64 level its
+    /// binaries need, and a build whose program is of another architecture than its
+    /// index entry says is not counted (listed as mislabelled). Fetches the builds' layers.
+    #[arg(long, conflicts_with_all = ["demo", "platforms"])]
+    pub binaries: bool,
+
     #[command(flatten)]
     pub registry: RegistryAccessArgs,
 

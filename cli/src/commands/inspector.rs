@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use multiarch_inspector::{
     Inspector,
+    binary_reads::BinaryReadingOptions,
     cache::CacheOptions,
     grpc::{self, ServiceLimits},
     metrics::InspectorMetrics,
@@ -44,7 +45,10 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
         total_timeout: args.timeout,
         ..RegistryOptions::default()
     };
-    let inspector = Inspector::new(settings, registry_options, cache, secrets, metrics);
+    let mut inspector = Inspector::new(settings, registry_options, cache, secrets, metrics);
+    if args.read_binaries {
+        inspector = inspector.with_binary_reading(BinaryReadingOptions::default());
+    }
     let inspector = Arc::new(inspector);
     if let Some(file) = settings_file {
         let check = args.registries_config_check;
@@ -55,7 +59,7 @@ pub async fn run(args: &InspectorArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    info!(listen = %args.listen, metrics = %args.ops.metrics_addr, mutual_tls = tls.is_some(), "serving image inspection");
+    info!(listen = %args.listen, metrics = %args.ops.metrics_addr, mutual_tls = tls.is_some(), read_binaries = args.read_binaries, "serving image inspection");
     let shutdown = role.tasks.shutdown().clone();
     let server = grpc::serve(listener, tls, inspector, ServiceLimits::default(), shutdown);
     role.tasks.spawn_infallible("gRPC server", server);

@@ -61,8 +61,12 @@ pub fn inspector_access(settings: &Settings) -> Vec<Value> {
 }
 
 /// Its Deployment, Service, disruption budget and network policy: only multiarch's own
-/// pods reach the gRPC port.
-pub fn inspector_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError> {
+/// pods reach the gRPC port. `read_binaries`: the `binaryInspection` plugin is on (a
+/// change rolls the inspector's pods, the disruption budget keeping one serving).
+pub fn inspector_workload(
+    settings: &Settings,
+    read_binaries: bool,
+) -> Result<Vec<Value>, FlagsError> {
     let component = "inspector";
     let args = role_args(
         defaults::<InspectorArgs>()?,
@@ -74,6 +78,7 @@ pub fn inspector_workload(settings: &Settings) -> Result<Vec<Value>, FlagsError>
             // The ConfigMap is optional: the inspector starts without it and follows it.
             flags.registries_config_optional = true;
             flags.tls_dir = Some(SERVING_DIR.into());
+            flags.read_binaries = read_binaries;
         },
     )?;
     let workload = Workload {
@@ -196,7 +201,7 @@ mod tests {
 
     #[test]
     fn the_registry_settings_come_from_an_optional_config_map() {
-        let objects = inspector_workload(&Settings::default()).unwrap();
+        let objects = inspector_workload(&Settings::default(), false).unwrap();
         let pod = &objects[0]["spec"]["template"]["spec"];
         assert_eq!(
             pod["volumes"][0]["configMap"],
@@ -218,8 +223,29 @@ mod tests {
     }
 
     #[test]
+    fn binary_inspection_is_the_inspectors_read_binaries_flag() {
+        let args = |read_binaries: bool| {
+            inspector_workload(&Settings::default(), read_binaries).unwrap()[0]["spec"]["template"]
+                ["spec"]["containers"][0]["args"]
+                .clone()
+        };
+        assert!(
+            args(true)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--read-binaries"))
+        );
+        assert!(
+            !args(false)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--read-binaries"))
+        );
+    }
+
+    #[test]
     fn only_multiarch_pods_reach_the_grpc_port() {
-        let objects = inspector_workload(&Settings::default()).unwrap();
+        let objects = inspector_workload(&Settings::default(), false).unwrap();
         let policy = objects
             .iter()
             .find(|o| o["kind"] == "NetworkPolicy")

@@ -163,7 +163,7 @@ fn scheduler_folder(settings: &Settings) -> Result<Files, FlagsError> {
         "scheduler.yaml",
         scheduler_workload(settings, DEFAULT_SCHEDULER_NAME, &[])?,
     ));
-    files.push(("inspector.yaml", inspector_workload(settings)?));
+    files.push(("inspector.yaml", inspector_workload(settings, false)?));
     files.push((
         "kustomization.yaml",
         vec![kustomization(&[

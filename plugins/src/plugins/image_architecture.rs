@@ -145,10 +145,13 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             .iter()
             .filter_map(|c| match &c.platforms {
                 ImagePlatforms::Known(p) => Some(format!(
-                    "{} ({}) supports {}",
+                    "{} ({}) supports {}{}",
                     c.container,
                     c.image,
-                    describe_or_none(p)
+                    describe_or_none(p),
+                    c.left_out
+                        .as_deref()
+                        .map_or(String::new(), |left_out| format!(" ({left_out})"))
                 )),
                 ImagePlatforms::Anywhere | ImagePlatforms::Failed(_) => None,
             })
@@ -160,7 +163,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
     }
     Ok(CompatiblePlatforms {
         bits: Some(platform_bits(&platforms)),
-        reason: mismatch_reason(&platforms, false),
+        reason: with_left_out(mismatch_reason(&platforms, false), ctx.images),
         variant_reasons: variant_reasons(&platforms, ctx.images),
         platforms,
         fallback_used: false,
@@ -199,6 +202,20 @@ fn variant_reasons(platforms: &[Platform], images: &PodImagePlatforms) -> Vec<(P
             Some((platform.clone(), Reason::Shared(text.into())))
         })
         .collect()
+}
+
+/// The mismatch `reason`, naming the builds left out as mislabelled: the nodes of their
+/// architecture are refused for it.
+fn with_left_out(reason: Reason, images: &PodImagePlatforms) -> Reason {
+    let left_out: Vec<&str> = images
+        .containers
+        .iter()
+        .filter_map(|c| c.left_out.as_deref())
+        .collect();
+    if left_out.is_empty() {
+        return reason;
+    }
+    Reason::Shared(format!("{} ({})", reason.as_str(), left_out.join("; ")).into())
 }
 
 fn describe_or_none(platforms: &Arc<[Platform]>) -> String {

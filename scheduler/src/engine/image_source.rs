@@ -9,7 +9,12 @@ use multiarch_policy::pod_images::ContainerImage;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImageLookup {
-    Known(Arc<[Platform]>),
+    Known {
+        platforms: Arc<[Platform]>,
+        /// Builds the index names that are not runnable where it says (their program
+        /// is of another architecture), as users read it.
+        left_out: Option<Arc<str>>,
+    },
     /// The image confines nothing (an OLM bundle image: data, never executed).
     Anywhere,
     Failed(Arc<str>),
@@ -31,7 +36,10 @@ pub struct CatalogImages {
 impl ImageSource for CatalogImages {
     fn lookup(&self, _: &PodInfo, image: &ContainerImage) -> ImageLookup {
         match self.images.get(&image.image) {
-            Some(platforms) => ImageLookup::Known(platforms.clone()),
+            Some(platforms) => ImageLookup::Known {
+                platforms: platforms.clone(),
+                left_out: None,
+            },
             None => ImageLookup::Failed(
                 format!(
                     "image {} is not in the simulation's image catalog",

@@ -370,7 +370,9 @@ impl SchedulerCore {
             audit.record(scores, choice.node);
         }
         let outcome = match decision {
-            Decision::Chosen(choice) => self.scheduled(pod, choice, popped.attempts + 1),
+            Decision::Chosen(choice) => {
+                self.scheduled(pod, choice, &pod_images, popped.attempts + 1)
+            }
             Decision::Failed(diagnosis, preemption) => {
                 self.failed(pod, diagnosis, preemption, nominated_node.is_some(), now)
             }
@@ -378,7 +380,13 @@ impl SchedulerCore {
         Some(outcome.with_architecture_rule(rule, rule_override))
     }
 
-    fn scheduled(&mut self, pod: Arc<PodInfo>, choice: NodeChoice, attempts: u32) -> Outcome {
+    fn scheduled(
+        &mut self,
+        pod: Arc<PodInfo>,
+        choice: NodeChoice,
+        images: &PodImagePlatforms,
+        attempts: u32,
+    ) -> Outcome {
         let node = &self.cluster.nodes()[choice.node];
         let node_name = node.name.clone();
         let node_architecture = node.platform.to_string();
@@ -398,6 +406,14 @@ impl SchedulerCore {
             )),
             Some(c) => message.push_str(&format!("; images support {}", c.describe())),
             None => {}
+        }
+        for left_out in images
+            .containers
+            .iter()
+            .filter_map(|c| c.left_out.as_deref())
+        {
+            message.push_str("; ");
+            message.push_str(left_out);
         }
         // The queue and the nominator let go of the pod first, so the model takes it
         // without a copy.
@@ -533,8 +549,15 @@ fn looked_up(
     let mut pending = Vec::new();
     let mut containers = Vec::with_capacity(pod.images.len());
     for image in &pod.images {
+        let mut left_out = None;
         let platforms = match images.lookup(pod, image) {
-            ImageLookup::Known(p) => ImagePlatforms::Known(p),
+            ImageLookup::Known {
+                platforms,
+                left_out: not_runnable,
+            } => {
+                left_out = not_runnable;
+                ImagePlatforms::Known(platforms)
+            }
             ImageLookup::Anywhere => ImagePlatforms::Anywhere,
             ImageLookup::Failed(e) => ImagePlatforms::Failed(e),
             ImageLookup::Pending => {
@@ -546,6 +569,7 @@ fn looked_up(
             container: image.container.clone(),
             image: image.image.clone(),
             platforms,
+            left_out,
         });
     }
     (containers, pending)

@@ -42,6 +42,7 @@ impl ImageInspector for FileImages {
             digest: String::new(),
             kind: ManifestKind::Index,
             operator_bundle: false,
+            binaries_pending: false,
             platforms: platforms
                 .iter()
                 .map(|p| PlatformEntry {
@@ -49,6 +50,7 @@ impl ImageInspector for FileImages {
                     architecture: p.architecture.clone(),
                     variant: p.variant.clone(),
                     digest: String::new(),
+                    binary: None,
                 })
                 .collect(),
         }))

@@ -19,6 +19,10 @@ use crate::engine::image_source::{ImageLookup, ImageSource};
 /// honours tag TTLs); failures after `failure_ttl`.
 const ANSWER_TTL: Duration = Duration::from_secs(300);
 
+/// An answer whose builds' binaries are still being read (`binaryInspection`) is re-asked
+/// after this long: the next may carry their levels or leave a mislabelled build out.
+const BINARIES_PENDING_TTL: Duration = Duration::from_secs(10);
+
 /// Where the credentials are (a hash of the namespace, the pull secret names and the
 /// service account: 32 bytes however many names a pod lists), the image, and the pod UID
 /// for `imagePullPolicy: Always` (one fresh inspection per pod).
@@ -26,7 +30,12 @@ type Key = ([u8; 32], String, Option<String>);
 
 enum Slot {
     Pending,
-    Done { lookup: ImageLookup, at: Instant },
+    Done {
+        lookup: ImageLookup,
+        at: Instant,
+        /// How long `lookup` is answered from here.
+        ttl: Duration,
+    },
 }
 
 pub struct InspectedImages {
@@ -52,17 +61,12 @@ impl InspectedImages {
 
     /// Forgets answers older than their TTL, so the map does not grow without bound.
     pub fn expire(&self) {
-        let failure_ttl = self.failure_ttl;
         self.slots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|_, slot| match slot {
                 Slot::Pending => true,
-                Slot::Done {
-                    lookup: ImageLookup::Failed(_),
-                    at,
-                } => at.elapsed() < failure_ttl,
-                Slot::Done { at, .. } => at.elapsed() < ANSWER_TTL,
+                Slot::Done { at, ttl, .. } => at.elapsed() < *ttl,
             });
     }
 }
@@ -85,17 +89,8 @@ impl ImageSource for InspectedImages {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match slots.get(&key) {
             Some(Slot::Pending) => return ImageLookup::Pending,
-            Some(Slot::Done { lookup, at }) => {
-                let ttl = if matches!(lookup, ImageLookup::Failed(_)) {
-                    self.failure_ttl
-                } else {
-                    ANSWER_TTL
-                };
-                if at.elapsed() < ttl {
-                    return lookup.clone();
-                }
-            }
-            None => {}
+            Some(Slot::Done { lookup, at, ttl }) if at.elapsed() < *ttl => return lookup.clone(),
+            Some(Slot::Done { .. }) | None => {}
         }
         slots.insert(key.clone(), Slot::Pending);
         drop(slots);
@@ -108,18 +103,40 @@ impl ImageSource for InspectedImages {
             image: request.image.clone(),
             slots,
             inbox,
+            failure_ttl: self.failure_ttl,
         };
         tokio::spawn(async move {
-            let lookup = match inspector.inspect(&request).await {
-                Ok(info) => match info.placement_platforms() {
-                    Some(platforms) => ImageLookup::Known(platforms.into()),
-                    None => ImageLookup::Anywhere,
-                },
-                Err(e) => ImageLookup::Failed(e.to_string().into()),
-            };
-            answer.give(lookup);
+            match inspector.inspect(&request).await {
+                Ok(info) => {
+                    let ttl = if info.binaries_pending {
+                        BINARIES_PENDING_TTL
+                    } else {
+                        ANSWER_TTL
+                    };
+                    answer.give(known(&info), ttl);
+                }
+                Err(e) => answer.fail(e.to_string().into()),
+            }
         });
         ImageLookup::Pending
+    }
+}
+
+/// What the core knows of an inspected image: the builds it may run (with a mislabelled
+/// build left out, and said so), or anywhere (a bundle image).
+fn known(info: &multiarch_inspector::ImageInfo) -> ImageLookup {
+    match info.placement_platforms() {
+        Some(platforms) => {
+            let mislabelled = info.mislabelled_builds();
+            if !mislabelled.is_empty() {
+                tracing::warn!(image = %info.image, builds = ?mislabelled, "builds left out: their program is of another architecture");
+            }
+            ImageLookup::Known {
+                platforms: platforms.into(),
+                left_out: (!mislabelled.is_empty()).then(|| mislabelled.join("; ").into()),
+            }
+        }
+        None => ImageLookup::Anywhere,
     }
 }
 
@@ -130,10 +147,16 @@ struct Answer {
     image: String,
     slots: Arc<Mutex<HashMap<Key, Slot>>>,
     inbox: InboxSender,
+    failure_ttl: Duration,
 }
 
 impl Answer {
-    fn give(&mut self, lookup: ImageLookup) {
+    fn fail(&mut self, reason: Arc<str>) {
+        let ttl = self.failure_ttl;
+        self.give(ImageLookup::Failed(reason), ttl);
+    }
+
+    fn give(&mut self, lookup: ImageLookup, ttl: Duration) {
         let Some(key) = self.key.take() else {
             return;
         };
@@ -145,6 +168,7 @@ impl Answer {
                 Slot::Done {
                     lookup,
                     at: Instant::now(),
+                    ttl,
                 },
             );
         self.inbox
@@ -154,9 +178,7 @@ impl Answer {
 
 impl Drop for Answer {
     fn drop(&mut self) {
-        self.give(ImageLookup::Failed(
-            "the image lookup ended without an answer".into(),
-        ));
+        self.fail("the image lookup ended without an answer".into());
     }
 }
 

@@ -222,6 +222,7 @@ pub fn scenario(nodes: usize, pods: usize, seed: u64) -> Result<Scenario, Scenar
                 }),
                 exec_format_error_monitor: None,
                 misplaced_pod_correction: None,
+                binary_inspection: None,
             }),
             ..ClusterPodPlacementConfigSpec::default()
         }),

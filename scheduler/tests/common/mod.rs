@@ -59,6 +59,16 @@ pub fn start_with_metrics(
     options: SchedulerOptions,
     metrics: SchedulerMetrics,
 ) -> RunningScheduler {
+    start_with_inspector(server, options, metrics, inspector())
+}
+
+/// A scheduler asking `inspector` for its pods' images.
+pub fn start_with_inspector(
+    server: &FakeApiServer,
+    options: SchedulerOptions,
+    metrics: SchedulerMetrics,
+    inspector: Arc<dyn ImageInspector>,
+) -> RunningScheduler {
     let supervisor = Supervisor::new(CancellationToken::new());
     // The replica's identity as its User-Agent: the fake's commit log says who wrote what.
     let mut config = kube::Config::new(server.url().parse().unwrap());
@@ -69,7 +79,7 @@ pub fn start_with_metrics(
     multiarch_scheduler::in_cluster::start(
         kube::Client::try_from(config).unwrap(),
         options,
-        inspector(),
+        inspector,
         metrics,
         &supervisor.tasks(),
     )

@@ -31,6 +31,7 @@ pub fn linux_index(image: &str, archs: &[&str]) -> ImageInfo {
         digest: "sha256:0".into(),
         kind: ManifestKind::Index,
         operator_bundle: false,
+        binaries_pending: false,
         platforms: archs
             .iter()
             .map(|a| {
@@ -40,6 +41,7 @@ pub fn linux_index(image: &str, archs: &[&str]) -> ImageInfo {
                     architecture: architecture.unwrap_or(a).into(),
                     variant: variant.map(str::to_owned),
                     digest: "sha256:1".into(),
+                    binary: None,
                 }
             })
             .collect(),

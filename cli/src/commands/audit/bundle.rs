@@ -15,9 +15,7 @@ use multiarch_audit::bundle::{
     findings::{ImageAnswer, ImageFacts},
     report::BundleReport,
 };
-use multiarch_inspector::{
-    ImageInspector, InspectRequest, Inspector, ManifestKind, image_files::FileLimits,
-};
+use multiarch_inspector::{InspectRequest, Inspector, ManifestKind, image_files::FileLimits};
 use multiarch_runtime::client;
 
 use super::{REQUIREMENT_NOT_MET, cluster};
@@ -111,10 +109,13 @@ async fn read_image(inspector: &Inspector, reference: &str) -> anyhow::Result<Ve
         .collect()
 }
 
+/// Each image's facts; with `binaries`, its builds judged by their binaries (see
+/// `images::inspect_one`).
 async fn inspect(
     inspector: Arc<Inspector>,
     images: Vec<String>,
     concurrency: usize,
+    binaries: bool,
 ) -> BTreeMap<String, ImageAnswer> {
     stream::iter(images)
         .map(|image| {
@@ -124,12 +125,16 @@ async fn inspect(
                     image: image.clone(),
                     ..InspectRequest::default()
                 };
-                let answer = inspector
-                    .inspect(&request)
+                let answer = super::images::inspect_one(inspector.as_ref(), &request, binaries)
                     .await
                     .map(|info| ImageFacts {
-                        platforms: info.platform_list(),
+                        platforms: if binaries {
+                            info.runnable_platforms()
+                        } else {
+                            info.platform_list()
+                        },
                         manifest_list: info.kind == ManifestKind::Index,
+                        mislabelled_builds: info.mislabelled_builds(),
                     })
                     .map_err(|e| e.to_string());
                 (image, answer)
@@ -142,7 +147,10 @@ async fn inspect(
 
 pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
     let secrets = Arc::new(static_keyring(&args.registry)?);
-    let inspector = Arc::new(local_inspector(&args.registry, secrets)?);
+    let inspector = Arc::new(super::with_binaries(
+        local_inspector(&args.registry, secrets)?,
+        args,
+    ));
     let (files, source) = match (&args.bundle, &args.bundle_image) {
         (Some(dir), _) => (read_dir(dir)?, dir.display().to_string()),
         (None, Some(reference)) => (read_image(&inspector, reference).await?, reference.clone()),
@@ -153,6 +161,7 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
         inspector,
         bundle.all_images(),
         usize::from(args.concurrency),
+        args.binaries,
     )
     .await;
     let nodes = if args.cluster {

@@ -11,7 +11,7 @@ use std::{
 use futures_util::{StreamExt, stream};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use multiarch_audit::{assemble::Resolved, workloads::ImageQuery};
-use multiarch_inspector::{ImageInspector, InspectRequest};
+use multiarch_inspector::{ImageInfo, ImageInspector, InspectError, InspectRequest};
 use multiarch_policy::platform::Platform;
 
 /// From a platforms file: an image it does not name is unknown, with that reason.
@@ -50,12 +50,42 @@ fn progress(len: usize) -> ProgressBar {
     bar
 }
 
-/// Through `inspector`, `concurrency` at a time.
+/// What the registries answered: each query's platforms, and the builds left out as
+/// mislabelled (with `--binaries`).
+#[derive(Default)]
+pub struct Inspected {
+    pub resolved: BTreeMap<ImageQuery, Resolved>,
+    pub mislabelled: BTreeSet<String>,
+}
+
+/// How long an image's binaries may take to be read: the read's own deadline, and then
+/// some (a read that ends in failure is answered without them).
+const BINARIES_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// Asks until the builds' binaries are read (`binaries`), or once.
+pub(super) async fn inspect_one(
+    inspector: &dyn ImageInspector,
+    request: &InspectRequest,
+    binaries: bool,
+) -> Result<Arc<ImageInfo>, InspectError> {
+    let deadline = tokio::time::Instant::now() + BINARIES_WAIT;
+    loop {
+        let info = inspector.inspect(request).await?;
+        if !binaries || !info.binaries_pending || tokio::time::Instant::now() >= deadline {
+            return Ok(info);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Through `inspector`, `concurrency` at a time; with `binaries`, the builds' binaries
+/// read (the inspector reads them) and judged by.
 pub async fn inspect(
     queries: BTreeSet<ImageQuery>,
     inspector: Arc<dyn ImageInspector>,
     concurrency: usize,
-) -> BTreeMap<ImageQuery, Resolved> {
+    binaries: bool,
+) -> Inspected {
     let bar = progress(queries.len());
     let answers = stream::iter(queries)
         .map(|query| {
@@ -69,19 +99,27 @@ pub async fn inspect(
                     service_account: query.service_account.clone(),
                     bypass_cache: false,
                 };
-                let found = inspector
-                    .inspect(&request)
-                    .await
-                    .map(|info| info.platform_list())
-                    .map_err(|e| e.to_string());
+                let answer = inspect_one(inspector.as_ref(), &request, binaries).await;
                 bar.set_message(query.image.clone());
                 bar.inc(1);
-                (query, found)
+                (query, answer)
             }
         })
         .buffer_unordered(concurrency.max(1))
-        .collect()
+        .collect::<Vec<_>>()
         .await;
     bar.finish_and_clear();
-    answers
+    let mut inspected = Inspected::default();
+    for (query, answer) in answers {
+        let found = match answer {
+            Ok(info) if binaries => {
+                inspected.mislabelled.extend(info.mislabelled_builds());
+                Ok(info.runnable_platforms())
+            }
+            Ok(info) => Ok(info.platform_list()),
+            Err(e) => Err(e.to_string()),
+        };
+        inspected.resolved.insert(query, found);
+    }
+    inspected
 }

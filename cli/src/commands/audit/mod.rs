@@ -23,7 +23,8 @@ use multiarch_audit::{
 };
 use multiarch_crd::Architecture;
 use multiarch_inspector::{
-    ImageInspector,
+    ImageInspector, Inspector,
+    binary_reads::BinaryReadingOptions,
     secrets::{KubeSecrets, SecretSource},
 };
 use multiarch_runtime::client;
@@ -41,7 +42,7 @@ async fn resolve(
     args: &AuditArgs,
     queries: BTreeSet<ImageQuery>,
     kube: Option<&kube::Client>,
-) -> anyhow::Result<BTreeMap<ImageQuery, Resolved>> {
+) -> anyhow::Result<images::Inspected> {
     let offline = if args.demo {
         Some((
             "the demo's platforms".to_owned(),
@@ -56,14 +57,39 @@ async fn resolve(
     };
     if let Some((source, text)) = offline {
         let known = platforms_file::read(&text).context(source.clone())?;
-        return Ok(images::offline(queries, &known, &source));
+        return Ok(images::Inspected {
+            resolved: images::offline(queries, &known, &source),
+            mislabelled: BTreeSet::new(),
+        });
     }
     let secrets: Arc<dyn SecretSource> = match kube {
         Some(client) => Arc::new(KubeSecrets::snapshot(client.clone())),
         None => Arc::new(static_keyring(&args.registry)?),
     };
-    let inspector: Arc<dyn ImageInspector> = Arc::new(local_inspector(&args.registry, secrets)?);
-    Ok(images::inspect(queries, inspector, usize::from(args.concurrency)).await)
+    let inspector: Arc<dyn ImageInspector> = Arc::new(with_binaries(
+        local_inspector(&args.registry, secrets)?,
+        args,
+    ));
+    Ok(images::inspect(
+        queries,
+        inspector,
+        usize::from(args.concurrency),
+        args.binaries,
+    )
+    .await)
+}
+
+/// `inspector`, reading images' binaries with `--binaries` (as many at once as images
+/// are inspected: the audit waits for them).
+fn with_binaries(inspector: Inspector, args: &AuditArgs) -> Inspector {
+    if !args.binaries {
+        return inspector;
+    }
+    inspector.with_binary_reading(BinaryReadingOptions {
+        concurrency: usize::from(args.concurrency),
+        per_registry: usize::from(args.concurrency),
+        ..BinaryReadingOptions::default()
+    })
 }
 
 /// The workloads to audit, the pods running now, and the cluster's nodes per
@@ -140,9 +166,10 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
         .flat_map(|w| w.queries(with_credentials))
         .chain(running.iter().flat_map(|p| p.queries.iter().cloned()))
         .collect();
-    let resolved = resolve(args, queries, kube.as_ref()).await?;
+    let inspected = resolve(args, queries, kube.as_ref()).await?;
     let lookup = |q: &ImageQuery| -> Resolved {
-        resolved
+        inspected
+            .resolved
             .get(q)
             .cloned()
             .unwrap_or_else(|| Err("not resolved".into()))
@@ -155,7 +182,8 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
         with_credentials,
         &lookup,
     );
-    let mut report = AuditReport::new(targets, audits, manifests.ignored);
+    let mut report = AuditReport::new(targets, audits, manifests.ignored)
+        .with_mislabelled_builds(inspected.mislabelled.into_iter().collect());
     if let Some(nodes) = nodes {
         report = report.with_cluster_nodes(nodes);
     }

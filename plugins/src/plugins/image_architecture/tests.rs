@@ -19,6 +19,7 @@ fn fixture(images: Vec<(&str, ImagePlatforms)>) -> Fixture {
                 container: format!("c{i}"),
                 image: image.into(),
                 platforms,
+                left_out: None,
             })
             .collect(),
     };
@@ -259,5 +260,43 @@ fn scores_by_weight_normalized_to_the_largest() {
             .pre_score(&f.ctx(), &mut CycleState::new(), &[])
             .code,
         Code::Skip
+    );
+}
+
+#[test]
+fn a_build_left_out_as_mislabelled_is_named_where_its_nodes_are_refused() {
+    let left_out = "image quay.io/talos:1's arm64 build runs a program built for amd64 (/sbin/init): not counted as runnable";
+    let mut f = fixture(vec![("quay.io/talos:1", known(&["amd64"]))]);
+    f.images.containers[0].left_out = Some(left_out.into());
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+    let amd = NodeBuilder::new("amd", "amd64").info();
+    let arm = NodeBuilder::new("arm", "arm64").info();
+    assert!(ImageArchitecture.filter(&ctx, &state, &amd).is_success());
+    let status = ImageArchitecture.filter(&ctx, &state, &arm);
+    assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        status.message(),
+        format!(
+            "node(s) didn't match the pod's image architectures (images support amd64) ({left_out})"
+        )
+    );
+}
+
+#[test]
+fn an_image_whose_every_build_is_left_out_runs_nowhere_and_says_why() {
+    let left_out = "image quay.io/bad:1's arm64 build runs a program built for amd64 (/app): not counted as runnable";
+    let mut f = fixture(vec![("quay.io/bad:1", known(&[]))]);
+    f.images.containers[0].left_out = Some(left_out.into());
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    let status = ImageArchitecture.pre_filter(&ctx, &mut state);
+    assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        status.message(),
+        format!(
+            "the pod's images have no architecture in common: c0 (quay.io/bad:1) supports no platform ({left_out})"
+        )
     );
 }

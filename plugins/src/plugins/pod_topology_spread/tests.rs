@@ -207,6 +207,7 @@ fn arm64_only(pod: PodInfo) -> (Fixture, CycleState) {
             container: "app".into(),
             image: "arm-only:1".into(),
             platforms: known(&["arm64"]),
+            left_out: None,
         }],
     };
     let mut state = CycleState::new();

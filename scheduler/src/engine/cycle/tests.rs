@@ -39,6 +39,7 @@ fn fixture(cluster: ClusterState, image_archs: &[&str], cpu: &str) -> Fixture {
             container: "app".into(),
             image: "app:1".into(),
             platforms: known(image_archs),
+            left_out: None,
         }],
     };
     f
