@@ -24,7 +24,7 @@ use multiarch_admission::webhook::{
     metrics::{ReviewResultLabel, WebhookMetrics},
     server::{WebhookState, answer},
 };
-use multiarch_crd::PlacementMode;
+use multiarch_crd::{PlacementMode, UnknownNodeLevel};
 use multiarch_inspector::{
     ImageInfo, ImageInspector, InspectError, InspectRequest, Inspector, cache::CacheOptions,
     keyring::Keyring, metrics::InspectorMetrics, registry::RegistryOptions, secrets::StaticKeyring,
@@ -279,12 +279,14 @@ async fn an_x86_64_v3_build_is_constrained_to_v3_nodes_at_admission() {
     let linux = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
     // One amd64 term per way a node shows its level: multiarch's label, neither it nor
     // node-feature-discovery's flags, or NFD's flags (x86_64_level_alternatives).
-    let amd64_terms = x86_64_level_alternatives(3).into_iter().map(|alternative| {
-        let mut expressions = vec![arch(&["amd64"])];
-        expressions.extend(alternative.iter().map(|e| json!(e)));
-        expressions.push(linux.clone());
-        json!({"matchExpressions": expressions})
-    });
+    let amd64_terms = x86_64_level_alternatives(3, UnknownNodeLevel::AnyLevel)
+        .into_iter()
+        .map(|alternative| {
+            let mut expressions = vec![arch(&["amd64"])];
+            expressions.extend(alternative.iter().map(|e| json!(e)));
+            expressions.push(linux.clone());
+            json!({"matchExpressions": expressions})
+        });
     let terms = &pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         ["nodeSelectorTerms"];
     assert_eq!(

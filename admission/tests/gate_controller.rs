@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use multiarch_inspector::{ImageInfo, ImageInspector, InspectError, InspectRequest};
 
 use multiarch_admission::gate::{controller::start, metrics::GateMetrics, options::GateOptions};
+use multiarch_crd::UnknownNodeLevel;
 use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
 use multiarch_policy::node_level::x86_64_level_alternatives;
 use multiarch_runtime::supervisor::Supervisor;
@@ -164,12 +165,14 @@ async fn an_x86_64_v3_build_gets_the_level_in_its_affinity() {
     let arch =
         |values: &[&str]| json!({"key": "kubernetes.io/arch", "operator": "In", "values": values});
     let linux = json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]});
-    let amd64_terms = x86_64_level_alternatives(3).into_iter().map(|alternative| {
-        let mut expressions = vec![arch(&["amd64"])];
-        expressions.extend(alternative.iter().map(|e| json!(e)));
-        expressions.push(linux.clone());
-        json!({"matchExpressions": expressions})
-    });
+    let amd64_terms = x86_64_level_alternatives(3, UnknownNodeLevel::AnyLevel)
+        .into_iter()
+        .map(|alternative| {
+            let mut expressions = vec![arch(&["amd64"])];
+            expressions.extend(alternative.iter().map(|e| json!(e)));
+            expressions.push(linux.clone());
+            json!({"matchExpressions": expressions})
+        });
     assert_eq!(
         required(&pod),
         Value::Array(

@@ -311,6 +311,46 @@ async fn a_pod_on_a_node_below_its_image_s_x86_64_level_is_moved_to_a_node_at_th
     running.shutdown().await.unwrap();
 }
 
+/// `binaryInspection.unknownNodeLevel: Baseline`: an amd64 node whose level nothing says
+/// runs x86-64-v1 only, so a v3 image's pod there is misplaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_unknown_level_taken_as_the_baseline_is_below_a_v3_image() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-silent", "amd64");
+    node_at_level(&server, "amd-4", "v4");
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"apiVersion": "multiarch.openshift.io/v1beta1", "kind": "ClusterPodPlacementConfig",
+               "metadata": {"name": "cluster"}, "spec": {"plugins": {
+                   "misplacedPodCorrection": {"enabled": true},
+                   "binaryInspection": {"enabled": true, "unknownNodeLevel": "Baseline"}}}}),
+    );
+    server.apply(
+        "pods",
+        running(
+            "shop",
+            "web-1",
+            "ubi10:1",
+            "amd-silent",
+            Some(("ReplicaSet", "web-rs")),
+        ),
+    );
+    let metrics = HandlerMetrics::default();
+    let _handler = handler(&server, &metrics, 100);
+    eventually("web-1 evicted", || {
+        events(&server, "web-1")
+            .iter()
+            .any(|(r, _)| r == "MisplacedPodEvicted")
+    })
+    .await;
+    let evicted = events(&server, "web-1");
+    assert!(
+        evicted.iter().any(|(r, n)| r == "MisplacedPodEvicted"
+            && n.contains("its node is amd64/v1, and ubi10:1 needs x86-64-v3")),
+        "{evicted:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disruption_budget_blocks_the_eviction_until_it_allows_one() {
     let server = FakeApiServer::start().await;

@@ -36,7 +36,7 @@ pub use placement::{
 };
 pub use plugins::{
     BinaryInspection, ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, MisplacedPodCorrection,
-    NodeAffinityScoring, PlatformWeight,
+    NodeAffinityScoring, PlatformWeight, UnknownNodeLevel,
 };
 pub use pod_placement_config::{PodPlacementConfig, PodPlacementConfigSpec};
 

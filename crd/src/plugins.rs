@@ -55,6 +55,15 @@ impl ClusterPlugins {
         self.binary_inspection.as_ref().is_some_and(|p| p.enabled)
     }
 
+    /// What a node of unknown x86-64 level runs: the plugin's setting when it is on,
+    /// every level otherwise.
+    pub fn unknown_node_level(&self) -> UnknownNodeLevel {
+        self.binary_inspection
+            .as_ref()
+            .filter(|p| p.enabled)
+            .map_or(UnknownNodeLevel::AnyLevel, |p| p.unknown_node_level)
+    }
+
     /// Whether the exec-format-error monitor is present and enabled.
     pub fn exec_format_error_monitor_enabled(&self) -> bool {
         self.exec_format_error_monitor
@@ -133,12 +142,30 @@ pub struct ExecFormatErrorMonitor {
     pub enabled: bool,
 }
 
-/// The switch of reading images' binaries for placement.
+/// The switch of reading images' binaries for placement, and what a node of unknown
+/// x86-64 level runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BinaryInspection {
     /// Whether the inspector reads images' binaries.
     pub enabled: bool,
+
+    /// What an amd64 node runs when nothing says its x86-64 level (neither the
+    /// `multiarch.openshift.io/arch-variant` label nor node-feature-discovery's CPUID
+    /// labels): `AnyLevel` (every level, as before levels were read) or `Baseline`
+    /// (x86-64-v1 only: a build needing v2 or above never goes there).
+    #[serde(default)]
+    pub unknown_node_level: UnknownNodeLevel,
+}
+
+/// What an amd64 node whose x86-64 level nothing says is taken to run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum UnknownNodeLevel {
+    /// Every level: placed as if its CPU ran what the image needs.
+    #[default]
+    AnyLevel,
+    /// x86-64-v1 only: builds needing a level are kept off it.
+    Baseline,
 }
 
 /// The misplaced-pod correction's switch and limits.

@@ -1,6 +1,6 @@
 //! The constraint the webhook writes at admission (`multiarch_policy::arch_constraint`)
 //! and the scheduler's own image filter agree on every node: a pod that carries it is
-//! placed exactly as one that does not.
+//! placed exactly as one that does not, whatever a node of unknown level is taken to run.
 
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_policy::{arch_constraint::constrain, platform::Platform};
@@ -13,7 +13,7 @@ use crate::{
     plugins::{image_architecture::ImageArchitecture, node_affinity::NodeAffinity},
     testing::Fixture,
 };
-use multiarch_crd::names::NODE_VARIANT_LABEL;
+use multiarch_crd::{UnknownNodeLevel, names::NODE_VARIANT_LABEL};
 
 fn pod() -> Pod {
     serde_json::from_value(json!({"metadata": {"name": "p"},
@@ -56,10 +56,15 @@ fn the_written_constraint_and_the_image_filter_agree_on_every_node() {
         vec![x86_v3, arm7, Platform::linux("arm64")],
         vec![],
     ];
-    for platforms in cases {
+    let every_meaning = [UnknownNodeLevel::AnyLevel, UnknownNodeLevel::Baseline];
+    for (platforms, unknown) in cases
+        .iter()
+        .flat_map(|p| every_meaning.map(|unknown| (p.clone(), unknown)))
+    {
         let mut constrained = pod();
-        constrain(&mut constrained, &platforms);
+        constrain(&mut constrained, &platforms, unknown);
         let mut fixture = Fixture::new(PodInfo::from_pod(&constrained).unwrap());
+        fixture.unknown_node_level = unknown;
         fixture.images = PodImagePlatforms {
             containers: vec![ContainerImagePlatforms {
                 container: "c".into(),
@@ -79,7 +84,11 @@ fn the_written_constraint_and_the_image_filter_agree_on_every_node() {
             let by_affinity = NodeAffinity
                 .filter(&ctx, &affinity_state, node)
                 .is_success();
-            assert_eq!(by_images, by_affinity, "{platforms:?} on {}", node.name);
+            assert_eq!(
+                by_images, by_affinity,
+                "{platforms:?} on {} ({unknown:?})",
+                node.name
+            );
         }
     }
 }

@@ -298,6 +298,9 @@ pub struct CycleContext<'a> {
     /// Pods a preemption made room for, counted on their node by pods of lower or equal
     /// priority.
     pub nominated: &'a NominatedPods,
+    /// What an amd64 node whose x86-64 level nothing says runs
+    /// (`binaryInspection.unknownNodeLevel`).
+    pub unknown_node_level: multiarch_crd::UnknownNodeLevel,
 }
 
 pub trait Plugin: Send + Sync {

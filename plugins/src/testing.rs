@@ -31,6 +31,7 @@ pub struct Fixture {
     pub fallback: Option<String>,
     pub architecture_rule: Option<ArchitectureDecision>,
     pub nominated: NominatedPods,
+    pub unknown_node_level: multiarch_crd::UnknownNodeLevel,
 }
 
 impl Fixture {
@@ -43,6 +44,7 @@ impl Fixture {
             fallback: None,
             architecture_rule: None,
             nominated: NominatedPods::default(),
+            unknown_node_level: multiarch_crd::UnknownNodeLevel::AnyLevel,
         }
     }
 
@@ -60,6 +62,7 @@ impl Fixture {
             fallback_architecture: self.fallback.as_deref(),
             architecture_rule: self.architecture_rule.as_ref(),
             nominated: &self.nominated,
+            unknown_node_level: self.unknown_node_level,
         }
     }
 }

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     PreferredSchedulingTerm,
 };
+use multiarch_crd::UnknownNodeLevel;
 use multiarch_crd::names::NODE_ARCH_LABEL;
 
 use multiarch_crd::names::NODE_VARIANT_LABEL;
@@ -126,7 +127,11 @@ pub fn merge_required(pod: &mut Pod, requirement: &ArchRequirement) {
 /// own and lower levels; elsewhere the variant must be the same. An amd64 node without the
 /// label is read by node-feature-discovery's CPUID flags where it has them
 /// ([`x86_64_level_alternatives`]), as the scheduler reads it.
-fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequirement>> {
+fn variant_alternatives(
+    arch: &str,
+    variant: &str,
+    unknown: UnknownNodeLevel,
+) -> Vec<Vec<NodeSelectorRequirement>> {
     let expression = |operator: &str, values: Option<Vec<String>>| NodeSelectorRequirement {
         key: NODE_VARIANT_LABEL.into(),
         operator: operator.into(),
@@ -136,7 +141,7 @@ fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequir
         .strip_prefix('v')
         .and_then(|n| n.parse::<u32>().ok());
     match level {
-        Some(level) if arch == "amd64" => x86_64_level_alternatives(level),
+        Some(level) if arch == "amd64" => x86_64_level_alternatives(level, unknown),
         Some(level) if variants_are_levels(arch) => {
             let older: Vec<String> = (1..level).map(|l| format!("v{l}")).collect();
             if older.is_empty() {
@@ -156,7 +161,13 @@ fn variant_alternatives(arch: &str, variant: &str) -> Vec<Vec<NodeSelectorRequir
 /// arm/v6 node). Without variant needs the result is exactly `merge_required`'s; with them,
 /// each term that gets the architecture is split per architecture (terms are ORed, so the
 /// split keeps its meaning) and the variant expressions join that architecture's term.
-pub fn merge_required_for(pod: &mut Pod, requirement: &ArchRequirement, platforms: &[Platform]) {
+/// `unknown`: what an amd64 node of unknown level runs.
+pub fn merge_required_for(
+    pod: &mut Pod,
+    requirement: &ArchRequirement,
+    platforms: &[Platform],
+    unknown: UnknownNodeLevel,
+) {
     let ArchRequirement::In(archs) = requirement else {
         return merge_required(pod, requirement);
     };
@@ -169,7 +180,7 @@ pub fn merge_required_for(pod: &mut Pod, requirement: &ArchRequirement, platform
             if builds.any(|p| p.variant.is_none()) {
                 return None;
             }
-            let alternatives = variant_alternatives(arch, variant);
+            let alternatives = variant_alternatives(arch, variant, unknown);
             (!alternatives.is_empty()).then_some((arch, alternatives))
         })
         .collect();

@@ -123,11 +123,15 @@ fn variant_needs_split_terms_per_architecture() {
                 Platform::linux("arm64"),
             ],
             std::iter::once(json!({"matchExpressions": [arch(&["arm64"])]}))
-                .chain(x86_64_level_alternatives(3).into_iter().map(|alternative| {
-                    let mut expressions = vec![arch(&["amd64"])];
-                    expressions.extend(alternative.iter().map(|e| json!(e)));
-                    json!({"matchExpressions": expressions})
-                }))
+                .chain(
+                    x86_64_level_alternatives(3, UnknownNodeLevel::AnyLevel)
+                        .into_iter()
+                        .map(|alternative| {
+                            let mut expressions = vec![arch(&["amd64"])];
+                            expressions.extend(alternative.iter().map(|e| json!(e)));
+                            json!({"matchExpressions": expressions})
+                        }),
+                )
                 .collect(),
         ),
         (
@@ -152,6 +156,7 @@ fn variant_needs_split_terms_per_architecture() {
             &mut p,
             &ArchRequirement::from_platforms(&platforms),
             &platforms,
+            UnknownNodeLevel::AnyLevel,
         );
         assert_eq!(required_terms(&p), want, "{name}");
     }
@@ -296,10 +301,17 @@ const NFD_FLAGS: [&str; 22] = [
 /// The affinity written for an image of x86-64 `level` lets kube-scheduler place it on
 /// exactly the nodes multiarch-scheduler would: those `node_variant` reads at that level
 /// or above. Checked over 20,000 label sets drawn by a fixed generator (the same every
-/// run): multiarch's label or not, and each NFD flag absent, "true" or "false".
+/// run): multiarch's label or not, and each NFD flag absent, "true" or "false"; for each
+/// meaning of a node that says nothing (`unknownNodeLevel`).
 #[test]
 fn the_written_level_affinity_and_the_schedulers_reading_agree_on_every_node() {
-    use crate::node_level::{HIDDEN_BY_DEFAULT, NFD_CPUID_PREFIX, node_variant};
+    for unknown in [UnknownNodeLevel::AnyLevel, UnknownNodeLevel::Baseline] {
+        written_and_read_agree(unknown);
+    }
+}
+
+fn written_and_read_agree(unknown: UnknownNodeLevel) {
+    use crate::node_level::{HIDDEN_BY_DEFAULT, NFD_CPUID_PREFIX, judged_node_variant};
     use crate::selectors::NodeSelector;
 
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -316,6 +328,7 @@ fn the_written_level_affinity_and_the_schedulers_reading_agree_on_every_node() {
             &mut p,
             &ArchRequirement::from_platforms(std::slice::from_ref(&image)),
             std::slice::from_ref(&image),
+            unknown,
         );
         let written: NodeSelector = (&serde_json::from_value::<
             k8s_openapi::api::core::v1::NodeSelector,
@@ -354,12 +367,16 @@ fn the_written_level_affinity_and_the_schedulers_reading_agree_on_every_node() {
                     }
                 }
             }
-            let node = Platform::new("linux", "amd64", node_variant(&labels, "amd64").as_deref());
+            let node = Platform::new(
+                "linux",
+                "amd64",
+                judged_node_variant(&labels, "amd64", unknown).as_deref(),
+            );
             let runs = image.runs_on(&node);
             assert_eq!(
                 written.matches(&labels, "n"),
                 runs,
-                "v{level} image, node {labels:?} read as {node:?}"
+                "v{level} image, node {labels:?} read as {node:?} ({unknown:?})"
             );
             if !labels.contains_key(NODE_VARIANT_LABEL) && node.variant.is_some() {
                 let every_flag = HIDDEN_BY_DEFAULT

@@ -4,7 +4,7 @@
 //! scheduler read the same constraint the multiarch scheduler filters by.
 
 use k8s_openapi::api::core::v1::Pod;
-use multiarch_crd::names::NODE_ARCH_LABEL;
+use multiarch_crd::{UnknownNodeLevel, names::NODE_ARCH_LABEL};
 
 use crate::{
     affinity_writer::{
@@ -88,8 +88,9 @@ pub fn pinned_architectures(pod: &Pod) -> Option<Vec<String>> {
 /// Writes the required constraint for `platforms` (the pod's compatible platforms) into
 /// the pod: MTO's merge rules (ANDed into every required term without an architecture,
 /// terms split per variant need, the OS when every build shares one). A pod that pins the
-/// architecture itself keeps its pin, unless the pin leaves no build to run.
-pub fn constrain(pod: &mut Pod, platforms: &[Platform]) -> Constrained {
+/// architecture itself keeps its pin, unless the pin leaves no build to run. `unknown`:
+/// what an amd64 node of unknown x86-64 level runs.
+pub fn constrain(pod: &mut Pod, platforms: &[Platform], unknown: UnknownNodeLevel) -> Constrained {
     if architecture_required(pod) {
         let Some(pinned) = pinned_architectures(pod) else {
             return Constrained::UserPinned;
@@ -102,7 +103,7 @@ pub fn constrain(pod: &mut Pod, platforms: &[Platform]) -> Constrained {
         return Constrained::PinContradicted;
     }
     let requirement = ArchRequirement::from_platforms(platforms);
-    merge_required_for(pod, &requirement, platforms);
+    merge_required_for(pod, &requirement, platforms, unknown);
     if let Some(os) = common_os(platforms) {
         merge_required_os(pod, os);
     }

@@ -106,7 +106,11 @@ fn constraint_table() {
     ];
     for (name, spec, platforms, outcome, expected_terms) in cases {
         let mut pod = pod(spec);
-        assert_eq!(constrain(&mut pod, &platforms), outcome, "{name}");
+        assert_eq!(
+            constrain(&mut pod, &platforms, UnknownNodeLevel::AnyLevel),
+            outcome,
+            "{name}"
+        );
         assert_eq!(terms(&pod), expected_terms, "{name}");
     }
 }

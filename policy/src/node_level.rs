@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
-use multiarch_crd::names::NODE_VARIANT_LABEL;
+use multiarch_crd::{UnknownNodeLevel, names::NODE_VARIANT_LABEL};
 
 /// The prefix of node-feature-discovery's CPUID flag labels
 /// (`feature.node.kubernetes.io/cpu-cpuid.AVX2=true`).
@@ -50,6 +50,19 @@ pub fn node_variant(labels: &BTreeMap<String, String>, architecture: &str) -> Op
         .map(|level| format!("v{level}"))
 }
 
+/// The node's variant as placement judges it: [`node_variant`], and for an amd64 node
+/// that says nothing, `v1` when unknown levels are taken as the baseline
+/// (`binaryInspection.unknownNodeLevel: Baseline`).
+pub fn judged_node_variant(
+    labels: &BTreeMap<String, String>,
+    architecture: &str,
+    unknown: UnknownNodeLevel,
+) -> Option<String> {
+    node_variant(labels, architecture).or_else(|| {
+        (architecture == "amd64" && unknown == UnknownNodeLevel::Baseline).then(|| "v1".into())
+    })
+}
+
 /// The highest x86-64 level whose features node-feature-discovery's labels show, with
 /// every level's below; `None` for a node without its CPUID labels ([`NFD_MARKER_FLAG`]
 /// not labelled). A feature NFD hides by default counts as there unless the node's labels
@@ -83,10 +96,14 @@ pub fn nfd_x86_64_level(labels: &BTreeMap<String, String>) -> Option<u8> {
 /// node-affinity alternatives (ORed terms of ANDed expressions), read exactly as
 /// [`node_variant`] reads them, so that the affinity the webhook and the gate path write
 /// and the scheduler agree on every node: multiarch's label at the level or above; or no
-/// label and no NFD flags (a node that says nothing runs every level); or no label and
-/// NFD's flags of every level up to it (the default-hidden ones either all absent or
-/// needed like the others). Empty for level 1 and below: every x86-64 node runs those.
-pub fn x86_64_level_alternatives(level: u32) -> Vec<Vec<NodeSelectorRequirement>> {
+/// label and no NFD flags (a node that says nothing runs every level, unless `unknown`
+/// takes it as the baseline); or no label and NFD's flags of every level up to it (the
+/// default-hidden ones either all absent or needed like the others). Empty for level 1
+/// and below: every x86-64 node runs those.
+pub fn x86_64_level_alternatives(
+    level: u32,
+    unknown: UnknownNodeLevel,
+) -> Vec<Vec<NodeSelectorRequirement>> {
     let expression =
         |key: String, operator: &str, values: Option<Vec<String>>| NodeSelectorRequirement {
             key,
@@ -101,13 +118,13 @@ pub fn x86_64_level_alternatives(level: u32) -> Vec<Vec<NodeSelectorRequirement>
         return Vec::new();
     }
     let no_variant = || expression(NODE_VARIANT_LABEL.into(), "DoesNotExist", None);
-    let mut alternatives = vec![
-        vec![
-            expression(NODE_VARIANT_LABEL.into(), "Exists", None),
-            expression(NODE_VARIANT_LABEL.into(), "NotIn", Some(older)),
-        ],
-        vec![no_variant(), not_true(NFD_MARKER_FLAG)],
-    ];
+    let mut alternatives = vec![vec![
+        expression(NODE_VARIANT_LABEL.into(), "Exists", None),
+        expression(NODE_VARIANT_LABEL.into(), "NotIn", Some(older)),
+    ]];
+    if unknown == UnknownNodeLevel::AnyLevel {
+        alternatives.push(vec![no_variant(), not_true(NFD_MARKER_FLAG)]);
+    }
     // Levels above the highest NFD's flags can show: no NFD node is of them.
     let Some(needed) = usize::try_from(level - 1)
         .ok()
@@ -219,5 +236,27 @@ mod tests {
         let arm = labels(&[], &[(NODE_VARIANT_LABEL, "v7")]);
         assert_eq!(node_variant(&arm, "arm").as_deref(), Some("v7"));
         assert_eq!(node_variant(&BTreeMap::new(), "amd64"), None);
+    }
+
+    #[test]
+    fn a_node_that_says_nothing_is_the_baseline_only_when_so_configured() {
+        use UnknownNodeLevel::{AnyLevel, Baseline};
+        let silent = BTreeMap::new();
+        assert_eq!(judged_node_variant(&silent, "amd64", AnyLevel), None);
+        assert_eq!(
+            judged_node_variant(&silent, "amd64", Baseline).as_deref(),
+            Some("v1")
+        );
+        // Only x86-64 levels: an arm64 node that says nothing runs every build.
+        assert_eq!(judged_node_variant(&silent, "arm64", Baseline), None);
+        // A node that says its level is read as it says.
+        let nfd_v3 = labels(&[V2_DEFAULT, V3_DEFAULT], &[]);
+        assert_eq!(
+            judged_node_variant(&nfd_v3, "amd64", Baseline).as_deref(),
+            Some("v3")
+        );
+        // x86-64-v3 alternatives: a silent node qualifies only under AnyLevel.
+        assert_eq!(x86_64_level_alternatives(3, AnyLevel).len(), 4);
+        assert_eq!(x86_64_level_alternatives(3, Baseline).len(), 3);
     }
 }

@@ -108,3 +108,49 @@ async fn node_feature_discoverys_cpuid_labels_give_the_level_of_an_unlabelled_no
     .await;
     runtime.shutdown().await.unwrap();
 }
+
+/// `binaryInspection.unknownNodeLevel`: with `Baseline` an amd64 node whose level nothing
+/// says is refused by name for an x86-64-v3 image; back to `AnyLevel`, the waiting pod
+/// is placed there (a configuration change requeues it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_unknown_level_is_the_baseline_when_so_configured() {
+    let server = FakeApiServer::start().await;
+    let unknown_means = |meaning: &str| {
+        serde_json::json!({"metadata": {"name": "cluster"}, "spec": {"plugins": {
+            "binaryInspection": {"enabled": true, "unknownNodeLevel": meaning}}}})
+    };
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        unknown_means("Baseline"),
+    );
+    server.apply("nodes", node("silent", "amd64", "4"));
+    server.apply("nodes", amd64_of_level("amd-v3", "v3"));
+    server.apply("pods", pod("first", "ubi10:1", "3"));
+
+    let runtime = start(&server, "a", false);
+    eventually("first bound", || node_of(&server, "first").is_some()).await;
+    assert_eq!(node_of(&server, "first").as_deref(), Some("amd-v3"));
+
+    server.apply("pods", pod("second", "ubi10:1", "3"));
+    eventually("FailedScheduling for second", || {
+        !events_for(&server, "second").is_empty()
+    })
+    .await;
+    let note = events_for(&server, "second")[0]["note"].clone();
+    assert!(
+        note.as_str().unwrap().starts_with(
+            "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) do not say their x86-64 level, taken as x86-64-v1 (unknownNodeLevel: Baseline), below x86-64-v3 needed by image ubi10:1."
+        ),
+        "{note}"
+    );
+
+    server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        unknown_means("AnyLevel"),
+    );
+    eventually("second bound on the silent node", || {
+        node_of(&server, "second").as_deref() == Some("silent")
+    })
+    .await;
+    runtime.shutdown().await.unwrap();
+}

@@ -243,6 +243,7 @@ fn the_webhook_never_routes_what_the_scheduler_refuses() {
             fallback_architecture: None,
             architecture_rule: None,
             nominated: &nominated,
+            unknown_node_level: multiarch_crd::UnknownNodeLevel::AnyLevel,
         };
         let refused = UnsupportedFeatures
             .pre_filter(&ctx, &mut CycleState::new())

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use multiarch_crd::names::ANNOTATION_ARCHITECTURE_RULE;
 use multiarch_crd::{
-    Architecture, ClusterPlugins,
+    Architecture, ClusterPlugins, UnknownNodeLevel,
     names::{
         ANNOTATION_INSPECT_ERROR, ANNOTATION_SOURCES, LABEL_FALLBACK, LABEL_INSPECT_ERROR,
         LABEL_INSPECT_ERROR_COUNT, LABEL_NODE_AFFINITY, LABEL_PREFERRED_NODE_AFFINITY,
@@ -212,9 +212,14 @@ fn inspection_failed(
 }
 
 /// The pod's required affinity set to the architectures its images share, and said.
-fn constrain_to(pod: &mut Pod, platforms: &[Platform], events: &mut Vec<GateEvent>) {
+fn constrain_to(
+    pod: &mut Pod,
+    platforms: &[Platform],
+    unknown: UnknownNodeLevel,
+    events: &mut Vec<GateEvent>,
+) {
     // Only pods without their own architecture constraint get here.
-    let requirement = match constrain(pod, platforms) {
+    let requirement = match constrain(pod, platforms, unknown) {
         Constrained::Architectures(archs) => ArchRequirement::In(archs),
         _ => ArchRequirement::NoSupportedArch,
     };
@@ -308,7 +313,13 @@ pub fn process(
                 "The pod's images are operator bundle images (manifests, never executed): they run on every architecture, so no architecture constraint was set".into(),
             ));
         }
-        Inspection::Compatible(platforms) => constrain_to(&mut pod, &platforms, &mut events),
+        Inspection::Compatible(platforms) => {
+            let unknown = inputs.cluster_plugins.map_or(
+                UnknownNodeLevel::AnyLevel,
+                ClusterPlugins::unknown_node_level,
+            );
+            constrain_to(&mut pod, &platforms, unknown, &mut events);
+        }
         Inspection::Failed(error) => {
             if let Some(attempts) = inspection_failed(&mut pod, inputs, &error, &mut events) {
                 return Some(Processed {

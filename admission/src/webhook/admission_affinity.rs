@@ -19,6 +19,7 @@ use super::{
     sent_fields::{SentField, SentFields},
 };
 use multiarch_crd::names::ANNOTATION_SOURCES;
+use multiarch_crd::{ClusterPlugins, UnknownNodeLevel};
 
 /// What admission did about the constraint, for the metric and the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +80,11 @@ pub fn constraint_patch(
     platforms: &[Platform],
 ) -> (Vec<Value>, AdmissionAffinityResult) {
     let mut constrained = pod.clone();
-    let result = match constrain(&mut constrained, platforms) {
+    let unknown = config.cluster_plugins.as_ref().map_or(
+        UnknownNodeLevel::AnyLevel,
+        ClusterPlugins::unknown_node_level,
+    );
+    let result = match constrain(&mut constrained, platforms, unknown) {
         Constrained::Architectures(_) => AdmissionAffinityResult::Set,
         Constrained::NoSupportedArch | Constrained::PinContradicted => {
             AdmissionAffinityResult::Unsatisfiable

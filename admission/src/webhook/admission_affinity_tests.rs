@@ -117,3 +117,41 @@ fn a_compatible_user_pin_is_left_alone() {
     assert_eq!(result, AdmissionAffinityResult::UserPinned);
     assert!(ops.is_empty(), "{ops:?}");
 }
+
+/// `binaryInspection.unknownNodeLevel: Baseline`: a node whose level nothing says is not
+/// among the amd64 nodes an x86-64-v3 build may go to; by default it is.
+#[test]
+fn a_node_of_unknown_level_is_left_out_of_the_level_terms_when_taken_as_the_baseline() {
+    let v3 = [Platform::new("linux", "amd64", Some("v3"))];
+    let silent_node_term = json!({"key": "feature.node.kubernetes.io/cpu-cpuid.CMPXCHG8", "operator": "NotIn", "values": ["true"]});
+    let terms = |config: &WebhookConfig| {
+        let (pod, result) = admitted(1, config, &v3);
+        assert_eq!(result, AdmissionAffinityResult::Set);
+        pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let names_silent_nodes = |terms: &[Value]| {
+        terms.iter().any(|t| {
+            t["matchExpressions"]
+                .as_array()
+                .unwrap()
+                .contains(&silent_node_term)
+        })
+    };
+    let by_default = terms(&config());
+    assert_eq!(by_default.len(), 4);
+    assert!(names_silent_nodes(&by_default));
+
+    let mut baseline = config();
+    baseline.cluster_plugins = Some(
+        serde_json::from_value::<ClusterPlugins>(json!({"binaryInspection": {
+            "enabled": true, "unknownNodeLevel": "Baseline"}}))
+        .unwrap(),
+    );
+    let taken_as_baseline = terms(&baseline);
+    assert_eq!(taken_as_baseline.len(), 3);
+    assert!(!names_silent_nodes(&taken_as_baseline));
+}

@@ -17,10 +17,9 @@ use tracing::{info, warn};
 
 use super::{
     HandlerContext, NODE_ARCH_LABEL,
-    correction::verdict::node_platform,
     message::{Failure, message},
 };
-use multiarch_crd::names::{EXEC_FORMAT_ERROR_LABEL, NODE_VARIANT_LABEL};
+use multiarch_crd::names::EXEC_FORMAT_ERROR_LABEL;
 
 /// How often a report waiting for the kubelet's status looks again.
 const STATUS_POLL: Duration = Duration::from_secs(1);
@@ -116,16 +115,9 @@ impl HandlerContext {
         info!(pod = %pod_name, namespace = %pod_ns, node = %node_name, message = %note, "reported exec format error");
         // The image has no build for the node: the correction may move the pod.
         if image_has_arch == Some(false)
-            && let (Some(correction), Some(arch)) = (&self.correction, &node_arch)
-            && let Err(e) = correction
-                .consider(
-                    &pod,
-                    &node_platform(
-                        arch,
-                        node.labels().get(NODE_VARIANT_LABEL).map(String::as_str),
-                    ),
-                )
-                .await
+            && let Some(correction) = &self.correction
+            && node_arch.is_some()
+            && let Err(e) = correction.consider(&pod, &node_name).await
         {
             warn!(pod = %pod_name, namespace = %pod_ns, error = %e, "cannot correct the misplaced pod; the next scan tries again");
         }

@@ -12,6 +12,7 @@ use crate::{
     image_platforms::{ImagePlatforms, PodImagePlatforms},
     model::{cluster::ClusterState, node::NodeInfo, pod::PodInfo},
 };
+use multiarch_crd::UnknownNodeLevel;
 use multiarch_policy::platform::{
     Platform, compatible_platforms, describe, node_is_compatible, platform_bit, platform_bits,
     variant_level, variant_need, variants_are_levels,
@@ -36,6 +37,9 @@ pub struct CompatiblePlatforms {
     /// of its architecture whose own variant is too low fails, naming the image that
     /// needs it. Empty in the common case, where the bit test alone decides.
     variant_reasons: Vec<(Platform, Reason)>,
+    /// Set when an amd64 node whose level nothing says is taken as x86-64-v1
+    /// (`unknownNodeLevel: Baseline`) and the images need a level: why such a node fails.
+    unknown_level_reason: Option<Reason>,
 }
 
 impl CompatiblePlatforms {
@@ -44,6 +48,10 @@ impl CompatiblePlatforms {
     pub fn admits(&self, node: &NodeInfo) -> bool {
         if self.platforms.is_empty() {
             return true;
+        }
+        if self.judged_as_baseline(node) {
+            let baseline = Platform::new(&node.platform.os, "amd64", Some("v1"));
+            return node_is_compatible(&self.platforms, &baseline);
         }
         match (self.bits, node.platform_bit) {
             (Some(bits), Some(bit)) => {
@@ -56,9 +64,21 @@ impl CompatiblePlatforms {
         }
     }
 
+    /// Whether `node` is an amd64 node whose level nothing says, judged as x86-64-v1.
+    fn judged_as_baseline(&self, node: &NodeInfo) -> bool {
+        self.unknown_level_reason.is_some()
+            && node.platform.variant.is_none()
+            && node.platform.architecture == "amd64"
+    }
+
     /// Why the node cannot take the pod: its architecture's variant (level) when the
     /// images have builds for the architecture, the architectures otherwise.
     fn refusal(&self, node: &NodeInfo) -> &Reason {
+        if self.judged_as_baseline(node)
+            && let Some(reason) = &self.unknown_level_reason
+        {
+            return reason;
+        }
         self.variant_reasons
             .iter()
             .find(|(p, _)| p.os == node.platform.os && p.architecture == node.platform.architecture)
@@ -95,6 +115,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             fallback_used: false,
             decided_by: Some(decision.describe()),
             variant_reasons: Vec::new(),
+            unknown_level_reason: None,
         });
     }
     let failed: Vec<String> = ctx
@@ -116,6 +137,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
                 fallback_used: true,
                 decided_by: None,
                 variant_reasons: Vec::new(),
+                unknown_level_reason: None,
             });
         }
         let mut status = Status::unschedulable(format!(
@@ -135,6 +157,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             decided_by: None,
             reason: Reason::Static(""),
             variant_reasons: Vec::new(),
+            unknown_level_reason: None,
         });
     }
     let platforms = compatible_platforms(&containers);
@@ -161,10 +184,13 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             per_container.join("; ")
         )));
     }
+    let variant_reasons = variant_reasons(&platforms, ctx.images);
+    let unknown_level_reason = unknown_level_reason(ctx.unknown_node_level, &variant_reasons);
     Ok(CompatiblePlatforms {
         bits: Some(platform_bits(&platforms)),
         reason: with_left_out(mismatch_reason(&platforms, false), ctx.images),
-        variant_reasons: variant_reasons(&platforms, ctx.images),
+        variant_reasons,
+        unknown_level_reason,
         platforms,
         fallback_used: false,
         decided_by: None,
@@ -202,6 +228,32 @@ fn variant_reasons(platforms: &[Platform], images: &PodImagePlatforms) -> Vec<(P
             Some((platform.clone(), Reason::Shared(text.into())))
         })
         .collect()
+}
+
+/// Why an amd64 node whose level nothing says is refused when such nodes are taken as
+/// x86-64-v1: the level refusal of the amd64 build, said of such a node. `None` when such
+/// nodes run every level, or no amd64 build needs a level above the baseline.
+fn unknown_level_reason(
+    unknown: UnknownNodeLevel,
+    variant_reasons: &[(Platform, Reason)],
+) -> Option<Reason> {
+    if unknown != UnknownNodeLevel::Baseline {
+        return None;
+    }
+    let (_, below) = variant_reasons.iter().find(|(p, _)| {
+        p.architecture == "amd64"
+            && p.variant
+                .as_deref()
+                .and_then(variant_level)
+                .is_some_and(|level| level > 1)
+    })?;
+    let needed = below.as_str().strip_prefix("node(s) are below ")?;
+    Some(Reason::Shared(
+        format!(
+            "node(s) do not say their x86-64 level, taken as x86-64-v1 (unknownNodeLevel: Baseline), below {needed}"
+        )
+        .into(),
+    ))
 }
 
 /// The mismatch `reason`, naming the builds left out as mislabelled: the nodes of their

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use multiarch_crd::ClusterPlugins;
+use multiarch_crd::{ClusterPlugins, UnknownNodeLevel};
 use multiarch_policy::architecture_rules::ArchitectureRules;
 use multiarch_policy::pod_configs::NamespacedConfigs;
 
@@ -33,5 +33,14 @@ impl PlacementInputs {
             configs,
             fallback_architecture,
         }
+    }
+
+    /// What an amd64 node whose x86-64 level nothing says runs
+    /// (`binaryInspection.unknownNodeLevel`).
+    pub fn unknown_node_level(&self) -> UnknownNodeLevel {
+        self.cluster_plugins.as_ref().map_or(
+            UnknownNodeLevel::AnyLevel,
+            ClusterPlugins::unknown_node_level,
+        )
     }
 }

@@ -351,6 +351,7 @@ impl SchedulerCore {
                 fallback_architecture: self.inputs.fallback_architecture.as_deref(),
                 architecture_rule: rule.as_ref(),
                 nominated: &self.nominated,
+                unknown_node_level: self.inputs.unknown_node_level(),
             };
             let every_score = audit
                 .as_mut()

@@ -312,6 +312,38 @@ fn the_required_affinity_carries_os_and_variant() {
     );
 }
 
+/// `binaryInspection.unknownNodeLevel: Baseline`: the gate path writes the x86-64-v3
+/// terms without the one for nodes whose level nothing says.
+#[test]
+fn the_level_terms_leave_out_nodes_of_unknown_level_when_taken_as_the_baseline() {
+    let v3 = || Inspection::Compatible(vec![Platform::new("linux", "amd64", Some("v3"))]);
+    let silent_node_term = json!({"key": "feature.node.kubernetes.io/cpu-cpuid.CMPXCHG8", "operator": "NotIn", "values": ["true"]});
+    let names_silent_nodes = |terms: &serde_json::Value| {
+        terms.as_array().unwrap().iter().any(|t| {
+            t["matchExpressions"]
+                .as_array()
+                .unwrap()
+                .contains(&silent_node_term)
+        })
+    };
+    let by_default = required_terms(
+        &process(&gated(json!({})), &inputs(None, None), v3())
+            .unwrap()
+            .pod,
+    );
+    assert_eq!(by_default.as_array().unwrap().len(), 4);
+    assert!(names_silent_nodes(&by_default));
+
+    let baseline: ClusterPlugins = serde_json::from_value(
+        json!({"binaryInspection": {"enabled": true, "unknownNodeLevel": "Baseline"}}),
+    )
+    .unwrap();
+    let done = process(&gated(json!({})), &inputs(Some(&baseline), None), v3()).unwrap();
+    let taken_as_baseline = required_terms(&done.pod);
+    assert_eq!(taken_as_baseline.as_array().unwrap().len(), 3);
+    assert!(!names_silent_nodes(&taken_as_baseline));
+}
+
 #[test]
 fn a_rule_decides_without_inspection_and_names_itself() {
     let config: PodPlacementConfig = serde_json::from_value(json!({

@@ -28,7 +28,7 @@ use kube::{
     runtime::reflector::Store,
 };
 use multiarch_crd::{
-    ClusterPodPlacementConfig, MisplacedPodCorrection,
+    ClusterPlugins, ClusterPodPlacementConfig, MisplacedPodCorrection, UnknownNodeLevel,
     names::{LABEL_MISPLACED, SINGLETON_NAME},
 };
 use multiarch_inspector::{ImageInspector, ImageRef, InspectRequest};
@@ -79,6 +79,8 @@ pub struct Correction {
 struct Settings {
     plugin: MisplacedPodCorrection,
     selector: Option<LabelSelector>,
+    /// What an amd64 node whose level nothing says runs (`binaryInspection`).
+    unknown_node_level: UnknownNodeLevel,
 }
 
 impl Correction {
@@ -128,8 +130,13 @@ impl Correction {
                 limit(plugin.max_evictions_per_minute),
                 limit(plugin.max_evictions_per_controller_per_minute),
             );
+        let unknown_node_level = cppc.spec.plugins.as_ref().map_or(
+            UnknownNodeLevel::AnyLevel,
+            ClusterPlugins::unknown_node_level,
+        );
         Ok(Some(Settings {
             plugin,
+            unknown_node_level,
             selector: cppc
                 .spec
                 .namespace_selector
@@ -138,14 +145,18 @@ impl Correction {
         }))
     }
 
-    /// Looks at `pod` on a node of platform `node` (an exec format error was reported
-    /// there).
-    pub async fn consider(&self, pod: &Pod, node: &Platform) -> Result<Judgement, kube::Error> {
+    /// Looks at `pod` on node `node_name` (an exec format error was reported there),
+    /// the node's platform read as the scan reads it.
+    pub async fn consider(&self, pod: &Pod, node_name: &str) -> Result<Judgement, kube::Error> {
         let Some(settings) = self.settings().await? else {
             return Ok(Judgement::Off);
         };
-        let Some(nodes) = self.node_platforms().await else {
+        let Some(nodes) = self.node_platforms(settings.unknown_node_level).await else {
             return Ok(Judgement::Unknown);
+        };
+        let Some(node) = nodes.get(node_name) else {
+            // Gone, or without an architecture label: nothing to judge it by.
+            return Ok(Judgement::Placed);
         };
         let platforms = distinct(nodes.values());
         self.judge(pod, node, &settings, &platforms).await

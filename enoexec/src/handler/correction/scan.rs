@@ -9,8 +9,8 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt, api::ListParams, core::PartialObjectMeta};
-use multiarch_crd::names::NODE_ARCH_LABEL;
-use multiarch_policy::node_level::node_variant;
+use multiarch_crd::{UnknownNodeLevel, names::NODE_ARCH_LABEL};
+use multiarch_policy::node_level::judged_node_variant;
 use multiarch_policy::platform::Platform;
 use tracing::{info, warn};
 
@@ -30,7 +30,7 @@ impl Correction {
         let Some(settings) = self.settings().await? else {
             return Ok(Vec::new());
         };
-        let Some(nodes) = self.node_platforms().await else {
+        let Some(nodes) = self.node_platforms(settings.unknown_node_level).await else {
             return Ok(Vec::new());
         };
         let platforms = distinct(nodes.values());
@@ -121,10 +121,13 @@ impl Correction {
         Ok(chosen)
     }
 
-    /// Each node's platform (its architecture and level labels), once the node watch has
-    /// listed them (`None` before: an empty cluster is not read from a watch that has not
-    /// answered yet).
-    pub(super) async fn node_platforms(&self) -> Option<BTreeMap<String, Platform>> {
+    /// Each node's platform (its architecture and level labels, a level nothing says
+    /// read as `unknown` says), once the node watch has listed them (`None` before: an
+    /// empty cluster is not read from a watch that has not answered yet).
+    pub(super) async fn node_platforms(
+        &self,
+        unknown: UnknownNodeLevel,
+    ) -> Option<BTreeMap<String, Platform>> {
         if tokio::time::timeout(NODES_LISTED, self.nodes.wait_until_ready())
             .await
             .is_err()
@@ -141,7 +144,7 @@ impl Correction {
                     let arch = labels.get(NODE_ARCH_LABEL)?;
                     Some((
                         n.metadata.name.clone()?,
-                        node_platform(arch, node_variant(labels, arch).as_deref()),
+                        node_platform(arch, judged_node_variant(labels, arch, unknown).as_deref()),
                     ))
                 })
                 .collect(),

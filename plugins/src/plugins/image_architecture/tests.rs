@@ -300,3 +300,40 @@ fn an_image_whose_every_build_is_left_out_runs_nowhere_and_says_why() {
         )
     );
 }
+
+#[test]
+fn a_node_of_unknown_level_is_refused_by_name_when_taken_as_the_baseline() {
+    let mut f = fixture(vec![("quay.io/ubi10:1", known(&["amd64/v3", "arm64"]))]);
+    let silent = NodeBuilder::new("silent", "amd64").info();
+    let v3 = NodeBuilder::new("v3", "amd64")
+        .label(NODE_VARIANT_LABEL, "v3")
+        .info();
+    let arm = NodeBuilder::new("arm", "arm64").info();
+    // By default a node that says nothing runs every level.
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+    assert!(ImageArchitecture.filter(&ctx, &state, &silent).is_success());
+
+    f.unknown_node_level = multiarch_crd::UnknownNodeLevel::Baseline;
+    let ctx = f.ctx();
+    let mut state = CycleState::new();
+    assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+    let status = ImageArchitecture.filter(&ctx, &state, &silent);
+    assert_eq!(status.code, Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        status.message(),
+        "node(s) do not say their x86-64 level, taken as x86-64-v1 (unknownNodeLevel: Baseline), below x86-64-v3 needed by image quay.io/ubi10:1"
+    );
+    assert!(ImageArchitecture.filter(&ctx, &state, &v3).is_success());
+    // Other architectures' nodes that say nothing are not concerned.
+    assert!(ImageArchitecture.filter(&ctx, &state, &arm).is_success());
+
+    // An image that needs no level runs on the silent node either way.
+    let mut plain = fixture(vec![("quay.io/app:1", known(&["amd64"]))]);
+    plain.unknown_node_level = multiarch_crd::UnknownNodeLevel::Baseline;
+    let ctx = plain.ctx();
+    let mut state = CycleState::new();
+    assert!(ImageArchitecture.pre_filter(&ctx, &mut state).is_success());
+    assert!(ImageArchitecture.filter(&ctx, &state, &silent).is_success());
+}
