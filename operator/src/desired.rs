@@ -254,6 +254,51 @@ mod tests {
         assert!(keys.iter().any(|k| k.kind == "DaemonSet"));
     }
 
+    /// `plugins.binaryInspection` on: the inspector's Deployment reads binaries.
+    #[test]
+    fn binary_inspection_turns_the_inspectors_reading_on() {
+        let settings = Settings::default();
+        let target = Target {
+            scheduler: true,
+            enoexec_daemon: false,
+            enoexec_handler: false,
+            routing: Some(PlacementMode::Scheduler),
+            draining_scheduler: false,
+            draining_enoexec: false,
+        };
+        let inspector_args = |spec: &ClusterPodPlacementConfigSpec| {
+            let objects = objects(&Wanted {
+                settings: &settings,
+                spec,
+                target: &target,
+                owner: &Owner { uid: "u-1".into() },
+                ca_bundle: "Q0E=",
+                webhook_tls: &SecretData::new(),
+                inspector_tls: &SecretData::new(),
+                inspector_client_tls: &SecretData::new(),
+                apis: OptionalApis::default(),
+                previous_scheduler_names: &[],
+            })
+            .unwrap();
+            let deployment = objects
+                .iter()
+                .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == install::INSPECTOR)
+                .unwrap()
+                .clone();
+            deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .clone()
+        };
+        let off = ClusterPodPlacementConfigSpec::default();
+        assert!(!inspector_args(&off).contains(&serde_json::json!("--read-binaries")));
+        let on: ClusterPodPlacementConfigSpec = serde_json::from_value(
+            serde_json::json!({"plugins": {"binaryInspection": {"enabled": true}}}),
+        )
+        .unwrap();
+        assert!(inspector_args(&on).contains(&serde_json::json!("--read-binaries")));
+    }
+
     #[test]
     fn kinds_the_cluster_does_not_serve_are_never_keys() {
         let settings = Settings::default();
