@@ -165,7 +165,8 @@ impl BinaryReads {
                 .set(i64::try_from(state.under_way.len()).unwrap_or(i64::MAX));
         }
         for entry in to_start {
-            self.start(&info.image, entry.clone(), read(&entry));
+            let future = read(&entry);
+            self.start(&info.image, entry, future);
         }
         if changed {
             Arc::new(annotated)

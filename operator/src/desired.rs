@@ -189,17 +189,22 @@ mod tests {
     use super::*;
     use crate::apply::MANAGED_BY;
 
-    #[test]
-    fn the_webhook_configuration_comes_last_and_everything_is_owned() {
-        let settings = Settings::default();
-        let target = Target {
+    /// Scheduler mode routed, without the exec-format-error components.
+    fn scheduler_mode() -> Target {
+        Target {
             scheduler: true,
             enoexec_daemon: false,
             enoexec_handler: false,
             routing: Some(PlacementMode::Scheduler),
             draining_scheduler: false,
             draining_enoexec: false,
-        };
+        }
+    }
+
+    #[test]
+    fn the_webhook_configuration_comes_last_and_everything_is_owned() {
+        let settings = Settings::default();
+        let target = scheduler_mode();
         let objects = objects(&Wanted {
             settings: &settings,
             spec: &ClusterPodPlacementConfigSpec::default(),
@@ -258,14 +263,7 @@ mod tests {
     #[test]
     fn binary_inspection_turns_the_inspectors_reading_on() {
         let settings = Settings::default();
-        let target = Target {
-            scheduler: true,
-            enoexec_daemon: false,
-            enoexec_handler: false,
-            routing: Some(PlacementMode::Scheduler),
-            draining_scheduler: false,
-            draining_enoexec: false,
-        };
+        let target = scheduler_mode();
         let inspector_args = |spec: &ClusterPodPlacementConfigSpec| {
             let objects = objects(&Wanted {
                 settings: &settings,

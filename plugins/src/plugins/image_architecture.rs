@@ -38,7 +38,8 @@ pub struct CompatiblePlatforms {
     /// needs it. Empty in the common case, where the bit test alone decides.
     variant_reasons: Vec<(Platform, Reason)>,
     /// Set when an amd64 node whose level nothing says is taken as x86-64-v1
-    /// (`unknownNodeLevel: Baseline`) and the images need a level: why such a node fails.
+    /// (`unknownNodeLevel: Baseline`) and the images need a level above it: why such a
+    /// node fails. Whether it is set decides; its text only says why.
     unknown_level_reason: Option<Reason>,
 }
 
@@ -247,7 +248,9 @@ fn unknown_level_reason(
                 .and_then(variant_level)
                 .is_some_and(|level| level > 1)
     })?;
-    let needed = below.as_str().strip_prefix("node(s) are below ")?;
+    // The text only: a refusal worded otherwise is said whole, never dropped.
+    let why = below.as_str();
+    let needed = why.strip_prefix("node(s) are below ").unwrap_or(why);
     Some(Reason::Shared(
         format!(
             "node(s) do not say their x86-64 level, taken as x86-64-v1 (unknownNodeLevel: Baseline), below {needed}"
