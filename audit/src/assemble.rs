@@ -62,13 +62,15 @@ mod tests {
     use std::collections::BTreeMap;
 
     use k8s_openapi::api::core::v1::Node;
+    use multiarch_crd::UnknownNodeLevel;
     use serde_json::json;
 
     use super::*;
     use crate::cluster::ClusterWorkloads;
 
-    #[test]
-    fn pods_on_nodes_their_images_lack_are_misplaced_now() {
+    /// The pods judged misplaced now, (pod, node's platform), with nodes that do not say
+    /// their x86-64 level read as `unknown` says.
+    fn misplaced_now(unknown: UnknownNodeLevel) -> Vec<(String, String)> {
         let template = json!({"spec": {"containers": [{"name": "app", "image": "amd-only:1"}]}});
         let pod = |name: &str, node: &str, image: &str| {
             json!({"kind": "Pod",
@@ -109,7 +111,7 @@ mod tests {
                 "feature.node.kubernetes.io/cpu-cpuid.AVX": "true"}}}))
             .unwrap(),
         ];
-        let cluster = ClusterWorkloads::read(objects, &nodes).unwrap();
+        let cluster = ClusterWorkloads::read(objects, &nodes, unknown).unwrap();
         let known = BTreeMap::from([
             ("amd-only:1", vec![Platform::linux("amd64")]),
             ("ubi10:1", vec![Platform::new("linux", "amd64", Some("v3"))]),
@@ -130,18 +132,43 @@ mod tests {
             &lookup,
         );
         assert_eq!(audits.len(), 1);
-        let pods: Vec<(&str, &str)> = audits[0]
+        audits[0]
             .misplaced_pods
             .iter()
-            .map(|p| (p.pod.as_str(), p.architecture.as_str()))
-            .collect();
+            .map(|p| (p.pod.clone(), p.architecture.clone()))
+            .collect()
+    }
+
+    fn pairs(pods: &[(&str, &str)]) -> Vec<(String, String)> {
+        pods.iter()
+            .map(|(p, a)| ((*p).to_owned(), (*a).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn pods_on_nodes_their_images_lack_are_misplaced_now() {
         assert_eq!(
-            pods,
-            [
+            misplaced_now(UnknownNodeLevel::AnyLevel),
+            pairs(&[
                 ("on-arm", "arm64"),
                 ("v3-on-v2", "amd64/v2"),
                 ("v3-on-nfd-v2", "amd64/v2")
-            ]
+            ])
+        );
+    }
+
+    #[test]
+    fn under_baseline_a_node_that_says_no_level_runs_only_v1_builds() {
+        // The unlabelled amd64 node, read as x86-64-v1: the v3 pod there is misplaced
+        // too, as the scheduler and the correction judge it.
+        assert_eq!(
+            misplaced_now(UnknownNodeLevel::Baseline),
+            pairs(&[
+                ("on-arm", "arm64"),
+                ("v3-on-amd", "amd64/v1"),
+                ("v3-on-v2", "amd64/v2"),
+                ("v3-on-nfd-v2", "amd64/v2")
+            ])
         );
     }
 

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use multiarch_crd::names::NODE_ARCH_LABEL;
-use multiarch_policy::node_level::node_variant;
+use multiarch_crd::{UnknownNodeLevel, names::NODE_ARCH_LABEL};
+use multiarch_policy::node_level::judged_node_variant;
 use serde_json::Value;
 
 use crate::workloads::{ContainerRef, ImageQuery, Manifests, WorkloadError, containers_of};
@@ -21,7 +21,9 @@ pub struct RunningPod {
     pub node: String,
     /// The node's `kubernetes.io/arch`.
     pub architecture: String,
-    /// The node's `multiarch.openshift.io/arch-variant` (its x86-64 level, say).
+    /// The node's `multiarch.openshift.io/arch-variant` (its x86-64 level, say), or the
+    /// level node-feature-discovery's labels show, or what an amd64 node that says nothing
+    /// is taken to run (`v1` under `unknownNodeLevel: Baseline`).
     pub variant: Option<String>,
     pub containers: Vec<ContainerRef>,
     /// One per container: the images as the pod runs them (a rollout may be halfway).
@@ -59,8 +61,13 @@ fn kind_of(object: &Value) -> &str {
 
 impl ClusterWorkloads {
     /// Reads `objects` (every object of the workload kinds, pods included, each with its
-    /// `kind`) and `nodes`.
-    pub fn read(objects: Vec<Value>, nodes: &[Node]) -> Result<Self, WorkloadError> {
+    /// `kind`) and `nodes`, an amd64 node that does not say its x86-64 level read as
+    /// `unknown` says (as placement reads it).
+    pub fn read(
+        objects: Vec<Value>,
+        nodes: &[Node],
+        unknown: UnknownNodeLevel,
+    ) -> Result<Self, WorkloadError> {
         let mut architectures: BTreeMap<String, usize> = BTreeMap::new();
         let mut node_arch: HashMap<&str, (&str, Option<String>)> = HashMap::new();
         for node in nodes {
@@ -69,7 +76,7 @@ impl ClusterWorkloads {
             };
             let arch = labels.get(NODE_ARCH_LABEL);
             if let (Some(name), Some(arch)) = (node.metadata.name.as_deref(), arch) {
-                node_arch.insert(name, (arch, node_variant(labels, arch)));
+                node_arch.insert(name, (arch, judged_node_variant(labels, arch, unknown)));
                 *architectures.entry(arch.clone()).or_default() += 1;
             }
         }
@@ -190,9 +197,12 @@ mod tests {
 
     #[test]
     fn owned_objects_are_audited_as_the_top_of_their_chain() {
-        let cluster =
-            ClusterWorkloads::read(objects(), &[node("arm-1", "arm64"), node("amd-1", "amd64")])
-                .unwrap();
+        let cluster = ClusterWorkloads::read(
+            objects(),
+            &[node("arm-1", "arm64"), node("amd-1", "amd64")],
+            UnknownNodeLevel::AnyLevel,
+        )
+        .unwrap();
         let ids: Vec<String> = cluster.manifests.workloads.iter().map(|w| w.id()).collect();
         assert_eq!(
             ids,
@@ -238,7 +248,12 @@ mod tests {
         let mut a = pod("a", Some(("Pod", "b")), "amd-1", "Running");
         a["kind"] = json!("Pod");
         let b = pod("b", Some(("Pod", "a")), "amd-1", "Running");
-        let cluster = ClusterWorkloads::read(vec![a, b], &[node("amd-1", "amd64")]).unwrap();
+        let cluster = ClusterWorkloads::read(
+            vec![a, b],
+            &[node("amd-1", "amd64")],
+            UnknownNodeLevel::AnyLevel,
+        )
+        .unwrap();
         assert_eq!(cluster.running.len(), 2);
         assert!(cluster.manifests.workloads.is_empty());
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use multiarch_crd::ClusterPodPlacementConfig;
+use multiarch_crd::{ClusterPodPlacementConfig, UnknownNodeLevel};
 
 pub use crate::summary::{ArchitectureSummary, BlockingImage};
 use crate::{
@@ -42,6 +42,10 @@ pub struct AuditReport {
     /// Live cluster: its nodes per `kubernetes.io/arch`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_nodes: Option<BTreeMap<String, usize>>,
+    /// Live cluster: what an amd64 node that does not say its x86-64 level was read to
+    /// run when judging the pods running now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_node_level: Option<UnknownNodeLevel>,
     pub workloads: Vec<WorkloadAudit>,
     pub verdicts: VerdictCounts,
     pub architectures: Vec<ArchitectureSummary>,
@@ -118,6 +122,7 @@ impl AuditReport {
             api_version: REPORT_API_VERSION,
             targets,
             cluster_nodes: None,
+            unknown_node_level: None,
             workloads,
             verdicts,
             architectures,
@@ -138,6 +143,13 @@ impl AuditReport {
     #[must_use]
     pub fn with_cluster_nodes(mut self, nodes: BTreeMap<String, usize>) -> Self {
         self.cluster_nodes = Some(nodes);
+        self
+    }
+
+    /// The report of a live cluster whose silent amd64 nodes were read as `unknown` says.
+    #[must_use]
+    pub fn with_unknown_node_level(mut self, unknown: UnknownNodeLevel) -> Self {
+        self.unknown_node_level = Some(unknown);
         self
     }
 
@@ -231,6 +243,12 @@ impl AuditReport {
                 per_arch.join(", "),
                 v.misplaced_now
             ));
+            if self.unknown_node_level == Some(UnknownNodeLevel::Baseline) {
+                lines.push(
+                    "amd64 nodes that do not say their x86-64 level are read as x86-64-v1 (unknownNodeLevel: Baseline)"
+                        .into(),
+                );
+            }
         }
         for a in &self.architectures {
             let mut line = format!(
@@ -439,6 +457,40 @@ metadata: {name: c}
         assert!(report.to_table().contains(
             "Suggested ClusterPodPlacementConfig:\n---\napiVersion: multiarch.openshift.io/v1beta1"
         ));
+    }
+
+    #[test]
+    fn a_cluster_read_under_baseline_says_so() {
+        let nodes = BTreeMap::from([("amd64".to_owned(), 2)]);
+        let any = report()
+            .with_cluster_nodes(nodes.clone())
+            .with_unknown_node_level(UnknownNodeLevel::AnyLevel);
+        let baseline = report()
+            .with_cluster_nodes(nodes)
+            .with_unknown_node_level(UnknownNodeLevel::Baseline);
+        let line = "amd64 nodes that do not say their x86-64 level are read as x86-64-v1 (unknownNodeLevel: Baseline)";
+        assert!(!any.to_table().contains(line), "{}", any.to_table());
+        assert!(
+            baseline.to_table().contains(line),
+            "{}",
+            baseline.to_table()
+        );
+        assert!(baseline.to_markdown().contains(&format!("- {line}")));
+        assert_eq!(
+            serde_json::to_value(&any).unwrap()["unknownNodeLevel"],
+            "AnyLevel"
+        );
+        assert_eq!(
+            serde_json::to_value(&baseline).unwrap()["unknownNodeLevel"],
+            "Baseline"
+        );
+        // Manifests only: nothing was read from nodes, nothing said.
+        assert!(
+            serde_json::to_value(report())
+                .unwrap()
+                .get("unknownNodeLevel")
+                .is_none()
+        );
     }
 
     #[test]

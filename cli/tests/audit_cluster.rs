@@ -382,3 +382,70 @@ async fn an_api_server_error_ends_the_audit_with_its_reason() {
     assert!(stderr.contains("cannot list cronjobs"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+/// Pods running now on an amd64 node that does not say its x86-64 level are judged as
+/// placement judges them: the ClusterPodPlacementConfig's `unknownNodeLevel`, or the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_unknown_level_is_read_as_placement_reads_it() {
+    let cluster = cluster().await;
+    let v3 = push_image(
+        &cluster.public,
+        "shop/ubi10",
+        "linux",
+        "amd64",
+        Some("v3"),
+        false,
+        None,
+    )
+    .await;
+    push_index(
+        &cluster.public,
+        "shop/ubi10",
+        "1",
+        false,
+        &[(v3, platform("linux", "amd64", Some("v3")), None)],
+    )
+    .await;
+    let image = format!("{}/shop/ubi10:1", cluster.public.addr);
+    // amd-1 carries neither multiarch's level label nor NFD's CPUID labels.
+    deployment(&cluster.server, "shop", "modern", &image, &["amd-1"]);
+    let misplaced =
+        |report: &Value| workload(report, "shop/Deployment/modern")["misplacedPods"].clone();
+
+    // The ClusterPodPlacementConfig says nothing: every level.
+    let read = report(&audit(&cluster, &["-o", "json"]).await);
+    assert_eq!(read["unknownNodeLevel"], "AnyLevel");
+    assert_eq!(misplaced(&read), Value::Null, "{read}");
+
+    // binaryInspection takes such nodes as the baseline: the v3 pod is misplaced there.
+    cluster.server.apply(
+        "multiarch.openshift.io/clusterpodplacementconfigs",
+        json!({"apiVersion": "multiarch.openshift.io/v1beta1", "kind": "ClusterPodPlacementConfig",
+               "metadata": {"name": "cluster"},
+               "spec": {"namespaceSelector": {"matchLabels": {"team": "shop"}},
+                        "plugins": {"binaryInspection": {"enabled": true, "unknownNodeLevel": "Baseline"}}}}),
+    );
+    let read = report(&audit(&cluster, &["-o", "json"]).await);
+    assert_eq!(read["unknownNodeLevel"], "Baseline");
+    assert_eq!(
+        misplaced(&read),
+        json!([{"pod": "modern-1-0", "node": "amd-1", "architecture": "amd64/v1"}])
+    );
+    let table = String::from_utf8(audit(&cluster, &[]).await.stdout).unwrap();
+    assert!(
+        table.contains("misplaced now: modern-1-0 on amd-1 (amd64/v1)")
+            && table.contains("amd64 nodes that do not say their x86-64 level are read as x86-64-v1 (unknownNodeLevel: Baseline)"),
+        "{table}"
+    );
+
+    // The flag wins over the configuration.
+    let read = report(
+        &audit(
+            &cluster,
+            &["-o", "json", "--unknown-node-level", "AnyLevel"],
+        )
+        .await,
+    );
+    assert_eq!(read["unknownNodeLevel"], "AnyLevel");
+    assert_eq!(misplaced(&read), Value::Null, "{read}");
+}

@@ -206,6 +206,28 @@ pub enum AuditFormat {
     Markdown,
 }
 
+/// What an amd64 node that does not say its x86-64 level runs, spelled as
+/// `binaryInspection.unknownNodeLevel` spells it.
+#[cfg(feature = "audit")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnknownNodeLevelArg {
+    // No doc comments on the values: clap would print the whole help in its long form.
+    #[value(name = "AnyLevel")]
+    AnyLevel,
+    #[value(name = "Baseline")]
+    Baseline,
+}
+
+#[cfg(feature = "audit")]
+impl From<UnknownNodeLevelArg> for multiarch_crd::UnknownNodeLevel {
+    fn from(arg: UnknownNodeLevelArg) -> Self {
+        match arg {
+            UnknownNodeLevelArg::AnyLevel => multiarch_crd::UnknownNodeLevel::AnyLevel,
+            UnknownNodeLevelArg::Baseline => multiarch_crd::UnknownNodeLevel::Baseline,
+        }
+    }
+}
+
 #[cfg(feature = "audit")]
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
@@ -255,6 +277,13 @@ pub struct AuditArgs {
     /// namespaceSelector, less the namespaces and pods routing always leaves alone).
     #[arg(long, requires = "cluster")]
     pub routed_only: bool,
+
+    /// `--cluster`: what an amd64 node that does not say its x86-64 level (neither
+    /// multiarch's `arch-variant` label nor node-feature-discovery's CPUID labels) runs
+    /// when judging the pods running now [default: the ClusterPodPlacementConfig's
+    /// `binaryInspection.unknownNodeLevel`, as placement reads it; AnyLevel without one].
+    #[arg(long, value_enum, requires = "cluster", value_name = "LEVEL")]
+    pub unknown_node_level: Option<UnknownNodeLevelArg>,
 
     /// multiarch's own namespace, which routing leaves alone.
     #[arg(long, default_value = "multiarch")]

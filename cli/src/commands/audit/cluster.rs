@@ -18,7 +18,9 @@ use kube::{
     api::{ListParams, ObjectList},
 };
 use multiarch_audit::{cluster::ClusterWorkloads, routing::RoutingScope};
-use multiarch_crd::{ClusterPodPlacementConfig, PodPlacementConfig, names::SINGLETON_NAME};
+use multiarch_crd::{
+    ClusterPodPlacementConfig, PodPlacementConfig, UnknownNodeLevel, names::SINGLETON_NAME,
+};
 use serde_json::Value;
 
 /// Objects per list request.
@@ -77,10 +79,12 @@ fn values<K: Serialize>(objects: Vec<K>) -> anyhow::Result<Vec<Value>> {
         .collect()
 }
 
-/// The workloads of the cluster (or of `namespace`).
+/// The workloads of the cluster (or of `namespace`), its silent amd64 nodes read as
+/// `unknown` says.
 pub async fn read(
     client: &kube::Client,
     namespace: Option<&str>,
+    unknown: UnknownNodeLevel,
 ) -> anyhow::Result<ClusterWorkloads> {
     let mut objects = Vec::new();
     objects.extend(values(list_all::<Deployment>(client, namespace).await?)?);
@@ -95,7 +99,34 @@ pub async fn read(
     objects.extend(values(list_all::<Pod>(client, namespace).await?)?);
     objects.extend(values(pod_placement_configs(client, namespace).await?)?);
     let nodes: Vec<Node> = list_pages(&Api::all(client.clone())).await?;
-    Ok(ClusterWorkloads::read(objects, &nodes)?)
+    Ok(ClusterWorkloads::read(objects, &nodes, unknown)?)
+}
+
+/// What an amd64 node that does not say its x86-64 level runs: `flag` when given, else
+/// what placement reads (the ClusterPodPlacementConfig's `binaryInspection`), else every
+/// level. A ClusterPodPlacementConfig that cannot be read ends the audit: judged by the
+/// wrong meaning, its pods would be reported wrongly.
+pub async fn unknown_node_level(
+    client: &kube::Client,
+    flag: Option<UnknownNodeLevel>,
+) -> anyhow::Result<UnknownNodeLevel> {
+    if let Some(level) = flag {
+        return Ok(level);
+    }
+    let configs: Api<ClusterPodPlacementConfig> = Api::all(client.clone());
+    let config = match configs.get_opt(SINGLETON_NAME).await {
+        Ok(config) => config,
+        // multiarch's CRDs are not installed: nothing places by level.
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => {
+            return Err(e).context(
+                "cannot read the ClusterPodPlacementConfig (for binaryInspection.unknownNodeLevel; --unknown-node-level sets it instead)",
+            );
+        }
+    };
+    Ok(config
+        .and_then(|c| c.spec.plugins)
+        .map_or(UnknownNodeLevel::AnyLevel, |p| p.unknown_node_level()))
 }
 
 /// The PodPlacementConfigs (their architecture rules decide for workloads); none when
@@ -145,5 +176,6 @@ pub async fn routing(client: &kube::Client, own_namespace: &str) -> anyhow::Resu
 /// The cluster's nodes per `kubernetes.io/arch` (for `--bundle --cluster`).
 pub async fn node_architectures(client: &kube::Client) -> anyhow::Result<BTreeMap<String, usize>> {
     let nodes: Vec<Node> = list_pages(&Api::all(client.clone())).await?;
-    Ok(ClusterWorkloads::read(Vec::new(), &nodes)?.architectures)
+    // Only architectures are read here: the level meaning does not matter.
+    Ok(ClusterWorkloads::read(Vec::new(), &nodes, UnknownNodeLevel::AnyLevel)?.architectures)
 }

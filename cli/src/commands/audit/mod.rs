@@ -21,7 +21,7 @@ use multiarch_audit::{
     report::AuditReport,
     workloads::{ImageQuery, Manifests},
 };
-use multiarch_crd::Architecture;
+use multiarch_crd::{Architecture, UnknownNodeLevel};
 use multiarch_inspector::{
     ImageInspector, Inspector,
     binary_reads::BinaryReadingOptions,
@@ -92,20 +92,33 @@ fn with_binaries(inspector: Inspector, args: &AuditArgs) -> Inspector {
     })
 }
 
-/// The workloads to audit, the pods running now, and the cluster's nodes per
-/// architecture (live mode).
+/// What the audit read from a live cluster besides its workloads.
+struct ClusterNodes {
+    /// Nodes per architecture.
+    architectures: BTreeMap<String, usize>,
+    /// What a silent amd64 node was read to run.
+    unknown_node_level: UnknownNodeLevel,
+}
+
+/// The workloads to audit, the pods running now, and the cluster's nodes (live mode).
 async fn workloads(
     args: &AuditArgs,
     kube: Option<&kube::Client>,
-) -> anyhow::Result<(Manifests, Vec<RunningPod>, Option<BTreeMap<String, usize>>)> {
+) -> anyhow::Result<(Manifests, Vec<RunningPod>, Option<ClusterNodes>)> {
     let mut manifests = Manifests::default();
     let mut running = Vec::new();
     let mut nodes = None;
     if let Some(client) = kube {
-        let cluster: ClusterWorkloads = cluster::read(client, args.namespace.as_deref()).await?;
+        let unknown =
+            cluster::unknown_node_level(client, args.unknown_node_level.map(Into::into)).await?;
+        let cluster: ClusterWorkloads =
+            cluster::read(client, args.namespace.as_deref(), unknown).await?;
         manifests = cluster.manifests;
         running = cluster.running;
-        nodes = Some(cluster.architectures);
+        nodes = Some(ClusterNodes {
+            architectures: cluster.architectures,
+            unknown_node_level: unknown,
+        });
     }
     let default_namespace = args.namespace.as_deref().unwrap_or("default");
     if args.demo {
@@ -158,7 +171,7 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
         None
     };
     let (manifests, running, nodes) = workloads(args, kube.as_ref()).await?;
-    let targets = targets(args, nodes.as_ref())?;
+    let targets = targets(args, nodes.as_ref().map(|n| &n.architectures))?;
     let with_credentials = kube.is_some();
     let queries: BTreeSet<ImageQuery> = manifests
         .workloads
@@ -185,7 +198,9 @@ pub async fn run(args: &AuditArgs) -> anyhow::Result<()> {
     let mut report = AuditReport::new(targets, audits, manifests.ignored)
         .with_mislabelled_builds(inspected.mislabelled.into_iter().collect());
     if let Some(nodes) = nodes {
-        report = report.with_cluster_nodes(nodes);
+        report = report
+            .with_cluster_nodes(nodes.architectures)
+            .with_unknown_node_level(nodes.unknown_node_level);
     }
     match args.output {
         AuditFormat::Table => print!("{}", report.to_table()),
