@@ -9,8 +9,9 @@ mod common;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use common::{eventually, leader_and_standby, node};
+use common::{node, options, start_with};
 use multiarch_fake_apiserver::{Effect, FakeApiServer, Fault, Method};
+use multiarch_runtime::leader_election::ElectionConfig;
 use multiarch_scheduler::in_cluster::RunningScheduler;
 use serde_json::json;
 
@@ -89,11 +90,48 @@ fn assert_one_writer_at_a_time_and_no_overcommit(server: &FakeApiServer) {
     assert_eq!(used.values().sum::<u64>(), FIT as u64 * POD_CPU);
 }
 
+/// How long the waits here may take: 3,000 pods on a busy machine (a full CI beside
+/// it) take far longer than alone; a deadline only ends a test that hangs.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A replica whose lease outlasts a busy machine's stalls (the shared tests' 1.5 s lease
+/// and 1 s renew deadline are lost when the leader's renewals wait behind 3,000 pods'
+/// work on a loaded machine, which these tests must not read as a handover).
+fn replica(server: &FakeApiServer, identity: &str) -> RunningScheduler {
+    let mut options = options(identity, true);
+    options.election = Some(ElectionConfig {
+        namespace: "multiarch".into(),
+        lease_name: "multiarch-scheduler".into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(8),
+        renew_deadline: Duration::from_secs(6),
+        retry_period: Duration::from_millis(300),
+    });
+    start_with(server, options)
+}
+
 /// The backlog, replica-a leading and replica-b its standby, a tenth of the pods bound.
 async fn mid_backlog() -> (FakeApiServer, RunningScheduler, RunningScheduler) {
     let server = FakeApiServer::start().await;
     backlog(&server);
-    let (a, b) = leader_and_standby(&server).await;
+    let a = replica(&server, "replica-a");
+    let mut a_leading = a.leading.clone();
+    tokio::time::timeout(PATIENCE, a_leading.wait_for(|l| *l))
+        .await
+        .expect("replica-a leads")
+        .unwrap();
+    let b = replica(&server, "replica-b");
     eventually("a tenth of the backlog bound", || {
         bound(&server) >= PODS / 10
     })
@@ -109,7 +147,7 @@ async fn a_leader_stopped_with_a_backlog_finishes_its_writes_before_its_successo
     // may have bound the whole backlog by then, so this waits for it rather than reading
     // the moment the last pod is bound.
     let mut b_leading = b.leading.clone();
-    tokio::time::timeout(Duration::from_secs(30), b_leading.wait_for(|l| *l))
+    tokio::time::timeout(PATIENCE, b_leading.wait_for(|l| *l))
         .await
         .expect("replica-b took over")
         .unwrap();
@@ -131,13 +169,13 @@ async fn a_leader_that_loses_its_lease_with_a_backlog_writes_nothing_more() {
         )
         .times(1),
     );
-    let a_end = tokio::time::timeout(Duration::from_secs(30), a.task)
+    let a_end = tokio::time::timeout(PATIENCE, a.task)
         .await
         .unwrap()
         .unwrap();
     assert!(a_end.is_err(), "replica-a must end with LostLease");
     let mut b_leading = b.leading.clone();
-    tokio::time::timeout(Duration::from_secs(30), b_leading.wait_for(|l| *l))
+    tokio::time::timeout(PATIENCE, b_leading.wait_for(|l| *l))
         .await
         .unwrap()
         .unwrap();
