@@ -568,17 +568,20 @@ async fn the_limits_hold_with_a_thousand_misplaced_pods() {
     assert!(metrics.correction.not_corrected("rate_limited") > 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_exec_format_error_report_moves_the_pod_without_waiting_for_a_scan() {
-    const CID: &str =
-        "containerd://1111111111111111111111111111111111111111111111111111111111111111";
-    let server = FakeApiServer::start().await;
-    node(&server, "amd-1", "amd64");
-    node(&server, "arm-1", "arm64");
-    correction(&server, json!({"enabled": true}), None);
+/// The ReplicaSet pod `web-1`, running `image` on `node` in container `cid`, reported by
+/// its node (an ENoExecEvent whose status adds `report`) after the handler's first scan
+/// (the next is an hour away): waits for its eviction, the report's last step. The
+/// handler's metrics, and its supervisor (the handler runs while it is kept).
+async fn evicted_from_a_report(
+    server: &FakeApiServer,
+    image: &str,
+    node: &str,
+    cid: &str,
+    report: Value,
+) -> (HandlerMetrics, Supervisor) {
+    correction(server, json!({"enabled": true}), None);
     let metrics = HandlerMetrics::default();
-    let _handler = handler_scanning(&server, &metrics, 100, Duration::from_secs(3600));
-    // The first scan (at start) is over before the pod exists; the next is an hour away.
+    let handler = handler_scanning(server, &metrics, 100, Duration::from_secs(3600));
     eventually("the first scan", || {
         server
             .requests()
@@ -586,34 +589,59 @@ async fn an_exec_format_error_report_moves_the_pod_without_waiting_for_a_scan() 
             .any(|r| r == "GET /api/v1/pods (metadata)")
     })
     .await;
-    let mut pod = running(
-        "shop",
-        "web-1",
-        "amd:1",
-        "arm-1",
-        Some(("ReplicaSet", "web-rs")),
-    );
-    pod["status"]["containerStatuses"] = json!([{"name": "app", "image": "amd:1", "containerID": CID,
+    let mut pod = running("shop", "web-1", image, node, Some(("ReplicaSet", "web-rs")));
+    pod["status"]["containerStatuses"] = json!([{"name": "app", "image": image, "containerID": cid,
         "imageID": "", "ready": false, "restartCount": 2}]);
     server.apply("pods", pod);
+    let mut status =
+        json!({"nodeName": node, "podName": "web-1", "podNamespace": "shop", "containerID": cid});
+    if let (Some(status), Some(report)) = (status.as_object_mut(), report.as_object()) {
+        status.extend(report.clone());
+    }
     server.apply(
         "multiarch.openshift.io/enoexecevents",
-        json!({"metadata": {"name": "e1", "namespace": "multiarch"}, "spec": {},
-               "status": {"nodeName": "arm-1", "podName": "web-1", "podNamespace": "shop", "containerID": CID}}),
+        json!({"metadata": {"name": "e1", "namespace": "multiarch"}, "spec": {}, "status": status}),
     );
-    // The event is the eviction's last step.
     eventually("evicted from the report", || {
-        events(&server, "web-1")
+        events(server, "web-1")
             .iter()
             .any(|(r, _)| r == "MisplacedPodEvicted")
     })
     .await;
     assert_eq!(metrics.correction.evicted.get(), 1);
+    (metrics, handler)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_format_error_report_moves_the_pod_without_waiting_for_a_scan() {
+    let server = FakeApiServer::start().await;
+    node(&server, "amd-1", "amd64");
+    node(&server, "arm-1", "arm64");
+    let cid = format!("containerd://{}", "1".repeat(64));
+    let _handler = evicted_from_a_report(&server, "amd:1", "arm-1", &cid, json!({})).await;
     assert!(gone_or_going(&server, "shop", "web-1"));
     assert!(
         events(&server, "web-1")
             .iter()
             .any(|(r, _)| r == "ExecFormatError")
+    );
+}
+
+/// A loader's refusal reported by the node (the daemon read it from the container's log)
+/// moves a pod whose image needs a level above its node's, without waiting for a scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loader_refusal_report_moves_the_pod_without_waiting_for_a_scan() {
+    let server = FakeApiServer::start().await;
+    node_at_level(&server, "amd-2", "v2");
+    node_at_level(&server, "amd-4", "v4");
+    let cid = format!("containerd://{}", "2".repeat(64));
+    let report = json!({"loaderError": "Fatal glibc error: CPU does not support x86-64-v3"});
+    let _handler = evicted_from_a_report(&server, "ubi10:1", "amd-2", &cid, report).await;
+    let seen = events(&server, "web-1");
+    assert!(
+        seen.iter().any(|(r, n)| r == "CPULevelTooLow"
+            && n.ends_with("the node is x86-64-v2, the image needs x86-64-v3")),
+        "{seen:?}"
     );
 }
 

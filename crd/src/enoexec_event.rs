@@ -78,4 +78,12 @@ pub struct ENoExecEventStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub executable: Option<String>,
+
+    /// Set instead when the container's program did not fail to exec but was refused by
+    /// glibc's loader, which exits with status 127 (multiarch addition): the line the
+    /// loader printed, as the container's log has it (`CPU ISA level is lower than
+    /// required`, `Fatal glibc error: CPU does not support x86-64-v3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub loader_error: Option<String>,
 }

@@ -31,6 +31,8 @@ pub struct ContainerInfo {
     pub pod_namespace: String,
     pub pod_uid: String,
     pub image: String,
+    /// The container's log on the host (CRI format), when the runtime says.
+    pub log_path: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +152,7 @@ impl ContainerDirectory for CriClient {
             pod_namespace: label(POD_NAMESPACE_LABEL)?,
             pod_uid: label(POD_UID_LABEL)?,
             image: status.image.map(|i| i.image).unwrap_or_default(),
+            log_path: Some(status.log_path).filter(|p| !p.is_empty()),
         })
     }
 }

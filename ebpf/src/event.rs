@@ -1,5 +1,6 @@
-//! The record the kernel program writes into the ring buffer for each failed exec
-//! (`struct exec_event` in `bpf/enoexec.bpf.c`), decoded without `unsafe`.
+//! The record the kernel program writes into the ring buffer for each failed exec, and for
+//! each process that exits with the loader's failure status 127 (`struct exec_event` in
+//! `bpf/enoexec.bpf.c`), decoded without `unsafe`.
 
 /// Size in bytes of `struct exec_event`.
 pub const EVENT_SIZE: usize = 304;
@@ -7,14 +8,19 @@ const COMM_LEN: usize = 16;
 const FILENAME_LEN: usize = 256;
 const FLAG_FILENAME_MISSING: u32 = 1;
 
-/// Which system call failed.
+/// Which system call the record is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecSyscall {
+    /// `execve` failed with `ENOEXEC`.
     Execve,
+    /// `execveat` failed with `ENOEXEC`.
     Execveat,
+    /// The process called `exit_group(127)`: how glibc's loader ends a program it refuses
+    /// to start (and a shell a command it cannot find: the container's log tells which).
+    ExitGroup,
 }
 
-/// One `exec` that the kernel refused with `ENOEXEC`.
+/// One `exec` that the kernel refused with `ENOEXEC`, or one process exiting with 127.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecEvent {
     /// The thread that called exec.
@@ -23,7 +29,7 @@ pub struct ExecEvent {
     pub tgid: u32,
     /// The parent process, which usually outlives a container's failed entrypoint.
     pub ppid: u32,
-    /// The exec's return value (`-ENOEXEC`).
+    /// The exec's return value (`-ENOEXEC`), or the exit status (127).
     pub ret: i32,
     /// The cgroup v2 id of the caller (0 on a host without the unified hierarchy).
     pub cgroup_id: u64,
@@ -56,6 +62,7 @@ impl ExecEvent {
         let syscall = match u32_at(24) {
             0 => ExecSyscall::Execve,
             1 => ExecSyscall::Execveat,
+            2 => ExecSyscall::ExitGroup,
             other => return Err(DecodeError::Syscall(other)),
         };
         let flags = u32_at(28);
@@ -85,6 +92,7 @@ impl ExecEvent {
         let syscall: u32 = match self.syscall {
             ExecSyscall::Execve => 0,
             ExecSyscall::Execveat => 1,
+            ExecSyscall::ExitGroup => 2,
         };
         record[24..28].copy_from_slice(&syscall.to_ne_bytes());
         let flags = if self.filename.is_none() {
@@ -133,6 +141,17 @@ mod tests {
     #[test]
     fn round_trips_through_the_kernel_layout() {
         let event = sample();
+        assert_eq!(ExecEvent::decode(&event.encode()), Ok(event));
+    }
+
+    #[test]
+    fn an_exit_with_the_loader_status_round_trips() {
+        let event = ExecEvent {
+            ret: 127,
+            syscall: ExecSyscall::ExitGroup,
+            filename: None,
+            ..sample()
+        };
         assert_eq!(ExecEvent::decode(&event.encode()), Ok(event));
     }
 

@@ -1,4 +1,5 @@
-//! Loads the kernel program, attaches it to the exec tracepoints and reads its events.
+//! Loads the kernel program, attaches it to the exec and exit_group tracepoints and reads
+//! its events.
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -14,11 +15,12 @@ use crate::tracefs::{self, TracefsError};
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/enoexec.bpf.o"));
 
 /// The programs in the object and the tracepoint each one attaches to.
-pub const PROGRAMS: [(&str, &str); 4] = [
+pub const PROGRAMS: [(&str, &str); 5] = [
     ("enter_execve", "sys_enter_execve"),
     ("enter_execveat", "sys_enter_execveat"),
     ("exit_execve", "sys_exit_execve"),
     ("exit_execveat", "sys_exit_execveat"),
+    ("enter_exit_group", "sys_enter_exit_group"),
 ];
 const EVENTS_MAP: &str = "events";
 const LOST_MAP: &str = "lost_events";
@@ -67,7 +69,7 @@ pub struct ExecProbe {
 
 impl ExecProbe {
     /// Mounts tracefs if needed, loads the program and attaches it to the four exec
-    /// tracepoints. Must run in a tokio runtime (the ring buffer is polled through epoll).
+    /// tracepoints and exit_group's. Must run in a tokio runtime (the ring buffer is polled through epoll).
     pub fn attach() -> Result<Self, ProbeError> {
         let object = object().ok_or(ProbeError::NotBuilt)?;
         tracefs::ensure_mounted()?;

@@ -162,3 +162,42 @@ async fn execveat_on_a_file_descriptor_is_reported_too() {
     assert_eq!(event.syscall, ExecSyscall::Execveat);
     assert_eq!(event.filename.as_deref(), Some(""));
 }
+
+/// The pid a shell prints before it exits with `status`.
+fn shell_exiting_with(status: u8) -> u32 {
+    let output = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("echo $$; exit {status}"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(i32::from(status)));
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_exit_with_the_loaders_status_is_reported_and_others_are_not() {
+    let Some(mut probe) = attach_or_explain() else {
+        return;
+    };
+    // Other statuses first, then 127 as the marker: the marker must be the first
+    // exit_group event of these shells.
+    let others = [
+        shell_exiting_with(0),
+        shell_exiting_with(1),
+        shell_exiting_with(126),
+    ];
+    let loader = shell_exiting_with(127);
+    let event = wait_for(&mut probe, |e| {
+        e.syscall == ExecSyscall::ExitGroup && (e.tgid == loader || others.contains(&e.tgid))
+    })
+    .await;
+    assert_eq!(event.tgid, loader);
+    assert_eq!(event.ret, 127);
+    assert_eq!(event.comm, "sh");
+    assert_eq!(event.filename, None);
+    assert_eq!(event.ppid, std::process::id());
+}

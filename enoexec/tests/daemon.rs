@@ -84,6 +84,17 @@ impl Setup {
     }
 
     async fn daemon(&self, rate: f64, burst: u32, queue: usize) -> Daemon<CriClient> {
+        self.daemon_reading_logs_every(rate, burst, queue, Duration::from_millis(10))
+            .await
+    }
+
+    async fn daemon_reading_logs_every(
+        &self,
+        rate: f64,
+        burst: u32,
+        queue: usize,
+        log_read_interval: Duration,
+    ) -> Daemon<CriClient> {
         let client =
             kube::Client::try_from(kube::Config::new(self.server.url().parse().unwrap())).unwrap();
         let runtime = CriClient::connect(self.cri.socket(), Duration::from_secs(5))
@@ -98,6 +109,7 @@ impl Setup {
             dedup_window: Duration::from_secs(60),
             queue_capacity: queue,
             retry_backoff: Duration::from_millis(10),
+            log_read_interval,
         };
         Daemon::start(
             client,
@@ -362,4 +374,114 @@ async fn an_object_whose_status_cannot_be_written_is_deleted_again() {
     }
     assert!(s.objects().is_empty(), "{:?}", s.objects());
     assert!(s.server.requests().iter().any(|r| r.starts_with("DELETE ")));
+}
+
+fn exit_127(pid: u32) -> ExecEvent {
+    ExecEvent {
+        ret: 127,
+        syscall: ExecSyscall::ExitGroup,
+        comm: "app".into(),
+        filename: None,
+        ..event(pid)
+    }
+}
+
+/// A CRI log of container `n` with these (stream, text) lines; the runtime gives its path.
+fn log_of(s: &Setup, n: u32, lines: &[(&str, &str)]) -> std::path::PathBuf {
+    let path = s.proc.path().join(format!("container-{n}.log"));
+    let text: String = lines
+        .iter()
+        .map(|(stream, text)| format!("2026-11-29T10:00:00.000000000Z {stream} F {text}\n"))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    s.cri.set_log_path(&id(n), &path);
+    path
+}
+
+#[tokio::test]
+async fn an_exit_with_127_is_reported_when_the_log_shows_the_loaders_refusal() {
+    let s = Setup::new("containerd").await;
+    for n in 1..=3 {
+        s.cri.add(container(n));
+        in_container(s.proc.path(), 100 + n, n);
+    }
+    // 1: the loader refused the CPU; 2: a shell's "command not found"; 3: no log at all.
+    log_of(
+        &s,
+        1,
+        &[
+            ("stdout", "starting"),
+            ("stderr", "/bin/app: CPU ISA level is lower than required"),
+        ],
+    );
+    log_of(&s, 2, &[("stderr", "sh: 1: app: not found")]);
+    s.cri
+        .set_log_path(&id(3), &s.proc.path().join("not-mounted/0.log"));
+    let daemon = s.daemon(100.0, 10, 16).await;
+    for n in 1..=3 {
+        daemon.handle(Ok(exit_127(100 + n))).await;
+    }
+    s.counted("loader_refusal", 1).await;
+    s.counted("exit_127_other", 1).await;
+    s.counted("log_unreadable", 1).await;
+    let objects = s.wait_for_objects(1).await;
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    assert_eq!(
+        objects[0]["status"],
+        json!({"nodeName": "arm-1", "podName": "web-7d9f", "podNamespace": "shop",
+               "containerID": format!("containerd://{}", id(1)),
+               "loaderError": "/bin/app: CPU ISA level is lower than required"})
+    );
+    // A loader refusal is not an exec format error: `reported` (which the exec format
+    // error alert follows) stays at zero.
+    assert_eq!(s.metrics.get("reported"), 0);
+}
+
+#[tokio::test]
+async fn a_loader_line_the_runtime_writes_late_is_still_found() {
+    let s = Setup::new("containerd").await;
+    s.cri.add(container(1));
+    in_container(s.proc.path(), 101, 1);
+    let path = log_of(&s, 1, &[("stdout", "starting")]);
+    // Five reads, a second apart: the line, written at once after the event, arrives
+    // before the last read however busy the machine.
+    let daemon = s
+        .daemon_reading_logs_every(100.0, 10, 16, Duration::from_secs(1))
+        .await;
+    daemon.handle(Ok(exit_127(101))).await;
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(
+        "2026-11-29T10:00:00.1Z stderr F Fatal glibc error: CPU does not support x86-64-v3\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    s.counted("loader_refusal", 1).await;
+    let objects = s.wait_for_objects(1).await;
+    assert_eq!(
+        objects[0]["status"]["loaderError"],
+        "Fatal glibc error: CPU does not support x86-64-v3"
+    );
+}
+
+#[tokio::test]
+async fn exits_and_exec_format_errors_of_one_container_are_deduplicated_apart() {
+    let s = Setup::new("containerd").await;
+    s.cri.add(container(1));
+    in_container(s.proc.path(), 101, 1);
+    log_of(&s, 1, &[("stderr", "sh: 1: app: not found")]);
+    let daemon = s.daemon(100.0, 10, 16).await;
+    // A "command not found", again within the window, then an exec format error.
+    daemon.handle(Ok(exit_127(101))).await;
+    daemon.handle(Ok(exit_127(101))).await;
+    daemon.handle(Ok(event(101))).await;
+    s.counted("reported", 1).await;
+    s.counted("exit_127_other", 1).await;
+    assert_eq!(s.metrics.get("duplicate"), 1);
+    let objects = s.wait_for_objects(1).await;
+    assert_eq!(objects[0]["status"]["executable"], "/app");
+    // Outside containers, an exit with 127 is nobody's failure: not even counted.
+    let host = s.proc.path().join("300");
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::write(host.join("cgroup"), "0::/system.slice/ssh.service\n").unwrap();
+    daemon.handle(Ok(exit_127(300))).await;
+    assert_eq!(s.metrics.get("outside_container"), 0);
 }

@@ -461,6 +461,7 @@ async fn from_a_kernel_record_to_the_event_on_the_pod() {
             dedup_window: Duration::from_secs(60),
             queue_capacity: 256,
             retry_backoff: Duration::from_millis(10),
+            log_read_interval: Duration::from_millis(10),
         },
         DaemonMetrics::default(),
         &daemon_tasks.tasks(),
@@ -494,4 +495,71 @@ async fn from_a_kernel_record_to_the_event_on_the_pod() {
         server.list(OBJECTS).is_empty(),
         "the handled object is deleted"
     );
+}
+
+/// A program glibc's loader refused to start (the daemon read its line from the
+/// container's log): reported as `CPULevelTooLow`, with the node's level and the image's.
+#[tokio::test]
+async fn a_loader_refusal_is_reported_with_both_levels() {
+    let server = FakeApiServer::start().await;
+    let metrics = HandlerMetrics::default();
+    let _h = handler(&server, Some(table_inspector::standard()), &metrics);
+    server.apply(
+        "nodes",
+        json!({"metadata": {"name": "amd-v2", "labels": {"kubernetes.io/arch": "amd64", "multiarch.openshift.io/arch-variant": "v2"}}}),
+    );
+    node(&server, "amd-1", "amd64");
+    // The loader names the level; the node's label says its own.
+    pod(&server, "ubi", "amd-v2", "ubi10:1");
+    let mut glibc = status("ubi", "amd-v2");
+    glibc["loaderError"] = json!("Fatal glibc error: CPU does not support x86-64-v3");
+    object(&server, "e1", Some(glibc));
+    // The loader does not name it: the image's inspected builds do.
+    pod(&server, "ubi-note", "amd-v2", "ubi10:1");
+    let mut note_check = status("ubi-note", "amd-v2");
+    note_check["loaderError"] = json!("/usr/bin/app: CPU ISA level is lower than required");
+    object(&server, "e2", Some(note_check));
+    // Nothing says either level.
+    pod(&server, "plain", "amd-1", "amd:1");
+    let mut plain = status("plain", "amd-1");
+    plain["loaderError"] = json!("/app: CPU ISA level is lower than required");
+    object(&server, "e3", Some(plain));
+    for name in ["e1", "e2", "e3"] {
+        gone(&server, name).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while metrics.get("loader_refusal") < 3 {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let event = |pod: &str| {
+        let events = events_on(&server, pod);
+        assert_eq!(events.len(), 1, "{events:?}");
+        (
+            events[0]["reason"].as_str().unwrap().to_owned(),
+            events[0]["type"].as_str().unwrap().to_owned(),
+            events[0]["note"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        event("ubi"),
+        (
+            "CPULevelTooLow".into(),
+            "Warning".into(),
+            "container app (image ubi10:1) cannot start on this node: glibc's loader refused its CPU (Fatal glibc error: CPU does not support x86-64-v3); the node is x86-64-v2, the image needs x86-64-v3".into()
+        )
+    );
+    assert_eq!(
+        event("ubi-note").2,
+        "container app (image ubi10:1) cannot start on this node: glibc's loader refused its CPU (/usr/bin/app: CPU ISA level is lower than required); the node is x86-64-v2, the image needs x86-64-v3"
+    );
+    assert_eq!(
+        event("plain").2,
+        "container app (image amd:1) cannot start on this node: glibc's loader refused its CPU (/app: CPU ISA level is lower than required); the node does not say its x86-64 level, the level its program needs was not read from the image (binaryInspection reads it)"
+    );
+    let labels = &server.get("pods", "shop", "ubi").unwrap()["metadata"]["labels"];
+    assert_eq!(labels["multiarch.openshift.io/exec-format-error"], "true");
+    // Not exec format errors: MTO's counter of those stays at zero.
+    assert_eq!(metrics.reported.get(), 0);
+    assert_eq!(metrics.get("reported"), 0);
 }

@@ -106,6 +106,17 @@ pub struct OperatorArgs {
     )]
     pub enoexec_daemon_runtime_socket: Option<PathBuf>,
 
+    /// The nodes' pod log directory, as a host path: the kubelet's `podLogsDir`. The
+    /// daemon reads a container's log there (read-only, its last 16 KiB) when the container
+    /// exits with 127, to tell glibc's loader refusing the CPU from other failures.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/log/pods",
+        env = "MULTIARCH_ENOEXEC_DAEMON_POD_LOGS_DIR"
+    )]
+    pub enoexec_daemon_pod_logs_dir: PathBuf,
+
     /// How long pods (and exec-format-error reports) may wait for a component that is
     /// being removed (uninstall, mode switch) before the operator releases them itself.
     #[serde(serialize_with = "duration_flag")]

@@ -182,6 +182,7 @@ fn the_operator_round_trips() {
         "--api-server-client-ca-config-map=api-ca",
         "--enoexec-daemon-sys-resource",
         "--enoexec-daemon-runtime-socket=/run/k3s/containerd/containerd.sock",
+        "--enoexec-daemon-pod-logs-dir=/data/kubelet/pod-logs",
         "--drain-timeout=1m",
         "--route-settle=1s",
         "--certificate-check=1h",

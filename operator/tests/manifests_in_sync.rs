@@ -216,7 +216,12 @@ fn the_enoexec_daemon_has_capabilities_not_privileges() {
         .collect();
     assert_eq!(
         mounts,
-        ["/sys/kernel/tracing", "/host/run", "/host/sys/fs/cgroup"]
+        [
+            "/sys/kernel/tracing",
+            "/host/run",
+            "/host/sys/fs/cgroup",
+            "/var/log/pods"
+        ]
     );
     let args: Vec<&str> = container["args"]
         .as_array()

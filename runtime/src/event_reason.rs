@@ -129,6 +129,8 @@ event_reasons! {
         "Gate mode: the placement configuration stayed unreadable for every attempt; the pod was placed by its images' architectures alone, without preferences or fallback.";
     ExecFormatError: Warning, [NodeDaemon], POD, Multiarch,
         "A container's binary is built for another architecture than its node's: it failed with `exec format error`. The note names container, image, node architecture and file. See [exec format errors](../exec-format-errors.md).";
+    CPULevelTooLow: Warning, [NodeDaemon], POD, Multiarch,
+        "glibc's loader refused to start a container's program on its node (exit status 127): the program needs an x86-64 level the node's CPU lacks. The note names container, image, the loader's words, the node's level and the level the image needs. See [exec format errors](../exec-format-errors.md).";
     MisplacedPodEvicted: Normal, [NodeDaemon], "Pod, and its controller", Multiarch,
         "Misplaced-pod correction: the pod runs on a node its images have no build for; it was evicted so that its controller creates one that is placed by architecture.";
     MisplacedPodNotCorrected: Warning, [NodeDaemon], "Pod, and its controller", Multiarch,

@@ -147,6 +147,7 @@ fn every_workload_the_operator_writes_parses_with_this_binary() {
         api_server_client_ca_config_map: Some("api-server-client-ca".into()),
         enoexec_daemon_sys_resource: true,
         enoexec_daemon_runtime_socket: Some("/run/k3s/containerd/containerd.sock".into()),
+        enoexec_daemon_pod_logs_dir: "/data/kubelet/pod-logs".into(),
         ..Settings::default()
     };
     let target = Target {

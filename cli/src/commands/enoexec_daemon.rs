@@ -40,6 +40,7 @@ pub async fn run(args: &EnoexecDaemonArgs) -> anyhow::Result<()> {
         dedup_window: args.dedup_window,
         queue_capacity: args.queue_capacity,
         retry_backoff: Duration::from_secs(1),
+        log_read_interval: Duration::from_millis(200),
     };
     if args.no_node_level_label {
         info!("not labelling this node with its x86-64 level (--no-node-level-label)");

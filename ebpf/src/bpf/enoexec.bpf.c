@@ -2,7 +2,10 @@
 //
 // Reports execve/execveat calls that fail with ENOEXEC ("exec format error"): the kernel
 // found no binary handler for the file, which for a container almost always means a
-// binary built for another CPU architecture.
+// binary built for another CPU architecture. And processes that exit with status 127,
+// which is how glibc's loader ends a program it refuses to start ("CPU ISA level is lower
+// than required", "Fatal glibc error: CPU does not support x86-64-v3"): the daemon reads
+// the container's log to tell those from a shell's "command not found".
 //
 // The exit tracepoints carry only the return value, so the enter tracepoints remember the
 // user-space filename pointer per thread. A failed exec has not replaced the caller's
@@ -21,6 +24,10 @@
 
 #define SYSCALL_EXECVE 0
 #define SYSCALL_EXECVEAT 1
+#define SYSCALL_EXIT_GROUP 2
+
+// The status glibc's loader exits with when it cannot start a program.
+#define LOADER_FAILURE_STATUS 127
 
 #define FLAG_FILENAME_MISSING 1
 
@@ -67,6 +74,14 @@ struct exit_ctx {
 	__s64 ret;
 };
 
+// Layout of syscalls/sys_enter_exit_group.
+struct enter_exit_group_ctx {
+	__u64 common;
+	__s32 syscall_nr;
+	__u32 pad;
+	__u64 error_code;
+};
+
 // Thread id -> filename pointer, between the enter and exit of one exec.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -95,16 +110,10 @@ static __always_inline void remember(const char *filename)
 	bpf_map_update_elem(&pending_execs, &tid, &ptr, BPF_ANY);
 }
 
-static __always_inline int report(__s64 ret, __u32 syscall)
+// A ring-buffer record about the current task, its filename left empty; NULL (and
+// counted as lost) when the ring buffer is full.
+static __always_inline struct exec_event *start_event(__s32 ret, __u32 syscall)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	__u64 *filename = bpf_map_lookup_elem(&pending_execs, &tid);
-	__u64 filename_ptr = filename ? *filename : 0;
-	bpf_map_delete_elem(&pending_execs, &tid);
-	if (ret != -ENOEXEC)
-		return 0;
-
 	struct exec_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	if (!event) {
 		__u32 zero = 0;
@@ -113,16 +122,32 @@ static __always_inline int report(__s64 ret, __u32 syscall)
 			__sync_fetch_and_add(lost, 1);
 		return 0;
 	}
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	event->pid = tid;
+	event->pid = (__u32)pid_tgid;
 	event->tgid = pid_tgid >> 32;
 	event->ppid = BPF_CORE_READ(task, real_parent, tgid);
-	event->ret = (__s32)ret;
+	event->ret = ret;
 	event->cgroup_id = bpf_get_current_cgroup_id();
 	event->syscall = syscall;
 	event->flags = 0;
 	bpf_get_current_comm(event->comm, sizeof(event->comm));
 	event->filename[0] = 0;
+	return event;
+}
+
+static __always_inline int report(__s64 ret, __u32 syscall)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *filename = bpf_map_lookup_elem(&pending_execs, &tid);
+	__u64 filename_ptr = filename ? *filename : 0;
+	bpf_map_delete_elem(&pending_execs, &tid);
+	if (ret != -ENOEXEC)
+		return 0;
+
+	struct exec_event *event = start_event((__s32)ret, syscall);
+	if (!event)
+		return 0;
 	if (!filename_ptr ||
 	    bpf_probe_read_user_str(event->filename, sizeof(event->filename),
 				    (const void *)filename_ptr) < 0)
@@ -155,6 +180,21 @@ SEC("tracepoint/syscalls/sys_exit_execveat")
 int exit_execveat(struct exit_ctx *ctx)
 {
 	return report(ctx->ret, SYSCALL_EXECVEAT);
+}
+
+// exit_group(127): the whole process ends with the loader's failure status. Other
+// statuses, by far the most exits, cost one comparison.
+SEC("tracepoint/syscalls/sys_enter_exit_group")
+int enter_exit_group(struct enter_exit_group_ctx *ctx)
+{
+	if ((ctx->error_code & 0xff) != LOADER_FAILURE_STATUS)
+		return 0;
+	struct exec_event *event = start_event(LOADER_FAILURE_STATUS, SYSCALL_EXIT_GROUP);
+	if (!event)
+		return 0;
+	event->flags |= FLAG_FILENAME_MISSING;
+	bpf_ringbuf_submit(event, 0);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

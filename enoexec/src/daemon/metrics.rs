@@ -1,4 +1,5 @@
-//! What became of each exec format error the kernel reported on this node.
+//! What became of each exec format error the kernel reported on this node, and of each
+//! container process that exited with the loader's status 127.
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -11,9 +12,15 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
-/// Every outcome a report can have.
-pub const OUTCOMES: [&str; 8] = [
+/// Every outcome a report can have. `reported` is an exec format error written;
+/// `loader_refusal` a loader's refusal written; `exit_127_other` an exit with 127 whose
+/// log shows no refusal (a shell's "command not found", say); `log_unreadable` one whose
+/// log could not be read (the pod log directory not mounted, say).
+pub const OUTCOMES: [&str; 11] = [
     "reported",
+    "loader_refusal",
+    "exit_127_other",
+    "log_unreadable",
     "duplicate",
     "outside_container",
     "process_gone",
@@ -40,7 +47,7 @@ impl DaemonMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "multiarch_enoexec_daemon_events",
-            "Exec format errors seen on this node, by outcome: reported, duplicate, outside_container, process_gone, unresolved, queue_full, write_failed, undecodable",
+            "Exec format errors and loader refusals (exit status 127) seen on this node, by outcome: reported, loader_refusal, exit_127_other, log_unreadable, duplicate, outside_container, process_gone, unresolved, queue_full, write_failed, undecodable",
             self.events.clone(),
         );
         registry.register(

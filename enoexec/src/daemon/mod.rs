@@ -1,8 +1,11 @@
 //! `multiarch enoexec-daemon`'s pipeline: kernel event → container (host only) → burst
-//! filter → pod (runtime) → bounded queue → rate-limited `ENoExecEvent` writer.
+//! filter → pod (runtime) → bounded queue → rate-limited `ENoExecEvent` writer. An exit
+//! with status 127 takes the same way, and the writer reads the container's log for the
+//! loader's refusal before it writes (most such exits are a shell's "command not found").
 //!
 //! Nothing here blocks the kernel reader for long: the runtime is asked only about the first
-//! event of a burst, and a full queue drops (and counts) instead of waiting.
+//! event of a burst, logs are read by the writer, and a full queue drops (and counts)
+//! instead of waiting.
 
 pub mod burst;
 pub mod kernel_reader;
@@ -19,7 +22,7 @@ use std::{
 
 use multiarch_ebpf::{
     cri::ContainerDirectory,
-    event::{DecodeError, ExecEvent},
+    event::{DecodeError, ExecEvent, ExecSyscall},
     locate::{Found, Locator},
 };
 use multiarch_runtime::supervisor::Tasks;
@@ -29,7 +32,7 @@ use tracing::{debug, info, warn};
 use self::{
     burst::BurstFilter,
     metrics::DaemonMetrics,
-    writer::{LocatedFailure, write_loop},
+    writer::{LocatedFailure, Observed, write_loop},
 };
 
 #[derive(Clone, Debug)]
@@ -46,6 +49,9 @@ pub struct DaemonOptions {
     pub queue_capacity: usize,
     /// Wait before the first retry of a failed write (doubled for the next).
     pub retry_backoff: Duration,
+    /// Between reads of a container's log looking for the loader's refusal (the runtime
+    /// copies the container's output to it a moment after the process wrote it).
+    pub log_read_interval: Duration,
 }
 
 pub struct Daemon<D> {
@@ -93,8 +99,11 @@ impl<D: ContainerDirectory> Daemon<D> {
                 return;
             }
         };
+        let exited = event.syscall == ExecSyscall::ExitGroup;
         let cgroup = match self.locator.find_cgroup(&event) {
             Found::Cgroup(cgroup) => cgroup,
+            // A process outside containers exiting with 127 is not ours to report.
+            Found::Outside if exited => return,
             Found::Outside => {
                 debug!(pid = event.tgid, comm = %event.comm, filename = ?event.filename, "exec format error outside Kubernetes containers");
                 self.metrics.count("outside_container");
@@ -106,11 +115,18 @@ impl<D: ContainerDirectory> Daemon<D> {
                 return;
             }
         };
+        // Exits are de-duplicated apart from exec format errors: a shell's "command not
+        // found" must not hide the same container's exec format error.
+        let burst_key = if exited {
+            format!("{}#exit", cgroup.container_id)
+        } else {
+            cgroup.container_id.clone()
+        };
         let admitted = self
             .bursts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .admit(&cgroup.container_id, Instant::now());
+            .admit(&burst_key, Instant::now());
         if !admitted {
             self.metrics.count("duplicate");
             return;
@@ -118,20 +134,28 @@ impl<D: ContainerDirectory> Daemon<D> {
         let info = match self.locator.describe(&cgroup).await {
             Ok(info) => info,
             Err(e) => {
-                warn!(container = %cgroup.container_id, error = %e, "cannot find the pod of a container with an exec format error");
+                warn!(container = %cgroup.container_id, error = %e, "cannot find the pod of a container with an exec format error or an exit with 127");
                 // The next event of this container tries again.
                 self.bursts
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .forget(&cgroup.container_id);
+                    .forget(&burst_key);
                 self.metrics.count("unresolved");
                 return;
             }
         };
-        info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = event.filename.as_deref().unwrap_or("unknown"), "exec format error");
+        let observed = if exited {
+            debug!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, comm = %event.comm, "a container's process exited with 127; its log is read for the loader's refusal");
+            Observed::ExitedWith127
+        } else {
+            info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = event.filename.as_deref().unwrap_or("unknown"), "exec format error");
+            Observed::ExecFormatError {
+                executable: event.filename,
+            }
+        };
         let report = LocatedFailure {
             container: info,
-            executable: event.filename,
+            observed,
         };
         if self.queue.try_send(report).is_err() {
             warn!("ENoExecEvent queue full; dropping a report");

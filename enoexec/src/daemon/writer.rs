@@ -1,5 +1,6 @@
 //! The rate-limited `ENoExecEvent` writer: one object per container, named after it, its
-//! status set after creation; server errors retried with backoff, then counted.
+//! status set after creation; server errors retried with backoff, then counted. An exit
+//! with 127 is written only when the container's log shows the loader's refusal.
 
 use std::time::Duration;
 
@@ -10,11 +11,13 @@ use kube::{
 use multiarch_crd::{ENoExecEvent, ENoExecEventSpec, ENoExecEventStatus};
 use multiarch_ebpf::cri::ContainerInfo;
 use multiarch_runtime::{backoff::Backoff, draining_queue::DrainingQueue, rate_limit::TokenBucket};
+use std::path::PathBuf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{DaemonOptions, metrics::DaemonMetrics};
+use crate::loader_refusal::{LoaderRefusal, read_log_tail};
 use multiarch_crd::names::LABEL_ENOEXEC_NODE;
 
 /// Writes each located failure, until shutdown; then what is still queued.
@@ -34,15 +37,86 @@ pub(super) async fn write_loop(
     // On shutdown what the queue holds is still written.
     let mut queue = DrainingQueue::new(rx, shutdown);
     while let Some(report) = queue.next().await {
-        write_with_retries(&api, &options.node_name, &report, &bucket, retry, &metrics).await;
+        let loader_error = match &report.observed {
+            Observed::ExecFormatError { .. } => None,
+            Observed::ExitedWith127 => {
+                match loader_refusal(&report.container, options.log_read_interval).await {
+                    LogVerdict::Refused(refusal) => Some(refusal.line),
+                    LogVerdict::NotRefused => {
+                        metrics.count("exit_127_other");
+                        continue;
+                    }
+                    LogVerdict::Unreadable => {
+                        metrics.count("log_unreadable");
+                        continue;
+                    }
+                }
+            }
+        };
+        write_with_retries(
+            &api,
+            &options.node_name,
+            &report,
+            loader_error,
+            &bucket,
+            retry,
+            &metrics,
+        )
+        .await;
     }
     Ok(())
+}
+
+/// Reads of a log before its container is taken as not refused by the loader.
+const LOG_READS: u32 = 5;
+
+enum LogVerdict {
+    Refused(LoaderRefusal),
+    NotRefused,
+    Unreadable,
+}
+
+/// Whether the container's log ends with the loader's refusal: read up to [`LOG_READS`]
+/// times, `interval` apart, since the runtime copies what the process wrote a moment later.
+async fn loader_refusal(container: &ContainerInfo, interval: Duration) -> LogVerdict {
+    let Some(path) = container.log_path.as_deref().map(PathBuf::from) else {
+        warn!(pod = %container.pod_name, namespace = %container.pod_namespace, container = %container.container_name, "the runtime gives no log path for a container that exited with 127; cannot tell a loader's refusal");
+        return LogVerdict::Unreadable;
+    };
+    let mut last_error = None;
+    for read in 1..=LOG_READS {
+        let tail = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || read_log_tail(&path)).await
+        };
+        match tail {
+            Ok(Ok((tail, whole))) => {
+                last_error = None;
+                if let Some(refusal) = LoaderRefusal::in_log_tail(&tail, whole) {
+                    return LogVerdict::Refused(refusal);
+                }
+            }
+            Ok(Err(e)) => last_error = Some(e.to_string()),
+            Err(e) => last_error = Some(e.to_string()),
+        }
+        if read < LOG_READS {
+            tokio::time::sleep(interval).await;
+        }
+    }
+    match last_error {
+        Some(error) => {
+            warn!(pod = %container.pod_name, namespace = %container.pod_namespace, container = %container.container_name, path = %path.display(), %error, "cannot read the log of a container that exited with 127 (is the node's pod log directory mounted?)");
+            LogVerdict::Unreadable
+        }
+        None => LogVerdict::NotRefused,
+    }
 }
 
 async fn write_with_retries(
     api: &Api<ENoExecEvent>,
     node: &str,
     report: &LocatedFailure,
+    loader_error: Option<String>,
     bucket: &TokenBucket,
     retry: Backoff,
     metrics: &DaemonMetrics,
@@ -51,7 +125,8 @@ async fn write_with_retries(
     let mut attempt = 1;
     loop {
         bucket.acquire().await;
-        match write(api, node, report).await {
+        match write(api, node, report, loader_error.clone()).await {
+            Ok(Written::Created) if loader_error.is_some() => metrics.count("loader_refusal"),
             Ok(Written::Created) => metrics.count("reported"),
             Ok(Written::AlreadyThere) => metrics.count("duplicate"),
             Err(e) if attempt < WRITE_ATTEMPTS && retriable(&e) => {
@@ -84,8 +159,15 @@ fn retriable(error: &kube::Error) -> bool {
 /// A located error waiting for the writer.
 pub struct LocatedFailure {
     pub container: ContainerInfo,
-    /// The file passed to exec, when the kernel program could read it.
-    pub executable: Option<String>,
+    pub observed: Observed,
+}
+
+/// What the kernel program saw the container do.
+pub enum Observed {
+    /// An exec failed with `ENOEXEC`; the file passed to exec, when it could be read.
+    ExecFormatError { executable: Option<String> },
+    /// A process exited with 127: a loader's refusal if the log says so.
+    ExitedWith127,
 }
 
 enum Written {
@@ -110,6 +192,7 @@ async fn write(
     api: &Api<ENoExecEvent>,
     node: &str,
     report: &LocatedFailure,
+    loader_error: Option<String>,
 ) -> Result<Written, kube::Error> {
     let info = &report.container;
     let name = object_name(&info.container_id);
@@ -132,7 +215,13 @@ async fn write(
         pod_name: Some(info.pod_name.clone()),
         pod_namespace: Some(info.pod_namespace.clone()),
         container_id: Some(info.container_id.clone()),
-        executable: report.executable.clone().filter(|e| !e.is_empty()),
+        executable: match &report.observed {
+            Observed::ExecFormatError { executable } => {
+                executable.clone().filter(|e| !e.is_empty())
+            }
+            Observed::ExitedWith127 => None,
+        },
+        loader_error,
     };
     let patch = serde_json::json!({ "status": status });
     if let Err(e) = api

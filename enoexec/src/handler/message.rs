@@ -39,9 +39,75 @@ pub fn message(failure: &Failure<'_>) -> String {
     format!("{who} on this {arch} node: exec format error; {why}")
 }
 
+/// What the handler knows about a program glibc's loader refused to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoaderFailure<'a> {
+    /// The container's name and image, when the pod's status still lists its ID.
+    pub container: Option<(&'a str, &'a str)>,
+    /// The loader's line, as the container's log has it.
+    pub loader_line: &'a str,
+    /// The node's x86-64 level (its label, or node-feature-discovery's), when it says.
+    pub node_level: Option<u32>,
+    /// The level the image needs: as the loader says, else as its inspected builds say.
+    pub level_needed: Option<u32>,
+}
+
+/// e.g. `container app (image ubi10:1) cannot start on this node: glibc's loader refused
+/// its CPU (Fatal glibc error: CPU does not support x86-64-v3); the node is x86-64-v2,
+/// the image needs x86-64-v3`.
+pub fn loader_message(failure: &LoaderFailure<'_>) -> String {
+    let container = match failure.container {
+        Some((name, image)) => format!("container {name} (image {image})"),
+        None => "a container of this pod".to_owned(),
+    };
+    let node = match failure.node_level {
+        Some(level) => format!("the node is x86-64-v{level}"),
+        None => "the node does not say its x86-64 level".to_owned(),
+    };
+    let needed = match failure.level_needed {
+        Some(level) => format!("the image needs x86-64-v{level}"),
+        None => {
+            "the level its program needs was not read from the image (binaryInspection reads it)"
+                .to_owned()
+        }
+    };
+    format!(
+        "{container} cannot start on this node: glibc's loader refused its CPU ({}); {node}, {needed}",
+        failure.loader_line
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loader_refusal_names_the_loaders_words_and_both_levels() {
+        let app = Some(("app", "ubi10:1"));
+        let cases = [
+            (
+                LoaderFailure {
+                    container: app,
+                    loader_line: "Fatal glibc error: CPU does not support x86-64-v3",
+                    node_level: Some(2),
+                    level_needed: Some(3),
+                },
+                "container app (image ubi10:1) cannot start on this node: glibc's loader refused its CPU (Fatal glibc error: CPU does not support x86-64-v3); the node is x86-64-v2, the image needs x86-64-v3",
+            ),
+            (
+                LoaderFailure {
+                    container: None,
+                    loader_line: "/app: CPU ISA level is lower than required",
+                    node_level: None,
+                    level_needed: None,
+                },
+                "a container of this pod cannot start on this node: glibc's loader refused its CPU (/app: CPU ISA level is lower than required); the node does not say its x86-64 level, the level its program needs was not read from the image (binaryInspection reads it)",
+            ),
+        ];
+        for (failure, expected) in cases {
+            assert_eq!(loader_message(&failure), expected);
+        }
+    }
 
     #[test]
     fn every_combination_reads_as_a_sentence() {

@@ -32,7 +32,7 @@ impl HandlerMetrics {
         );
         registry.register(
             "multiarch_enoexec_handler_events",
-            "ENoExecEvents handled, by outcome: reported, pod_gone, pod_moved, node_gone, incomplete, api_error",
+            "ENoExecEvents handled, by outcome: reported (exec format errors), loader_refusal, pod_gone, pod_moved, node_gone, incomplete, api_error",
             self.outcomes.clone(),
         );
         self.correction.register(registry);

@@ -1,24 +1,29 @@
 //! One pass over an `ENoExecEvent`, on a fresh read: the report on its pod (label first,
-//! then the Warning event, then the object deleted), or the object deleted without a
-//! report when its pod or node is gone, the pod moved, or its status never came.
+//! then the Warning event, `ExecFormatError` or, for a loader's refusal, `CPULevelTooLow`,
+//! then the object deleted), or the object deleted without a report when its pod or node
+//! is gone, the pod moved, or its status never came.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
 };
-use multiarch_crd::ENoExecEvent;
-use multiarch_inspector::InspectRequest;
-use multiarch_policy::pod_images::PodImages;
+use multiarch_crd::{ENoExecEvent, ENoExecEventStatus};
+use multiarch_inspector::{ImageInfo, InspectRequest};
+use multiarch_policy::{node_level::node_variant, platform::variant_level, pod_images::PodImages};
 use multiarch_runtime::{event_reason::EventReason, event_recorder::pod_reference};
 use tracing::{info, warn};
 
 use super::{
     HandlerContext, NODE_ARCH_LABEL,
-    message::{Failure, message},
+    message::{Failure, LoaderFailure, loader_message, message},
 };
+use crate::loader_refusal::LoaderRefusal;
 use multiarch_crd::names::EXEC_FORMAT_ERROR_LABEL;
 
 /// How often a report waiting for the kubelet's status looks again.
@@ -39,9 +44,11 @@ impl HandlerContext {
             return Ok(Pass::Done);
         };
         let status = object.status.clone().unwrap_or_default();
-        let (Some(pod_name), Some(pod_ns), Some(node_name)) =
-            (status.pod_name, status.pod_namespace, status.node_name)
-        else {
+        let (Some(pod_name), Some(pod_ns), Some(node_name)) = (
+            status.pod_name.clone(),
+            status.pod_namespace.clone(),
+            status.node_name.clone(),
+        ) else {
             if let Some(wait) = self.still_waiting(name) {
                 return Ok(Pass::Later(wait));
             }
@@ -79,17 +86,22 @@ impl HandlerContext {
                 return Ok(Pass::Later(wait.min(STATUS_POLL)));
             }
         }
-        let image_has_arch = match (&container, &node_arch) {
-            (Some((_, image)), Some(arch)) => self.image_has_arch(&pod, image, arch).await,
-            _ => None,
+        let inspected = match &container {
+            Some((_, image)) => self.inspect(&pod, image).await,
+            None => None,
         };
-        let failure = Failure {
-            container: container.as_ref().map(|(n, i)| (n.as_str(), i.as_str())),
-            node_arch: node_arch.as_deref(),
-            image_has_arch,
-            executable: status.executable.as_deref(),
-        };
-        let note = message(&failure);
+        let Report {
+            reason,
+            outcome,
+            note,
+            may_be_misplaced,
+        } = report_of(
+            &status,
+            container.as_ref().map(|(n, i)| (n.as_str(), i.as_str())),
+            inspected.as_deref(),
+            &node,
+            node_arch.as_deref(),
+        );
         // The label first: it is idempotent, so a pass retried after an API error does not
         // post the event twice.
         let label = serde_json::json!({"metadata": {"labels": {EXEC_FORMAT_ERROR_LABEL: "true"}}});
@@ -105,16 +117,12 @@ impl HandlerContext {
         }
         let reference = pod_reference(&pod_ns, &pod_name, pod.uid());
         self.events
-            .publish(
-                &reference,
-                EventReason::ExecFormatError,
-                "DetectExecFormatError",
-                note.clone(),
-            )
+            .publish(&reference, reason, "DetectExecFormatError", note.clone())
             .await?;
-        info!(pod = %pod_name, namespace = %pod_ns, node = %node_name, message = %note, "reported exec format error");
-        // The image has no build for the node: the correction may move the pod.
-        if image_has_arch == Some(false)
+        info!(pod = %pod_name, namespace = %pod_ns, node = %node_name, message = %note, "reported {}", reason.as_str());
+        // The correction judges the pod by its images and the node (a loader refusal
+        // moves it only where the image's level is known to be above the node's).
+        if may_be_misplaced
             && let Some(correction) = &self.correction
             && node_arch.is_some()
             && let Err(e) = correction.consider(&pod, &node_name).await
@@ -122,8 +130,10 @@ impl HandlerContext {
             warn!(pod = %pod_name, namespace = %pod_ns, error = %e, "cannot correct the misplaced pod; the next scan tries again");
         }
         delete(&objects, name).await?;
-        self.metrics.reported.inc();
-        self.metrics.count("reported");
+        if reason == EventReason::ExecFormatError {
+            self.metrics.reported.inc();
+        }
+        self.metrics.count(outcome);
         Ok(Pass::Done)
     }
 
@@ -157,9 +167,9 @@ impl HandlerContext {
         Ok(Pass::Done)
     }
 
-    /// Whether the image has a build for `arch`; `None` without an inspector or when the
+    /// The image as the inspector reads it; `None` without an inspector or when the
     /// registry cannot say (the message then does not guess).
-    async fn image_has_arch(&self, pod: &Pod, image: &str, arch: &str) -> Option<bool> {
+    async fn inspect(&self, pod: &Pod, image: &str) -> Option<Arc<ImageInfo>> {
         let inspector = self.inspector.as_ref()?;
         let info = PodImages::of(pod);
         let container = info.images.iter().find(|c| c.image == image)?;
@@ -169,18 +179,86 @@ impl HandlerContext {
             ..InspectRequest::for_container(info.credentials(), container)
         };
         match inspector.inspect(&request).await {
-            // The probe runs on Linux nodes only.
-            Ok(info) => Some(
-                info.platforms
-                    .iter()
-                    .any(|p| p.os == "linux" && p.architecture == arch),
-            ),
+            Ok(info) => Some(info),
             Err(e) => {
-                warn!(%image, error = %e, "cannot inspect the image for the ExecFormatError message");
+                warn!(%image, error = %e, "cannot inspect the image for the report's message");
                 None
             }
         }
     }
+}
+
+/// What the pod is told, and whether the correction should look at it.
+struct Report {
+    reason: EventReason,
+    /// The handler's outcome label.
+    outcome: &'static str,
+    note: String,
+    may_be_misplaced: bool,
+}
+
+/// The report of an `ENoExecEvent`: an exec format error, or a loader's refusal (which
+/// the correction judges by the image's level against the node's).
+fn report_of(
+    status: &ENoExecEventStatus,
+    container: Option<(&str, &str)>,
+    inspected: Option<&ImageInfo>,
+    node: &Node,
+    node_arch: Option<&str>,
+) -> Report {
+    if let Some(line) = status.loader_error.as_deref() {
+        let level_needed = LoaderRefusal::of_line(line)
+            .and_then(|r| r.level_needed)
+            .map(u32::from)
+            .or_else(|| inspected.and_then(amd64_level_needed));
+        let node_level = node_arch
+            .and_then(|arch| node_variant(node.labels(), arch))
+            .and_then(|v| variant_level(&v));
+        return Report {
+            reason: EventReason::CPULevelTooLow,
+            outcome: "loader_refusal",
+            note: loader_message(&LoaderFailure {
+                container,
+                loader_line: line,
+                node_level,
+                level_needed,
+            }),
+            may_be_misplaced: true,
+        };
+    }
+    let image_has_arch = match (inspected, node_arch) {
+        // The probe runs on Linux nodes only.
+        (Some(info), Some(arch)) => Some(
+            info.platforms
+                .iter()
+                .any(|p| p.os == "linux" && p.architecture == arch),
+        ),
+        _ => None,
+    };
+    Report {
+        reason: EventReason::ExecFormatError,
+        outcome: "reported",
+        note: message(&Failure {
+            container,
+            node_arch,
+            image_has_arch,
+            executable: status.executable.as_deref(),
+        }),
+        // The image has no build for the node: the correction may move the pod.
+        may_be_misplaced: image_has_arch == Some(false),
+    }
+}
+
+/// The lowest x86-64 level among the image's linux/amd64 builds (as their binaries were
+/// read, else as the index says); `None` without such a build or when any runs on every
+/// level.
+fn amd64_level_needed(info: &ImageInfo) -> Option<u32> {
+    info.runnable_platforms()
+        .iter()
+        .filter(|p| p.os == "linux" && p.architecture == "amd64")
+        .map(|p| p.variant.as_deref().and_then(variant_level).unwrap_or(1))
+        .min()
+        .filter(|level| *level > 1)
 }
 
 async fn delete(objects: &Api<ENoExecEvent>, name: &str) -> Result<(), kube::Error> {

@@ -83,6 +83,30 @@ image without a build for that node, or a platform list that lies).
    compatible node; see `MultiarchMisplacedPodsNotCorrected` for those it cannot move.",
     },
     Alert {
+        name: "MultiarchCPULevelTooLow",
+        severity: AlertSeverity::Warning,
+        for_: "0m",
+        expr: r#"sum by (namespace, pod) (increase(multiarch_enoexec_daemon_events_total{outcome="loader_refusal"}[10m])) > 0"#,
+        summary: "glibc's loader refused a container's program on the node of {{ $labels.pod }}",
+        description: "The exec-format-error daemon {{ $labels.pod }} saw glibc's loader refuse to start a container's program in the last 10 minutes: the program needs an x86-64 level the node's CPU lacks.",
+        runbook: "\
+A container's program (or glibc itself, as RHEL 10's and UBI 10's are) is built for an
+x86-64 level above the CPU of the node it was placed on: the loader printed `CPU ISA
+level is lower than required` or `Fatal glibc error: CPU does not support x86-64-vN` and
+exited with 127.
+
+1. Find the pods: `kubectl get events -A --field-selector reason=CPULevelTooLow`; each
+   event names the container, the image, the node's level and the level the image needs.
+2. `kubectl get nodes -L multiarch.openshift.io/arch-variant` shows each amd64 node's
+   level (the daemon labels it). A node without the label runs every level for
+   placement unless `binaryInspection.unknownNodeLevel: Baseline`.
+3. The event says the level the image needs was not read: turn on
+   `plugins.binaryInspection` so the inspector reads the image's binaries, and placement
+   keeps the image off nodes below its level from then on.
+4. With `plugins.misplacedPodCorrection` on, the handler moves pods of controllers to a
+   node at the image's level when it knows that level.",
+    },
+    Alert {
         name: "MultiarchMisplacedPodsNotCorrected",
         severity: AlertSeverity::Warning,
         for_: "0m",

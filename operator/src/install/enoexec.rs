@@ -218,6 +218,15 @@ fn enoexec_daemon_set(settings: &Settings) -> Result<Value, FlagsError> {
             },
         },
     });
+    // Containers' logs, at the path the runtime gives (read when one exits with 127).
+    let logs = settings.enoexec_daemon_pod_logs_dir.to_string_lossy();
+    let pod = &mut daemon_set["spec"]["template"]["spec"];
+    if let Some(mounts) = pod["containers"][0]["volumeMounts"].as_array_mut() {
+        mounts.push(json!({"name": "host-pod-logs", "mountPath": logs, "readOnly": true}));
+    }
+    if let Some(volumes) = pod["volumes"].as_array_mut() {
+        volumes.push(json!({"name": "host-pod-logs", "hostPath": {"path": logs, "type": "DirectoryOrCreate"}}));
+    }
     if let Some((_, volume, mount)) = socket {
         let pod = &mut daemon_set["spec"]["template"]["spec"];
         if let Some(mounts) = pod["containers"][0]["volumeMounts"].as_array_mut() {
@@ -273,6 +282,46 @@ mod tests {
         assert!(pod["volumes"].as_array().unwrap().contains(&json!(
             {"name": "host-runtime", "hostPath": {"path": "/var/snap/microk8s/common/run", "type": "Directory"}}
         )));
+    }
+
+    #[test]
+    fn the_pod_log_directory_is_mounted_read_only_at_its_own_path() {
+        let mut settings = Settings::default();
+        let mounted = |s: &Settings| {
+            let pod = enoexec_daemon_set(s).unwrap()["spec"]["template"]["spec"].clone();
+            (
+                pod["containers"][0]["volumeMounts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["name"] == "host-pod-logs")
+                    .cloned(),
+                pod["volumes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["name"] == "host-pod-logs")
+                    .cloned(),
+            )
+        };
+        assert_eq!(
+            mounted(&settings),
+            (
+                Some(
+                    json!({"name": "host-pod-logs", "mountPath": "/var/log/pods", "readOnly": true})
+                ),
+                Some(
+                    json!({"name": "host-pod-logs", "hostPath": {"path": "/var/log/pods", "type": "DirectoryOrCreate"}})
+                )
+            )
+        );
+        settings.enoexec_daemon_pod_logs_dir = PathBuf::from("/data/kubelet/pod-logs");
+        assert_eq!(
+            mounted(&settings).0,
+            Some(
+                json!({"name": "host-pod-logs", "mountPath": "/data/kubelet/pod-logs", "readOnly": true})
+            )
+        );
     }
 
     #[test]

@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use super::{IMAGE, NAMESPACE};
 
 /// The CPU architectures the multiarch image is built for: every operand may run on any.
+/// Where kubelets write pod logs unless their `podLogsDir` says otherwise.
+pub const POD_LOGS_DIR: &str = "/var/log/pods";
+
 pub const IMAGE_ARCHITECTURES: [&str; 4] = ["amd64", "arm64", "ppc64le", "s390x"];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +50,9 @@ pub struct Settings {
     pub enoexec_daemon_sys_resource: bool,
     /// The nodes' CRI socket (a host path) when it is not found under the host's /run.
     pub enoexec_daemon_runtime_socket: Option<PathBuf>,
+    /// The nodes' pod log directory (a host path, the kubelet's `podLogsDir`), mounted
+    /// read-only into the exec-format-error daemon at the same path.
+    pub enoexec_daemon_pod_logs_dir: PathBuf,
 }
 
 impl Default for Settings {
@@ -66,6 +72,7 @@ impl Default for Settings {
             api_server_client_ca_config_map: None,
             enoexec_daemon_sys_resource: false,
             enoexec_daemon_runtime_socket: None,
+            enoexec_daemon_pod_logs_dir: PathBuf::from(POD_LOGS_DIR),
         }
     }
 }
@@ -108,6 +115,7 @@ impl Settings {
             api_server_client_ca_config_map: flags.api_server_client_ca_config_map.clone(),
             enoexec_daemon_sys_resource: flags.enoexec_daemon_sys_resource,
             enoexec_daemon_runtime_socket: flags.enoexec_daemon_runtime_socket.clone(),
+            enoexec_daemon_pod_logs_dir: flags.enoexec_daemon_pod_logs_dir.clone(),
         })
     }
 

@@ -109,6 +109,7 @@ mod tests {
             "install",
             "registries",
             "runtime-socket",
+            "pod-logs-dir",
             "configure",
             "uninstall",
         ] {

@@ -54,6 +54,9 @@ pub struct Tier {
     pub registries_config: Option<PathBuf>,
     /// The nodes' container runtime socket, when the operator must be told it.
     pub runtime_socket: Option<String>,
+    /// The nodes' pod log directory (the kubelet's podLogsDir), when it is not
+    /// /var/log/pods.
+    pub pod_logs_dir: Option<String>,
     /// This pass installs prometheus-operator's ServiceMonitor CRD first.
     pub service_monitors: bool,
 }
@@ -91,6 +94,7 @@ impl Tier {
             },
             registries_config: var("MULTIARCH_E2E_REGISTRIES_CONFIG").map(PathBuf::from),
             runtime_socket: var("MULTIARCH_E2E_RUNTIME_SOCKET"),
+            pod_logs_dir: var("MULTIARCH_E2E_POD_LOGS_DIR"),
             service_monitors,
         }))
     }

@@ -41,13 +41,14 @@ const NS_GATE: &str = "e2e-gate";
 const NS_ROTATION: &str = "e2e-rotation";
 const NS_MISPLACED: &str = "e2e-misplaced";
 const NS_CHURN: &str = "e2e-churn";
-const TEST_NAMESPACES: [&str; 11] = [
+const TEST_NAMESPACES: [&str; 12] = [
     NS_PPC,
     NS_RULES,
     NS_HOSTILE,
     NS_VICTIM,
     NS_SCHEDULER,
     NS_ENOEXEC,
+    NS_LOADER,
     NS_RESTARTS,
     NS_GATE,
     NS_ROTATION,
@@ -70,11 +71,14 @@ mod architecture_rules;
 use architecture_rules::{NS_RULES, architecture_rules};
 #[path = "cluster/hostile_tenant.rs"]
 mod hostile_tenant;
+#[path = "cluster/loader_refusal.rs"]
+mod loader_refusal;
 #[path = "cluster/node_level.rs"]
 mod node_level;
 #[path = "cluster/prometheus.rs"]
 mod prometheus;
 use hostile_tenant::{NS_HOSTILE, NS_VICTIM, hostile_tenant};
+use loader_refusal::{NS_LOADER, loader_refusals};
 use node_level::x86_64_level_label;
 
 type Case = fn(&Tier) -> anyhow::Result<()>;
@@ -142,6 +146,7 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
             ("hostile tenant", hostile_tenant),
             ("exec format errors", exec_format_errors),
             ("x86-64 level label", x86_64_level_label),
+            ("loader refusals", loader_refusals),
             ("misplaced pods", misplaced_pods),
             ("restarts under load", restarts),
             ("certificate rotation", certificate_rotation),
@@ -378,6 +383,9 @@ fn install(tier: &Tier) -> anyhow::Result<()> {
     }
     if let Some(socket) = &tier.runtime_socket {
         run_readme(tier, "runtime-socket", &[("RUNTIME_SOCKET", socket)])?;
+    }
+    if let Some(dir) = &tier.pod_logs_dir {
+        run_readme(tier, "pod-logs-dir", &[("POD_LOGS_DIR", dir)])?;
     }
 
     // Before the ClusterPodPlacementConfig exists, the operator's admission policy refuses

@@ -34,6 +34,8 @@ pub struct FakeContainer {
 struct Runtime {
     name: &'static str,
     containers: Arc<Mutex<HashMap<String, FakeContainer>>>,
+    /// Container ID -> the log path `ContainerStatus` gives.
+    log_paths: Arc<Mutex<HashMap<String, String>>>,
     status_calls: Arc<AtomicUsize>,
 }
 
@@ -93,6 +95,13 @@ impl RuntimeService for Runtime {
                 image_ref: format!("{}@sha256:{}", c.image, "0".repeat(64)),
                 reason: "Error".into(),
                 labels,
+                log_path: self
+                    .log_paths
+                    .lock()
+                    .unwrap()
+                    .get(&c.id)
+                    .cloned()
+                    .unwrap_or_default(),
                 ..Default::default()
             }),
             info: HashMap::new(),
@@ -104,6 +113,7 @@ impl RuntimeService for Runtime {
 pub struct FakeCri {
     pub socket: PathBuf,
     containers: Arc<Mutex<HashMap<String, FakeContainer>>>,
+    log_paths: Arc<Mutex<HashMap<String, String>>>,
     status_calls: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
     _dir: tempfile::TempDir,
@@ -122,10 +132,12 @@ impl FakeCri {
         let socket = dir.path().join("cri.sock");
         let listener = tokio::net::UnixListener::bind(&socket).unwrap();
         let containers = Arc::new(Mutex::new(HashMap::new()));
+        let log_paths = Arc::new(Mutex::new(HashMap::new()));
         let status_calls = Arc::new(AtomicUsize::new(0));
         let runtime = Runtime {
             name: runtime_name,
             containers: containers.clone(),
+            log_paths: log_paths.clone(),
             status_calls: status_calls.clone(),
         };
         let task = tokio::spawn(async move {
@@ -138,6 +150,7 @@ impl FakeCri {
         Self {
             socket,
             containers,
+            log_paths,
             status_calls,
             task,
             _dir: dir,
@@ -149,6 +162,14 @@ impl FakeCri {
             .lock()
             .unwrap()
             .insert(container.id.clone(), container);
+    }
+
+    /// The log path `ContainerStatus` gives for container `id` (none until set).
+    pub fn set_log_path(&self, id: &str, path: &Path) {
+        self.log_paths
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), path.to_string_lossy().into_owned());
     }
 
     pub fn status_calls(&self) -> usize {

@@ -13,7 +13,7 @@ const WAIT: Duration = Duration::from_secs(120);
 
 /// The highest x86-64 level glibc's loader lists as supported on this machine (the kit's
 /// node is this machine): `ld.so --help`, glibc 2.33 or later.
-fn glibc_level() -> anyhow::Result<String> {
+pub fn glibc_level() -> anyhow::Result<String> {
     let out = std::process::Command::new("/lib64/ld-linux-x86-64.so.2")
         .arg("--help")
         .output()
