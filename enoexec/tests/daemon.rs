@@ -485,3 +485,28 @@ async fn exits_and_exec_format_errors_of_one_container_are_deduplicated_apart() 
     daemon.handle(Ok(exit_127(300))).await;
     assert_eq!(s.metrics.get("outside_container"), 0);
 }
+
+/// Log reads wait for the runtime; they run apart from the writer, so exits by the dozen
+/// (a tenant's "command not found" loop) never hold an exec format error's report.
+#[tokio::test]
+async fn exits_being_read_never_hold_an_exec_format_errors_report() {
+    let s = Setup::new("containerd").await;
+    for n in 1..=4 {
+        s.cri.add(container(n));
+        in_container(s.proc.path(), 100 + n, n);
+    }
+    for n in 1..=3 {
+        log_of(&s, n, &[("stderr", "sh: 1: app: not found")]);
+    }
+    // Each exit's five reads take 40 s here.
+    let daemon = s
+        .daemon_reading_logs_every(100.0, 10, 16, Duration::from_secs(10))
+        .await;
+    for n in 1..=3 {
+        daemon.handle(Ok(exit_127(100 + n))).await;
+    }
+    daemon.handle(Ok(event(104))).await;
+    s.counted("reported", 1).await;
+    assert_eq!(s.metrics.get("exit_127_other"), 0);
+    assert_eq!(s.objects().len(), 1);
+}

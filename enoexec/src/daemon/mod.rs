@@ -1,13 +1,15 @@
 //! `multiarch enoexec-daemon`'s pipeline: kernel event → container (host only) → burst
 //! filter → pod (runtime) → bounded queue → rate-limited `ENoExecEvent` writer. An exit
-//! with status 127 takes the same way, and the writer reads the container's log for the
-//! loader's refusal before it writes (most such exits are a shell's "command not found").
+//! with status 127 takes the same way to the pod, then a queue of its own whose task
+//! reads the container's log for the loader's refusal (most such exits are a shell's
+//! "command not found") and hands the writer only the refusals.
 //!
 //! Nothing here blocks the kernel reader for long: the runtime is asked only about the first
-//! event of a burst, logs are read by the writer, and a full queue drops (and counts)
+//! event of a burst, logs are read by their own task, and a full queue drops (and counts)
 //! instead of waiting.
 
 pub mod burst;
+mod exit_logs;
 pub mod kernel_reader;
 pub mod metrics;
 pub mod node_level;
@@ -21,7 +23,7 @@ use std::{
 };
 
 use multiarch_ebpf::{
-    cri::ContainerDirectory,
+    cri::{ContainerDirectory, ContainerInfo},
     event::{DecodeError, ExecEvent, ExecSyscall},
     locate::{Found, Locator},
 };
@@ -58,6 +60,8 @@ pub struct Daemon<D> {
     locator: Locator<D>,
     bursts: Mutex<BurstFilter>,
     queue: mpsc::Sender<LocatedFailure>,
+    /// Containers whose process exited with 127, for their logs to be read.
+    exits: mpsc::Sender<ContainerInfo>,
     metrics: DaemonMetrics,
 }
 
@@ -76,7 +80,18 @@ impl<D: ContainerDirectory> Daemon<D> {
             options.dedup_window,
             NonZeroUsize::new(4096).unwrap_or(NonZeroUsize::MIN),
         );
+        let (exits, exits_rx) = mpsc::channel(options.queue_capacity.max(1));
         let shutdown = tasks.shutdown().clone();
+        tasks.spawn(
+            "exit-127 log reader",
+            exit_logs::read_exit_logs(
+                exits_rx,
+                queue.clone(),
+                options.log_read_interval,
+                metrics.clone(),
+                shutdown.clone(),
+            ),
+        );
         tasks.spawn(
             "ENoExecEvent writer",
             write_loop(client, options, metrics.clone(), rx, shutdown),
@@ -85,6 +100,7 @@ impl<D: ContainerDirectory> Daemon<D> {
             locator,
             bursts: Mutex::new(bursts),
             queue,
+            exits,
             metrics,
         }
     }
@@ -144,18 +160,20 @@ impl<D: ContainerDirectory> Daemon<D> {
                 return;
             }
         };
-        let observed = if exited {
+        if exited {
             debug!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, comm = %event.comm, "a container's process exited with 127; its log is read for the loader's refusal");
-            Observed::ExitedWith127
-        } else {
-            info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = event.filename.as_deref().unwrap_or("unknown"), "exec format error");
-            Observed::ExecFormatError {
-                executable: event.filename,
+            if self.exits.try_send(info).is_err() {
+                warn!("exit-127 queue full; dropping an exit");
+                self.metrics.count("queue_full");
             }
-        };
+            return;
+        }
+        info!(pod = %info.pod_name, namespace = %info.pod_namespace, container = %info.container_name, filename = event.filename.as_deref().unwrap_or("unknown"), "exec format error");
         let report = LocatedFailure {
             container: info,
-            observed,
+            observed: Observed::ExecFormatError {
+                executable: event.filename,
+            },
         };
         if self.queue.try_send(report).is_err() {
             warn!("ENoExecEvent queue full; dropping a report");

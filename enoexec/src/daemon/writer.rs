@@ -1,6 +1,5 @@
 //! The rate-limited `ENoExecEvent` writer: one object per container, named after it, its
-//! status set after creation; server errors retried with backoff, then counted. An exit
-//! with 127 is written only when the container's log shows the loader's refusal.
+//! status set after creation; server errors retried with backoff, then counted.
 
 use std::time::Duration;
 
@@ -11,13 +10,11 @@ use kube::{
 use multiarch_crd::{ENoExecEvent, ENoExecEventSpec, ENoExecEventStatus};
 use multiarch_ebpf::cri::ContainerInfo;
 use multiarch_runtime::{backoff::Backoff, draining_queue::DrainingQueue, rate_limit::TokenBucket};
-use std::path::PathBuf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{DaemonOptions, metrics::DaemonMetrics};
-use crate::loader_refusal::{LoaderRefusal, read_log_tail};
 use multiarch_crd::names::LABEL_ENOEXEC_NODE;
 
 /// Writes each located failure, until shutdown; then what is still queued.
@@ -39,19 +36,7 @@ pub(super) async fn write_loop(
     while let Some(report) = queue.next().await {
         let loader_error = match &report.observed {
             Observed::ExecFormatError { .. } => None,
-            Observed::ExitedWith127 => {
-                match loader_refusal(&report.container, options.log_read_interval).await {
-                    LogVerdict::Refused(refusal) => Some(refusal.line),
-                    LogVerdict::NotRefused => {
-                        metrics.count("exit_127_other");
-                        continue;
-                    }
-                    LogVerdict::Unreadable => {
-                        metrics.count("log_unreadable");
-                        continue;
-                    }
-                }
-            }
+            Observed::LoaderRefusal { line } => Some(line.clone()),
         };
         write_with_retries(
             &api,
@@ -65,51 +50,6 @@ pub(super) async fn write_loop(
         .await;
     }
     Ok(())
-}
-
-/// Reads of a log before its container is taken as not refused by the loader.
-const LOG_READS: u32 = 5;
-
-enum LogVerdict {
-    Refused(LoaderRefusal),
-    NotRefused,
-    Unreadable,
-}
-
-/// Whether the container's log ends with the loader's refusal: read up to [`LOG_READS`]
-/// times, `interval` apart, since the runtime copies what the process wrote a moment later.
-async fn loader_refusal(container: &ContainerInfo, interval: Duration) -> LogVerdict {
-    let Some(path) = container.log_path.as_deref().map(PathBuf::from) else {
-        warn!(pod = %container.pod_name, namespace = %container.pod_namespace, container = %container.container_name, "the runtime gives no log path for a container that exited with 127; cannot tell a loader's refusal");
-        return LogVerdict::Unreadable;
-    };
-    let mut last_error = None;
-    for read in 1..=LOG_READS {
-        let tail = {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || read_log_tail(&path)).await
-        };
-        match tail {
-            Ok(Ok((tail, whole))) => {
-                last_error = None;
-                if let Some(refusal) = LoaderRefusal::in_log_tail(&tail, whole) {
-                    return LogVerdict::Refused(refusal);
-                }
-            }
-            Ok(Err(e)) => last_error = Some(e.to_string()),
-            Err(e) => last_error = Some(e.to_string()),
-        }
-        if read < LOG_READS {
-            tokio::time::sleep(interval).await;
-        }
-    }
-    match last_error {
-        Some(error) => {
-            warn!(pod = %container.pod_name, namespace = %container.pod_namespace, container = %container.container_name, path = %path.display(), %error, "cannot read the log of a container that exited with 127 (is the node's pod log directory mounted?)");
-            LogVerdict::Unreadable
-        }
-        None => LogVerdict::NotRefused,
-    }
 }
 
 async fn write_with_retries(
@@ -166,8 +106,8 @@ pub struct LocatedFailure {
 pub enum Observed {
     /// An exec failed with `ENOEXEC`; the file passed to exec, when it could be read.
     ExecFormatError { executable: Option<String> },
-    /// A process exited with 127: a loader's refusal if the log says so.
-    ExitedWith127,
+    /// A process exited with 127 and the container's log has the loader's line.
+    LoaderRefusal { line: String },
 }
 
 enum Written {
@@ -219,7 +159,7 @@ async fn write(
             Observed::ExecFormatError { executable } => {
                 executable.clone().filter(|e| !e.is_empty())
             }
-            Observed::ExitedWith127 => None,
+            Observed::LoaderRefusal { .. } => None,
         },
         loader_error,
     };
