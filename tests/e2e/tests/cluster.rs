@@ -41,7 +41,7 @@ const NS_GATE: &str = "e2e-gate";
 const NS_ROTATION: &str = "e2e-rotation";
 const NS_MISPLACED: &str = "e2e-misplaced";
 const NS_CHURN: &str = "e2e-churn";
-const TEST_NAMESPACES: [&str; 12] = [
+const TEST_NAMESPACES: [&str; 13] = [
     NS_PPC,
     NS_RULES,
     NS_HOSTILE,
@@ -49,6 +49,7 @@ const TEST_NAMESPACES: [&str; 12] = [
     NS_SCHEDULER,
     NS_ENOEXEC,
     NS_LOADER,
+    NS_LEVELS,
     NS_RESTARTS,
     NS_GATE,
     NS_ROTATION,
@@ -71,6 +72,8 @@ mod architecture_rules;
 use architecture_rules::{NS_RULES, architecture_rules};
 #[path = "cluster/hostile_tenant.rs"]
 mod hostile_tenant;
+#[path = "cluster/level_placement.rs"]
+mod level_placement;
 #[path = "cluster/loader_refusal.rs"]
 mod loader_refusal;
 #[path = "cluster/node_level.rs"]
@@ -78,6 +81,7 @@ mod node_level;
 #[path = "cluster/prometheus.rs"]
 mod prometheus;
 use hostile_tenant::{NS_HOSTILE, NS_VICTIM, hostile_tenant};
+use level_placement::{NS_LEVELS, V2_NODE, x86_64_levels_placed};
 use loader_refusal::{NS_LOADER, loader_refusals};
 use node_level::x86_64_level_label;
 
@@ -147,6 +151,7 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
             ("exec format errors", exec_format_errors),
             ("x86-64 level label", x86_64_level_label),
             ("loader refusals", loader_refusals),
+            ("x86-64 levels placed", x86_64_levels_placed),
             ("misplaced pods", misplaced_pods),
             ("restarts under load", restarts),
             ("certificate rotation", certificate_rotation),
@@ -1656,8 +1661,10 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
     {
         remove_misplaced(tier)?;
     }
-    tier.kubectl
-        .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
+    for node in [FAKE_NODE, V2_NODE] {
+        tier.kubectl
+            .run(&["delete", "node", node, "--ignore-not-found"])?;
+    }
     remove_churn(tier)?;
     for namespace in TEST_NAMESPACES {
         tier.delete_namespace(namespace)?;
