@@ -121,6 +121,18 @@ fn replica(server: &FakeApiServer, identity: &str) -> RunningScheduler {
     start_with(server, options)
 }
 
+/// Waits for replica-b to take the released lease at its next try. replica-a decides
+/// pods faster than it binds them and finishes every binding under way at shutdown, so
+/// it may have bound the whole backlog by then: this waits for the lease (replica-b's
+/// first write) rather than reading the moment the last pod is bound.
+async fn successor_leads(b: &RunningScheduler) {
+    let mut b_leading = b.leading.clone();
+    tokio::time::timeout(PATIENCE, b_leading.wait_for(|l| *l))
+        .await
+        .expect("replica-b took over")
+        .unwrap();
+}
+
 /// The backlog, replica-a leading and replica-b its standby, a tenth of the pods bound.
 async fn mid_backlog() -> (FakeApiServer, RunningScheduler, RunningScheduler) {
     let server = FakeApiServer::start().await;
@@ -143,14 +155,7 @@ async fn mid_backlog() -> (FakeApiServer, RunningScheduler, RunningScheduler) {
 async fn a_leader_stopped_with_a_backlog_finishes_its_writes_before_its_successor_starts() {
     let (server, a, b) = mid_backlog().await;
     a.shutdown().await.unwrap();
-    // replica-b takes the released lease at its next try; on a busy machine replica-a
-    // may have bound the whole backlog by then, so this waits for it rather than reading
-    // the moment the last pod is bound.
-    let mut b_leading = b.leading.clone();
-    tokio::time::timeout(PATIENCE, b_leading.wait_for(|l| *l))
-        .await
-        .expect("replica-b took over")
-        .unwrap();
+    successor_leads(&b).await;
     eventually("every pod that fits bound", || bound(&server) == FIT).await;
     b.shutdown().await.unwrap();
     assert_one_writer_at_a_time_and_no_overcommit(&server);
@@ -200,6 +205,7 @@ async fn a_leader_stopped_with_reports_queued_drops_them_before_its_successor_st
     ));
     a.shutdown().await.unwrap();
     server.clear_faults();
+    successor_leads(&b).await;
     eventually("every pod that fits bound", || bound(&server) == FIT).await;
     b.shutdown().await.unwrap();
     assert_one_writer_at_a_time_and_no_overcommit(&server);
