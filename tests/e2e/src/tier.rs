@@ -20,7 +20,17 @@ pub struct TestImages {
     pub prefix: String,
 }
 
+/// The media types a registry is asked for when a test reads one image manifest.
+pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+
 impl TestImages {
+    /// The registry the test images are in (`host:port`) and their repository.
+    pub fn registry_and_repository(&self) -> anyhow::Result<(&str, &str)> {
+        self.prefix
+            .split_once('/')
+            .context("the test images' prefix names no registry")
+    }
+
     /// Runs on amd64 and arm64 nodes.
     pub fn multi(&self) -> String {
         format!("{}:multi", self.prefix)
@@ -142,6 +152,29 @@ impl Tier {
             .with_context(|| {
                 format!("every test image architecture has nodes ({archs:?}): no foreign one")
             })
+    }
+
+    /// A Node object without a kubelet (it runs nothing and turns NotReady), named and
+    /// labelled as given (`kubernetes.io/os: linux` and its hostname added), with room
+    /// for 4 CPUs, 8 GiB and 110 pods.
+    pub fn add_node_object(&self, name: &str, mut labels: Value) -> anyhow::Result<()> {
+        labels["kubernetes.io/os"] = json!("linux");
+        labels["kubernetes.io/hostname"] = json!(name);
+        self.kubectl.apply(
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+                .to_string(),
+        )?;
+        let capacity = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
+        self.kubectl.run(&[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
+        ])?;
+        Ok(())
     }
 
     /// A fresh namespace `name` (deleted first if a failed run left it), labelled.

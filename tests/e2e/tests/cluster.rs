@@ -757,26 +757,6 @@ fn wait_note(tier: &Tier, pod: &str, reason: &str, words: &str) -> anyhow::Resul
     )
 }
 
-/// A node (no kubelet) of architecture `arch`, with capacity.
-fn add_fake_node(tier: &Tier, arch: &str) -> anyhow::Result<()> {
-    tier.kubectl.apply(
-        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": FAKE_NODE, "labels": {
-            "kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": FAKE_NODE}}})
-        .to_string(),
-    )?;
-    let capacity = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
-    tier.kubectl.run(&[
-        "patch",
-        "node",
-        FAKE_NODE,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
-    ])?;
-    Ok(())
-}
-
 /// A Deployment's pod really runs a foreign binary (placed by the default scheduler in a
 /// namespace routing excludes); `misplacedPodCorrection` reports it (not routed), then,
 /// once the namespace is routed, leaves it (no node of its architecture), then, with a
@@ -852,7 +832,7 @@ fn misplaced_pods(tier: &Tier) -> anyhow::Result<()> {
         ))
     })?;
     // A node of its architecture: the next exec format error moves the pod there.
-    add_fake_node(tier, &foreign)?;
+    tier.add_node_object(FAKE_NODE, json!({"kubernetes.io/arch": foreign}))?;
     shown.push(wait_note(
         tier,
         &first,

@@ -20,11 +20,11 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{bail, ensure};
 use multiarch_e2e::{
     creator::Creator,
     pods,
-    tier::Tier,
+    tier::{MANIFEST_ACCEPT, Tier},
     wait::{self, Check},
 };
 use serde_json::{Value, json};
@@ -197,11 +197,9 @@ fn peak_rss() -> Vec<(String, u64)> {
 /// image's layer again and again, up to 4 MiB; its reference, or why it could not be.
 fn push_layers_image(tier: &Tier) -> anyhow::Result<String> {
     let prefix = &tier.test_images.prefix;
-    let (registry, repository) = prefix
-        .split_once('/')
-        .context("the test images' prefix names no registry")?;
+    let (registry, repository) = tier.test_images.registry_and_repository()?;
     let base = format!("http://{registry}/v2/{repository}");
-    let accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+    let accept = MANIFEST_ACCEPT;
     let out = Command::new("curl")
         .args(["-sf", "--max-time", "30", "-H"])
         .arg(format!("Accept: {accept}"))

@@ -2,15 +2,15 @@
 //! pod to a node below its image's x86-64 level, and says why in `FailedScheduling`. The
 //! image: an index whose one entry is the amd64 test image labelled `amd64/v3` (as RHEL
 //! 10's are); the nodes: the real one, which the daemon labels with its CPU's level, and
-//! a Node object without a kubelet labelled `v2`, with room for every pod and no taint the
-//! pods do not tolerate, so only its level keeps them off it.
+//! a Node object without a kubelet labelled `v2`, with room for the pods, whose taints the
+//! pods tolerate, so only its level keeps them off it.
 
 use std::{process::Command, time::Duration};
 
 use anyhow::{Context, ensure};
 use multiarch_e2e::{
     pods::{self, events},
-    tier::Tier,
+    tier::{MANIFEST_ACCEPT, Tier},
     wait::{self, Check},
 };
 use serde_json::{Value, json};
@@ -24,11 +24,9 @@ const WAIT: Duration = Duration::from_secs(120);
 /// Pushes `PREFIX:amd64-v3`, an index naming the amd64 test image as `linux/amd64/v3`.
 fn push_v3_index(tier: &Tier) -> anyhow::Result<String> {
     let prefix = &tier.test_images.prefix;
-    let (registry, repository) = prefix
-        .split_once('/')
-        .context("the test images' prefix names no registry")?;
+    let (registry, repository) = tier.test_images.registry_and_repository()?;
     let base = format!("http://{registry}/v2/{repository}");
-    let accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+    let accept = MANIFEST_ACCEPT;
     let head = Command::new("curl")
         .args(["-sfI", "--max-time", "30", "-H"])
         .arg(format!("Accept: {accept}"))
@@ -67,27 +65,6 @@ fn push_v3_index(tier: &Tier) -> anyhow::Result<String> {
     Ok(format!("{prefix}:amd64-v3"))
 }
 
-/// A Node object of level v2, with room for the pods.
-fn add_v2_node(tier: &Tier) -> anyhow::Result<()> {
-    tier.kubectl.apply(
-        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": V2_NODE, "labels": {
-            "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-            "kubernetes.io/hostname": V2_NODE, "multiarch.openshift.io/arch-variant": "v2"}}})
-        .to_string(),
-    )?;
-    let capacity = json!({"cpu": "16", "memory": "64Gi", "pods": "110"});
-    tier.kubectl.run(&[
-        "patch",
-        "node",
-        V2_NODE,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
-    ])?;
-    Ok(())
-}
-
 /// A sleeper of `image` tolerating every taint (the Node object turns NotReady).
 fn pod(name: &str, image: &str, pinned_to: Option<&str>) -> Value {
     let mut pod = pods::sleeper(NS_LEVELS, name, image);
@@ -109,7 +86,10 @@ pub fn x86_64_levels_placed(tier: &Tier) -> anyhow::Result<()> {
     }
     let image = push_v3_index(tier)?;
     tier.namespace(NS_LEVELS, json!({}))?;
-    add_v2_node(tier)?;
+    tier.add_node_object(
+        V2_NODE,
+        json!({"kubernetes.io/arch": "amd64", "multiarch.openshift.io/arch-variant": "v2"}),
+    )?;
     let result = placed(tier, &node, &image);
     let cleaned = tier.delete_namespace(NS_LEVELS).and_then(|()| {
         tier.kubectl

@@ -44,12 +44,7 @@ fn refused_program(into: &Path) -> anyhow::Result<()> {
 /// Builds and pushes the image (the kit's mkimage.py: the program at /bin/app, the host's
 /// loader and libc beside it); its reference.
 fn push_image(tier: &Tier, mkimage: &Path) -> anyhow::Result<String> {
-    let registry = tier
-        .test_images
-        .prefix
-        .split_once('/')
-        .map(|(registry, _)| registry)
-        .context("the test images' prefix names no registry")?;
+    let (registry, _) = tier.test_images.registry_and_repository()?;
     let image = format!("{registry}/test/loader-refused:1");
     let dir = tier.work.join("loader-refused");
     let _ = std::fs::remove_dir_all(&dir);
