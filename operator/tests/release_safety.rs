@@ -157,16 +157,18 @@ async fn a_namespace_at_its_pod_quota_still_gets_its_pods_released() {
                 .is_some_and(|p| p["spec"]["schedulerName"] == "default-scheduler")
     })
     .await;
-    let names = events(&server);
-    assert!(
+    // The events are written after the pods they tell of, each a moment later.
+    eventually("both recreations told", || {
+        let names = events(&server);
         names
             .iter()
             .any(|e| e == "RecreatedForDefaultScheduler bare")
             && names
                 .iter()
-                .any(|e| e == "RecreatedForDefaultScheduler replica"),
-        "{names:?}"
-    );
+                .any(|e| e == "RecreatedForDefaultScheduler replica")
+    })
+    .await;
+    let names = events(&server);
     assert!(
         !names
             .iter()
