@@ -87,8 +87,10 @@ impl HandlerContext {
             }
         }
         let inspected = match &container {
-            Some((_, image)) => self.inspect(&pod, image).await,
-            None => None,
+            Some((_, image)) if report_needs_the_image(&status, node_arch.as_deref()) => {
+                self.inspect(&pod, image).await
+            }
+            _ => None,
         };
         let Report {
             reason,
@@ -195,6 +197,17 @@ struct Report {
     outcome: &'static str,
     note: String,
     may_be_misplaced: bool,
+}
+
+/// Whether [`report_of`] reads the inspected image: for the level a loader's line does not
+/// name, or for whether the image has a build for the node's (known) architecture.
+fn report_needs_the_image(status: &ENoExecEventStatus, node_arch: Option<&str>) -> bool {
+    match status.loader_error.as_deref() {
+        Some(line) => LoaderRefusal::of_line(line)
+            .and_then(|r| r.level_needed)
+            .is_none(),
+        None => node_arch.is_some(),
+    }
 }
 
 /// The report of an `ENoExecEvent`: an exec format error, or a loader's refusal (which
@@ -310,4 +323,47 @@ fn container_of(pod: &Pod, container_id: &str) -> Option<(String, String)> {
                 .and_then(|c| c.image.clone())
         })?;
     Some((name, image))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_image_is_inspected_only_where_the_report_reads_it() {
+        let status = |loader_error: Option<&str>| ENoExecEventStatus {
+            loader_error: loader_error.map(str::to_owned),
+            ..ENoExecEventStatus::default()
+        };
+        let cases = [
+            // An exec format error: whether the image has the node's architecture.
+            (status(None), Some("arm64"), true),
+            // ... which a node that says no architecture cannot ask.
+            (status(None), None, false),
+            // glibc's line names the level: nothing to read.
+            (
+                status(Some("Fatal glibc error: CPU does not support x86-64-v3")),
+                Some("amd64"),
+                false,
+            ),
+            // The ISA note check names none: the image's builds say it.
+            (
+                status(Some("/app: CPU ISA level is lower than required")),
+                Some("amd64"),
+                true,
+            ),
+            (
+                status(Some("/app: CPU ISA level is lower than required")),
+                None,
+                true,
+            ),
+        ];
+        for (status, node_arch, expected) in cases {
+            assert_eq!(
+                report_needs_the_image(&status, node_arch),
+                expected,
+                "{status:?} on {node_arch:?}"
+            );
+        }
+    }
 }
