@@ -81,7 +81,7 @@ mod node_level;
 #[path = "cluster/prometheus.rs"]
 mod prometheus;
 use hostile_tenant::{NS_HOSTILE, NS_VICTIM, hostile_tenant};
-use level_placement::{NS_LEVELS, V2_NODE, x86_64_levels_placed};
+use level_placement::{NS_LEVELS, remove_levels, x86_64_levels_placed};
 use loader_refusal::{NS_LOADER, loader_refusals};
 use node_level::x86_64_level_label;
 
@@ -160,8 +160,16 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
             ("uninstall", uninstall),
         ]
     };
+    // MULTIARCH_E2E_CASES (names, comma-separated) runs those alone, between the install
+    // and the uninstall: for working on a case, never in CI.
+    let only = std::env::var("MULTIARCH_E2E_CASES").ok();
+    let chosen = |name: &str| {
+        only.as_deref().is_none_or(|only| {
+            name == "install" || name == "uninstall" || only.split(',').any(|c| c.trim() == name)
+        })
+    };
     let (mut passed, mut failed) = (0, 0);
-    for (name, case) in cases {
+    for (name, case) in cases.into_iter().filter(|(name, _)| chosen(name)) {
         // After a failure only the uninstall runs: later cases need what failed.
         if failed > 0 && name != "uninstall" {
             println!("e2e [{pass}] {name} ... skipped (an earlier case failed)");
@@ -1641,10 +1649,9 @@ fn clean_up(tier: &Tier) -> anyhow::Result<()> {
     {
         remove_misplaced(tier)?;
     }
-    for node in [FAKE_NODE, V2_NODE] {
-        tier.kubectl
-            .run(&["delete", "node", node, "--ignore-not-found"])?;
-    }
+    tier.kubectl
+        .run(&["delete", "node", FAKE_NODE, "--ignore-not-found"])?;
+    remove_levels(tier)?;
     remove_churn(tier)?;
     for namespace in TEST_NAMESPACES {
         tier.delete_namespace(namespace)?;
