@@ -2,7 +2,9 @@
 //! `Inspector::read_binaries`), against a real local registry (Debian's docker-registry,
 //! started here): one-layer images of 10 MB to 2 GB whose program is the layer's last
 //! entry, behind incompressible data (the worst case: the reader streams the whole layer
-//! for its links and again for the program), uncompressed and gzip-compressed. Prints,
+//! for its links and again for the program), uncompressed and gzip-compressed; and the
+//! same as zstd:chunked layers, which are read by ranges (the table of contents and the
+//! program's frame) instead. Prints,
 //! per image, the layer bytes fetched, the median time of 3 reads and the throughput, and
 //! the process's peak resident memory after each size (the layer is never held).
 //!
@@ -26,9 +28,10 @@ use multiarch_inspector::{
     settings::RegistrySettings,
 };
 use multiarch_test_support::{
+    chunked_layer::ChunkedWriter,
     elf,
     memory::peak_rss,
-    registry::{Options, Registry, push_image_with_placed_layers},
+    registry::{Options, PlacedLayer, Registry, push_image_with_annotated_layers},
 };
 use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use serde_json::json;
@@ -47,6 +50,16 @@ fn write_layer(path: &Path, size: u64, gzip: bool) {
         write_tar(file, size)
     };
     file.flush().unwrap();
+}
+
+/// The layer of [`write_layer`] as zstd:chunked; its descriptor's annotations.
+fn write_chunked_layer(path: &Path, size: u64) -> serde_json::Value {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut writer = ChunkedWriter::new(file);
+    writer.file("padding", size, RandomBytes::new(size));
+    let server = elf::x86_64(None, 0b0011);
+    writer.file("server", server.len() as u64, server.as_slice());
+    writer.finish().1
 }
 
 fn write_tar<W: Write>(sink: W, size: u64) -> W {
@@ -92,6 +105,23 @@ impl std::io::Read for RandomBytes {
     }
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tar,
+    Gzip,
+    ZstdChunked,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Tar => "tar",
+            Kind::Gzip => "gzip",
+            Kind::ZstdChunked => "zstd-chunked",
+        }
+    }
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -119,18 +149,39 @@ async fn main() {
         Arc::new(StaticKeyring::default()),
         InspectorMetrics::default(),
     );
-    println!("image data   layer        fetched      median of 3   throughput   peak RSS");
+    println!("image data   layer                fetched     median of 3   throughput   peak RSS");
     for &size in sizes {
-        for gzip in [false, true] {
-            let repository = format!(
-                "bench/binary-{}{}",
-                size / MB,
-                if gzip { "-gz" } else { "" }
-            );
+        for kind in [Kind::Tar, Kind::Gzip, Kind::ZstdChunked] {
+            let repository = format!("bench/binary-{}-{}", size / MB, kind.name());
             let layer = reg.dir().join("layer");
-            write_layer(&layer, size, gzip);
-            let placed = reg.place_blob(&repository, &layer);
-            let pushed = push_image_with_placed_layers(
+            let (media_type, annotations) = match kind {
+                Kind::Tar => {
+                    write_layer(&layer, size, false);
+                    (
+                        "application/vnd.oci.image.layer.v1.tar",
+                        serde_json::Value::Null,
+                    )
+                }
+                Kind::Gzip => {
+                    write_layer(&layer, size, true);
+                    (
+                        "application/vnd.oci.image.layer.v1.tar+gzip",
+                        serde_json::Value::Null,
+                    )
+                }
+                Kind::ZstdChunked => (
+                    "application/vnd.oci.image.layer.v1.tar+zstd",
+                    write_chunked_layer(&layer, size),
+                ),
+            };
+            let (digest, blob_size) = reg.place_blob(&repository, &layer);
+            let placed = PlacedLayer {
+                digest: digest.clone(),
+                size: blob_size,
+                media_type,
+                annotations,
+            };
+            let pushed = push_image_with_annotated_layers(
                 &reg,
                 &repository,
                 "amd64",
@@ -158,16 +209,16 @@ async fn main() {
             }
             let took = median(times);
             println!(
-                "{:>7} MB   {:<11}  {:>8.1} MB  {:>10.2} s  {:>7.0} MB/s  {:>5} MiB",
+                "{:>7} MB   {:<13}  {:>12} B  {:>10.2} s  {:>7.0} MB/s  {:>5} MiB",
                 size / MB,
-                if gzip { "gzip" } else { "tar" },
-                fetched as f64 / MB as f64,
+                kind.name(),
+                fetched,
                 took.as_secs_f64(),
                 fetched as f64 / MB as f64 / took.as_secs_f64(),
                 peak_rss() >> 20
             );
             // The blob goes: 2 GB layers of both kinds would fill a small disk.
-            let hex = placed.0.trim_start_matches("sha256:");
+            let hex = digest.trim_start_matches("sha256:");
             std::fs::remove_file(reg.dir().join(format!(
                 "storage/docker/registry/v2/blobs/sha256/{}/{hex}/data",
                 &hex[..2]

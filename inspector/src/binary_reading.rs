@@ -4,14 +4,14 @@
 //! the index says, and the x86-64 level it and its loader need.
 //!
 //! Same sessions, credentials, address policy and retries as inspection. Layers are
-//! streamed, never held: each one decompressed as it arrives on a blocking thread, only
-//! its links and the head of the file looked for kept. Bounded per image by the bytes
+//! streamed, never held (`layer_reads`): each one decompressed as it arrives on a
+//! blocking thread, only its links and the head of the file looked for kept; a
+//! zstd:chunked layer is read by ranges, its table of contents and the file's frames. Bounded per image by the bytes
 //! fetched, the bytes unpacked and a deadline; a read abandoned (deadline, bound, or the
 //! caller gone) stops its streams. A layer read in part cannot be checked against its
 //! digest: the facts are what the registry served.
 
 use std::{
-    io::{BufReader, Read},
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -19,22 +19,17 @@ use std::{
     time::Duration,
 };
 
-use futures_util::TryStreamExt;
 use multiarch_policy::platform::Platform;
 use serde::Serialize;
-use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::{
-    bounded_fetch::BoundedFetch,
     elf_facts::{self, ElfFacts},
     error::InspectError,
-    executable_lookup::{
-        ImageCommand, InLayer, LookupError, LookupLimits, MergedLinks, read_in_layer,
-    },
+    executable_lookup::{ImageCommand, LookupLimits},
     image::ImageRef,
     keyring::{Credential, Keyring},
-    layer_decoding,
-    manifest::{self, Layer},
+    layer_reads::{Layers, bad, lookup},
+    manifest,
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
@@ -134,13 +129,13 @@ impl BinaryFacts {
 }
 
 /// Where one read stands: bytes fetched and unpacked, and whether it was abandoned.
-struct ReadState {
-    limits: BinaryLimits,
-    fetched: AtomicU64,
-    unpacked: AtomicU64,
-    abandoned: AtomicBool,
+pub(crate) struct ReadState {
+    pub limits: BinaryLimits,
+    pub fetched: AtomicU64,
+    pub unpacked: AtomicU64,
+    pub abandoned: AtomicBool,
     /// The registry's stream failed (not the image): a transient failure.
-    network_failed: AtomicBool,
+    pub network_failed: AtomicBool,
 }
 
 /// Stops the read's streams when the read is dropped (deadline, caller gone).
@@ -149,29 +144,6 @@ struct AbandonOnDrop(Arc<ReadState>);
 impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
         self.0.abandoned.store(true, Ordering::SeqCst);
-    }
-}
-
-/// A layer's tar stream, unpacked bytes counted against the read's bound.
-struct Unpacking<R> {
-    inner: R,
-    state: Arc<ReadState>,
-}
-
-impl<R: Read> Read for Unpacking<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.state.abandoned.load(Ordering::SeqCst) {
-            return Err(std::io::Error::other("the read was abandoned"));
-        }
-        let n = self.inner.read(buf)?;
-        let total = self.state.unpacked.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
-        if total > self.state.limits.unpacked_bytes {
-            return Err(std::io::Error::other(format!(
-                "the layers unpack to more than {} bytes",
-                self.state.limits.unpacked_bytes
-            )));
-        }
-        Ok(n)
     }
 }
 
@@ -229,6 +201,7 @@ impl RegistryClient {
             credential,
             layers,
             state: state.clone(),
+            ranges_refused: AtomicBool::new(false),
         };
 
         // The links of every layer, bottom first; then the program, through its `#!`
@@ -278,119 +251,6 @@ impl RegistryClient {
     }
 }
 
-/// One image's layers, streamed on demand.
-struct Layers<'a> {
-    client: &'a RegistryClient,
-    session: Arc<BoundedFetch>,
-    image: &'a ImageRef,
-    credential: Option<&'a Credential>,
-    layers: Vec<Layer>,
-    state: Arc<ReadState>,
-}
-
-impl Layers<'_> {
-    async fn merged_links(&self, command: &ImageCommand) -> Result<MergedLinks, Failure> {
-        let mut links = MergedLinks::new(self.state.limits.lookup, command.bare_name());
-        for layer in &self.layers {
-            links = self
-                .stream(layer, move |tar| links.add_layer(tar).map(|()| links))
-                .await?;
-        }
-        Ok(links)
-    }
-
-    /// The first bytes of the regular file at `path` (resolved), top layer first.
-    async fn head_of(&self, path: &str) -> Result<Vec<u8>, Failure> {
-        for layer in self.layers.iter().rev() {
-            let mut wanted = path.to_owned();
-            // A hard link's bytes are at its target, in the same layer.
-            for _ in 0..2 {
-                let looked_for = wanted.clone();
-                let answer = self
-                    .stream(layer, move |tar| {
-                        read_in_layer(tar, &looked_for, elf_facts::MAX_HEAD)
-                    })
-                    .await?;
-                match answer {
-                    InLayer::Head(head) => return Ok(head),
-                    InLayer::HardLink(target) => wanted = target,
-                    InLayer::Gone | InLayer::Opaque => return Err(self.missing(path)),
-                    InLayer::Absent => break,
-                }
-            }
-        }
-        Err(self.missing(path))
-    }
-
-    fn missing(&self, path: &str) -> Failure {
-        Failure::Other(lookup(self.image, LookupError::NotFound(path.to_owned())))
-    }
-
-    /// Streams `layer` through `work` on a blocking thread: decompressed as it arrives,
-    /// its bytes counted against the read's bounds.
-    async fn stream<T: Send + 'static>(
-        &self,
-        layer: &Layer,
-        work: impl FnOnce(Box<dyn Read + Send>) -> Result<T, LookupError> + Send + 'static,
-    ) -> Result<T, Failure> {
-        let image = self.image;
-        let response = self
-            .client
-            .with_retries(image, || {
-                self.session
-                    .blob_response(image, self.credential, &layer.digest)
-            })
-            .await?;
-        let state = self.state.clone();
-        let fetched = self.state.clone();
-        let chunks = response
-            .bytes_stream()
-            .map_err(move |e| {
-                fetched.network_failed.store(true, Ordering::SeqCst);
-                std::io::Error::other(e)
-            })
-            .and_then({
-                let state = self.state.clone();
-                move |chunk| {
-                    let total = state
-                        .fetched
-                        .fetch_add(chunk.len() as u64, Ordering::SeqCst)
-                        + chunk.len() as u64;
-                    let limit = state.limits.fetched_bytes;
-                    std::future::ready(if total > limit {
-                        Err(std::io::Error::other(format!(
-                            "more than {limit} bytes of layers fetched"
-                        )))
-                    } else {
-                        Ok(chunk)
-                    })
-                }
-            });
-        let blob = SyncIoBridge::new(StreamReader::new(chunks));
-        let digest = layer.digest.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            let unpacked = layer_decoding::tar_stream(BufReader::new(blob))
-                .map_err(|e| LookupError::Tar(e.to_string()))?;
-            work(Box::new(Unpacking {
-                inner: unpacked,
-                state,
-            }))
-        })
-        .await
-        .map_err(|e| Failure::Other(bad(image, &format!("layer reader failed: {e}"))))?;
-        outcome.map_err(|e| {
-            if self.state.network_failed.load(Ordering::SeqCst) {
-                Failure::Other(InspectError::Unreachable {
-                    registry: image.registry().to_owned(),
-                    detail: format!("layer {digest}: {e}"),
-                })
-            } else {
-                Failure::Other(bad(image, &format!("layer {digest}: {e}")))
-            }
-        })
-    }
-}
-
 /// The interpreter a script's `#!` line names (`#!/usr/bin/env python3` → `/usr/bin/env`).
 fn script_interpreter(head: &[u8]) -> Option<String> {
     let line = head.strip_prefix(b"#!")?;
@@ -401,17 +261,6 @@ fn script_interpreter(head: &[u8]) -> Option<String> {
 
 fn elf(image: &ImageRef, path: &str, head: &[u8]) -> Result<ElfFacts, Failure> {
     elf_facts::read(head).map_err(|e| Failure::Other(bad(image, &format!("{path}: {e}"))))
-}
-
-fn bad(image: &ImageRef, detail: &str) -> InspectError {
-    InspectError::Malformed {
-        image: image.to_string(),
-        detail: detail.to_owned(),
-    }
-}
-
-fn lookup(image: &ImageRef, e: LookupError) -> InspectError {
-    bad(image, &e.to_string())
 }
 
 #[cfg(test)]

@@ -198,9 +198,13 @@ impl BoundedFetch {
         &self,
         url: &str,
         accept: &str,
+        range: Option<&str>,
         authorization: &Authorization<'_>,
     ) -> Result<reqwest::Response, OciDistributionError> {
-        let request = self.http.get(url).header(header::ACCEPT, accept);
+        let mut request = self.http.get(url).header(header::ACCEPT, accept);
+        if let Some(range) = range {
+            request = request.header(header::RANGE, range);
+        }
         let request = match authorization {
             Authorization::None => request,
             Authorization::Bearer(token) => request.bearer_auth(token),
@@ -215,6 +219,7 @@ impl BoundedFetch {
         &self,
         url: &str,
         accept: &str,
+        range: Option<&str>,
         repository: &str,
         credential: Option<&Credential>,
     ) -> Result<reqwest::Response, OciDistributionError> {
@@ -222,7 +227,7 @@ impl BoundedFetch {
             Some(token) => Authorization::Bearer(token),
             None => Authorization::None,
         };
-        let mut response = self.send(url, accept, &first).await?;
+        let mut response = self.send(url, accept, range, &first).await?;
         if response.status() == StatusCode::UNAUTHORIZED {
             let challenge = response
                 .headers()
@@ -237,7 +242,7 @@ impl BoundedFetch {
                     url: url.to_owned(),
                 });
             };
-            response = self.send(url, accept, &authorization).await?;
+            response = self.send(url, accept, range, &authorization).await?;
         }
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
@@ -281,7 +286,7 @@ impl BoundedFetch {
             image.repository()
         );
         let response = self
-            .authorized_get(&url, "*/*", image.repository(), credential)
+            .authorized_get(&url, "*/*", None, image.repository(), credential)
             .await?;
         let body = match bounded_body(response, limit, self.budget(false)).await? {
             Ok(body) => body,
@@ -305,7 +310,29 @@ impl BoundedFetch {
             image.registry(),
             image.repository()
         );
-        self.authorized_get(&url, "*/*", image.repository(), credential)
+        self.authorized_get(&url, "*/*", None, image.repository(), credential)
+            .await
+    }
+
+    /// The bytes `range` of a blob, as [`BoundedFetch::blob_response`]: a registry that
+    /// serves ranges answers `206 Partial Content`, one that does not answers the whole
+    /// blob with `200`, which the caller must not read.
+    pub(crate) async fn blob_range_response(
+        &self,
+        image: &ImageRef,
+        credential: Option<&Credential>,
+        digest: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<reqwest::Response, OciDistributionError> {
+        let url = format!(
+            "{}://{}/v2/{}/blobs/{digest}",
+            self.scheme,
+            image.registry(),
+            image.repository()
+        );
+        // HTTP ranges name their last byte.
+        let bytes = format!("bytes={}-{}", range.start, range.end.saturating_sub(1));
+        self.authorized_get(&url, "*/*", Some(&bytes), image.repository(), credential)
             .await
     }
 
@@ -320,7 +347,13 @@ impl BoundedFetch {
     ) -> Result<Result<(Vec<u8>, String, Reservation), usize>, OciDistributionError> {
         let url = self.url(image);
         let response = self
-            .authorized_get(&url, &accepted.join(", "), image.repository(), credential)
+            .authorized_get(
+                &url,
+                &accepted.join(", "),
+                None,
+                image.repository(),
+                credential,
+            )
             .await?;
         let header_digest = response
             .headers()

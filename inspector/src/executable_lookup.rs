@@ -44,6 +44,8 @@ pub enum LookupError {
     Config(String),
     #[error("a layer is not a readable tar stream: {0}")]
     Tar(String),
+    #[error("a zstd:chunked layer's table of contents cannot be read: {0}")]
+    Toc(String),
     #[error("the layers hold more than {entries} links or {bytes} bytes of link paths")]
     TooManyLinks { entries: usize, bytes: usize },
     #[error("{0}: too many levels of symbolic links")]
@@ -195,43 +197,52 @@ impl MergedLinks {
 
     /// Applies the next layer up (its uncompressed tar stream, read to its end).
     pub fn add_layer(&mut self, tar: impl Read) -> Result<(), LookupError> {
-        let layer = self.layers;
-        self.layers += 1;
+        let layer = self.next_layer();
         let mut archive = tar::Archive::new(tar);
         for entry in archive.entries().map_err(tar_error)? {
             let entry = entry.map_err(tar_error)?;
-            let path = entry_path(&entry.path().map_err(tar_error)?.to_string_lossy());
-            let (dir, name) = split(&path);
-            if name == ".wh..wh..opq" {
-                // Everything the layers below had in `dir` is hidden.
-                self.remove_lower(dir, layer, Removed::Contents);
-                continue;
-            }
-            if let Some(hidden) = name.strip_prefix(".wh.") {
-                self.remove_lower(&join(dir, hidden), layer, Removed::PathAndContents);
-                continue;
-            }
-            // What this layer puts at `path` replaces what lower layers had there: a
-            // directory keeps a directory's contents, a file or a link does not.
-            let kind = entry.header().entry_type();
-            let removed = if kind.is_dir() {
-                Removed::Path
-            } else {
-                Removed::PathAndContents
-            };
-            self.remove_lower(&path, layer, removed);
-            if kind.is_symlink() {
-                let target = entry
-                    .link_name()
-                    .map_err(tar_error)?
-                    .map(|t| t.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+            self.add_entry(layer, &LayerEntry::of_tar(&entry)?)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the next layer up; its entries are then given to [`MergedLinks::add_entry`]
+    /// in their order (a layer read from its table of contents, `chunked_toc`).
+    pub fn next_layer(&mut self) -> usize {
+        self.layers += 1;
+        self.layers - 1
+    }
+
+    /// Applies one entry of `layer` (from [`MergedLinks::next_layer`]).
+    pub fn add_entry(&mut self, layer: usize, entry: &LayerEntry) -> Result<(), LookupError> {
+        let path = entry_path(&entry.name);
+        let (dir, name) = split(&path);
+        if name == ".wh..wh..opq" {
+            // Everything the layers below had in `dir` is hidden.
+            self.remove_lower(dir, layer, Removed::Contents);
+            return Ok(());
+        }
+        if let Some(hidden) = name.strip_prefix(".wh.") {
+            self.remove_lower(&join(dir, hidden), layer, Removed::PathAndContents);
+            return Ok(());
+        }
+        // What this layer puts at `path` replaces what lower layers had there: a
+        // directory keeps a directory's contents, a file or a link does not.
+        let removed = if entry.kind == EntryKind::Dir {
+            Removed::Path
+        } else {
+            Removed::PathAndContents
+        };
+        self.remove_lower(&path, layer, removed);
+        match entry.kind {
+            EntryKind::Symlink => {
+                let target = entry.link.clone().unwrap_or_default();
                 self.keep(path, Kept::Link { target, layer })?;
-            } else if (kind.is_file() || kind.is_hard_link())
-                && self.bare_name.as_deref() == Some(name)
-            {
+            }
+            EntryKind::File | EntryKind::HardLink if self.bare_name.as_deref() == Some(name) => {
                 self.keep(path, Kept::Named { layer })?;
             }
+            _ => {}
         }
         Ok(())
     }
@@ -382,50 +393,145 @@ pub enum InLayer {
 /// to its end.
 pub fn read_in_layer(tar: impl Read, path: &str, max_head: u64) -> Result<InLayer, LookupError> {
     let mut archive = tar::Archive::new(tar);
-    let (mut opaque, mut hidden_below) = (false, false);
+    let mut locator = Locator::new(path);
     for entry in archive.entries().map_err(tar_error)? {
         let entry = entry.map_err(tar_error)?;
-        let here = entry_path(&entry.path().map_err(tar_error)?.to_string_lossy());
+        match locator.see(&LayerEntry::of_tar(&entry)?) {
+            Some(Located::File) => {
+                let mut head = Vec::new();
+                entry
+                    .take(max_head)
+                    .read_to_end(&mut head)
+                    .map_err(tar_error)?;
+                return Ok(InLayer::Head(head));
+            }
+            Some(Located::HardLink(target)) => return Ok(InLayer::HardLink(target)),
+            Some(Located::Gone) => return Ok(InLayer::Gone),
+            None => {}
+        }
+    }
+    Ok(locator.end())
+}
+
+/// One entry of a layer as a lookup reads it: from a tar header, or from a layer's
+/// table of contents (`chunked_toc`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerEntry {
+    /// As the layer writes it (`./usr/bin/`, `usr/bin/app`).
+    pub name: String,
+    pub kind: EntryKind,
+    /// A link's target as written (a hard link's: a path of the same layer).
+    pub link: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    Dir,
+    File,
+    HardLink,
+    Symlink,
+    /// Devices, fifos: never a program.
+    Other,
+}
+
+impl LayerEntry {
+    fn of_tar<R: Read>(entry: &tar::Entry<'_, R>) -> Result<LayerEntry, LookupError> {
+        let kind = entry.header().entry_type();
+        let kind = if kind.is_dir() {
+            EntryKind::Dir
+        } else if kind.is_symlink() {
+            EntryKind::Symlink
+        } else if kind.is_hard_link() {
+            EntryKind::HardLink
+        } else if kind.is_file() {
+            EntryKind::File
+        } else {
+            EntryKind::Other
+        };
+        let link = match kind {
+            EntryKind::Symlink | EntryKind::HardLink => entry
+                .link_name()
+                .map_err(tar_error)?
+                .map(|t| t.to_string_lossy().into_owned()),
+            _ => None,
+        };
+        Ok(LayerEntry {
+            name: entry
+                .path()
+                .map_err(tar_error)?
+                .to_string_lossy()
+                .into_owned(),
+            kind,
+            link,
+        })
+    }
+}
+
+/// What an entry of the layer says of the path looked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Located {
+    /// This entry is the regular file: its bytes are the answer.
+    File,
+    /// A hard link to another path of the same layer ([`InLayer::HardLink`]).
+    HardLink(String),
+    /// Not a regular file ([`InLayer::Gone`]).
+    Gone,
+}
+
+/// Looks for one path among a layer's entries, in their order: what the entry at the
+/// path is, and, when the layer has none, whether whiteouts or an opaque directory hide
+/// the layers below ([`Locator::end`]).
+pub struct Locator<'a> {
+    path: &'a str,
+    opaque: bool,
+    hidden_below: bool,
+}
+
+impl<'a> Locator<'a> {
+    pub fn new(path: &'a str) -> Self {
+        Locator {
+            path,
+            opaque: false,
+            hidden_below: false,
+        }
+    }
+
+    /// The answer, if `entry` is at the path.
+    pub fn see(&mut self, entry: &LayerEntry) -> Option<Located> {
+        let here = entry_path(&entry.name);
         let (dir, name) = split(&here);
-        if name == ".wh..wh..opq" && is_within(path, dir) {
-            opaque = true;
-            continue;
+        if name == ".wh..wh..opq" && is_within(self.path, dir) {
+            self.opaque = true;
+            return None;
         }
         if let Some(hidden) = name.strip_prefix(".wh.") {
             let hidden = join(dir, hidden);
             // Hides the layers below; this layer may still hold the file itself.
-            hidden_below |= hidden == path || is_within(path, &hidden);
-            continue;
+            self.hidden_below |= hidden == self.path || is_within(self.path, &hidden);
+            return None;
         }
-        if here != path {
-            continue;
+        if here != self.path {
+            return None;
         }
-        let kind = entry.header().entry_type();
-        if kind.is_hard_link() {
-            let target = entry
-                .link_name()
-                .map_err(tar_error)?
-                .map(|t| entry_path(&t.to_string_lossy()))
-                .unwrap_or_default();
-            return Ok(InLayer::HardLink(target));
-        }
-        if !kind.is_file() {
-            return Ok(InLayer::Gone);
-        }
-        let mut head = Vec::new();
-        entry
-            .take(max_head)
-            .read_to_end(&mut head)
-            .map_err(tar_error)?;
-        return Ok(InLayer::Head(head));
+        Some(match entry.kind {
+            EntryKind::HardLink => {
+                Located::HardLink(entry.link.as_deref().map(entry_path).unwrap_or_default())
+            }
+            EntryKind::File => Located::File,
+            _ => Located::Gone,
+        })
     }
-    Ok(if hidden_below {
-        InLayer::Gone
-    } else if opaque {
-        InLayer::Opaque
-    } else {
-        InLayer::Absent
-    })
+
+    /// What the layer says once every entry was seen and none is at the path.
+    pub fn end(self) -> InLayer {
+        if self.hidden_below {
+            InLayer::Gone
+        } else if self.opaque {
+            InLayer::Opaque
+        } else {
+            InLayer::Absent
+        }
+    }
 }
 
 /// `path` lies strictly inside directory `dir`.

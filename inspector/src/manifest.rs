@@ -2,14 +2,14 @@
 //! Docker schema-2 manifests, and image config blobs. Pure functions over bytes, so that
 //! they are fuzzed directly; nothing here panics on any input.
 
-use std::{borrow::Cow, marker::PhantomData};
-
-use serde::{
-    Deserialize,
-    de::{IgnoredAny, MapAccess, SeqAccess, Visitor},
-};
+use serde::Deserialize;
 
 use multiarch_policy::platform::Platform;
+
+use crate::{
+    bounded_json::{any_entry, bounded_list, first_entry},
+    chunked_toc::{TOC_POSITION_ANNOTATION, TocPosition},
+};
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
@@ -90,7 +90,19 @@ struct RawManifest {
 struct RawLayers {
     /// `None` inside: more than [`MAX_LAYERS`].
     #[serde(default, deserialize_with = "bounded_layers")]
-    layers: Option<Option<Vec<RawDescriptor>>>,
+    layers: Option<Option<Vec<RawLayer>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawLayer {
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    digest: String,
+    /// Read from `annotations`, which are not kept.
+    #[serde(default, rename = "annotations", deserialize_with = "toc_annotation")]
+    toc: Option<TocPosition>,
 }
 
 fn bounded_index_entries<'de, D>(
@@ -102,89 +114,23 @@ where
     bounded_list(deserializer, MAX_INDEX_ENTRIES)
 }
 
-fn bounded_layers<'de, D>(deserializer: D) -> Result<Option<Option<Vec<RawDescriptor>>>, D::Error>
+fn bounded_layers<'de, D>(deserializer: D) -> Result<Option<Option<Vec<RawLayer>>>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
     bounded_list(deserializer, MAX_LAYERS)
 }
 
-/// Reads at most `max` items of a list that may be null; beyond them the list is skipped
-/// without being kept (`Some(None)`), so a hostile document costs its bytes, not ~200 B
-/// per item (4 MiB of `{}` is ~1.4 million of them).
-fn bounded_list<'de, D, T>(deserializer: D, max: usize) -> Result<Option<Option<Vec<T>>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct Bounded<T>(usize, PhantomData<T>);
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Bounded<T> {
-        type Value = Option<Vec<T>>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut items = Vec::new();
-            while let Some(item) = seq.next_element::<T>()? {
-                if items.len() == self.0 {
-                    while seq.next_element::<IgnoredAny>()?.is_some() {}
-                    return Ok(None);
-                }
-                items.push(item);
-            }
-            Ok(Some(items))
-        }
-    }
-    struct Nullable<T>(usize, PhantomData<T>);
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Nullable<T> {
-        type Value = Option<Option<Vec<T>>>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list or null")
-        }
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_seq(Bounded(self.0, PhantomData)).map(Some)
-        }
-    }
-    deserializer.deserialize_option(Nullable(max, PhantomData))
-}
-
-/// Whether some entry of a string map (or null) passes `test`, read without keeping the
-/// map: each key and value is dropped once tested, so a map of a million entries costs
-/// its bytes on the wire, not a `BTreeMap` of them.
-fn any_entry<'de, D>(deserializer: D, test: fn(&str, &str) -> bool) -> Result<bool, D::Error>
+/// `annotations` of a layer: only where a zstd:chunked layer's table of contents is.
+fn toc_annotation<'de, D>(deserializer: D) -> Result<Option<TocPosition>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
-    struct Entries(fn(&str, &str) -> bool);
-    impl<'de> Visitor<'de> for Entries {
-        type Value = bool;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a map of strings or null")
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_none<E: serde::de::Error>(self) -> Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-            d.deserialize_map(self)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-            let mut found = false;
-            while let Some((key, value)) = map.next_entry::<Cow<'de, str>, Cow<'de, str>>()? {
-                found = found || (self.0)(&key, &value);
-            }
-            Ok(found)
-        }
-    }
-    deserializer.deserialize_option(Entries(test))
+    first_entry(deserializer, |key, value| {
+        (key == TOC_POSITION_ANNOTATION)
+            .then(|| TocPosition::of_annotation(value))
+            .flatten()
+    })
 }
 
 /// `annotations` of a descriptor: only whether buildx marked it an attestation is kept.
@@ -329,6 +275,8 @@ pub fn parse_manifest(bytes: &[u8], content_type: Option<&str>) -> Result<Parsed
 pub struct Layer {
     pub digest: String,
     pub media_type: String,
+    /// Where a zstd:chunked layer's table of contents is (`chunked_toc`).
+    pub toc: Option<TocPosition>,
 }
 
 /// The layers of a single image manifest, in order (bottom first); more than
@@ -344,9 +292,14 @@ pub fn parse_layers(bytes: &[u8]) -> Result<Vec<Layer>, ManifestError> {
         .unwrap_or(Some(Vec::new()))
         .ok_or(ManifestError::TooManyLayers)?
         .into_iter()
-        .map(|d| Layer {
-            digest: d.digest,
-            media_type: d.media_type.unwrap_or_default(),
+        .map(|d| {
+            let media_type = d.media_type.unwrap_or_default();
+            Layer {
+                digest: d.digest,
+                // A table is only read in a zstd layer.
+                toc: d.toc.filter(|_| media_type.ends_with("+zstd")),
+                media_type,
+            }
         })
         .collect())
 }
@@ -514,6 +467,42 @@ mod tests {
             parse_layers(br#"{"layers": null}"#),
             Ok(Vec::new()),
             "no layers is none"
+        );
+    }
+
+    #[test]
+    fn a_zstd_chunked_layer_says_where_its_table_of_contents_is() {
+        let layers = parse_layers(
+            serde_json::json!({"layers": [
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "digest": "sha256:a",
+                 "annotations": {"io.github.containers.zstd-chunked.manifest-checksum": "sha256:x",
+                                 TOC_POSITION_ANNOTATION: "100:20:300:1"}},
+                // Not zstd: a table there is not believed.
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": "sha256:b",
+                 "annotations": {TOC_POSITION_ANNOTATION: "100:20:300:1"}},
+                // A position of another shape: streamed.
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "digest": "sha256:c",
+                 "annotations": {TOC_POSITION_ANNOTATION: "100:20"}},
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "digest": "sha256:d",
+                 "annotations": null},
+            ]})
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        let tocs: Vec<Option<TocPosition>> = layers.iter().map(|l| l.toc).collect();
+        assert_eq!(
+            tocs,
+            [
+                Some(TocPosition {
+                    offset: 100,
+                    compressed: 20,
+                    uncompressed: 300
+                }),
+                None,
+                None,
+                None
+            ]
         );
     }
 

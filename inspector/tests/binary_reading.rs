@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::sync::Arc;
+use std::sync::{Arc, atomic::Ordering};
 
 use multiarch_inspector::{
     InspectError, InspectRequest, Inspector, binary_reading::BinaryLimits, cache::CacheOptions,
@@ -15,9 +15,12 @@ use multiarch_inspector::{
 };
 use multiarch_policy::platform::Platform;
 use multiarch_test_support::{
+    chunked_layer::chunked_layer,
     elf,
+    range_blind_proxy::range_blind_proxy,
     registry::{
-        Options, Registry, TarEntry, gzip, layer_tar, platform, push_image_with_layers, push_index,
+        Options, Registry, TarEntry, gzip, layer_tar, platform, push_image_with_annotated_layers,
+        push_image_with_layers, push_index,
     },
 };
 use serde_json::json;
@@ -309,5 +312,131 @@ async fn what_a_read_fetches_and_unpacks_is_bounded() {
     assert!(
         error.to_string().contains("bytes of layers fetched"),
         "{error}"
+    );
+}
+
+/// `len` bytes no compressor shrinks (xorshift), the same on every run.
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[0]
+        })
+        .collect()
+}
+
+/// An image whose top layer is zstd:chunked: 16 MiB of incompressible data ahead of a
+/// real program (replacing, through a whiteout, a v1 binary of the gzip layer below) and
+/// its real loader; `PATH` through the lower layer's `/bin -> usr/bin`. The blob's size.
+async fn push_chunked(reg: &Registry) -> (String, usize) {
+    let (exe, loader, loader_path) = real_binaries();
+    let real_loader = "usr/lib/real/ld.so";
+    let base = gzip(&layer_tar(&[
+        TarEntry::Link("bin", "usr/bin"),
+        TarEntry::File("usr/bin/app", &elf::x86_64(None, 0)),
+    ]));
+    let padding = incompressible(16 << 20);
+    let (chunked, annotations) = chunked_layer(&[
+        TarEntry::File("opt/padding", &padding),
+        TarEntry::File("usr/bin/.wh.app", b""),
+        TarEntry::File("usr/bin/app", &exe),
+        TarEntry::File(real_loader, &loader),
+        TarEntry::Link(&loader_path[1..], &format!("/{real_loader}")),
+    ]);
+    let size = chunked.len();
+    let pushed = push_image_with_annotated_layers(
+        reg,
+        "chunked",
+        host_arch(),
+        json!({"Cmd": ["app"], "Env": ["PATH=/bin"]}),
+        &[(base, serde_json::Value::Null), (chunked, annotations)],
+        &[],
+    )
+    .await;
+    (pushed.digest, size)
+}
+
+/// A zstd:chunked layer (podman's and buildah's `--compression-format zstd:chunked`) is
+/// read by ranges: its table of contents, then only the frames of the program and of its
+/// loader, never the 16 MiB in front of them.
+#[tokio::test]
+async fn a_zstd_chunked_layer_is_read_by_ranges_not_whole() {
+    let reg = Registry::start(Options::default());
+    let (digest, size) = push_chunked(&reg).await;
+    let (_, _, loader_path) = real_binaries();
+    let facts = inspector(&reg)
+        .read_binaries(
+            &request(format!("{}/chunked@{digest}", reg.addr)),
+            None,
+            BinaryLimits::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(facts.program.path, "/usr/bin/app");
+    assert_eq!(facts.program.architecture, host_arch());
+    assert_eq!(
+        facts.program.interpreter.as_deref(),
+        Some(loader_path.as_str())
+    );
+    assert_eq!(facts.interpreter.unwrap().path, "/usr/lib/real/ld.so");
+    // The gzip layer (streamed twice: links, then the whiteout hiding its app), the table
+    // read three times, the program's and the loader's frames: far less than the layer.
+    println!(
+        "zstd:chunked: {} bytes fetched of a {size}-byte layer",
+        facts.fetched_bytes
+    );
+    assert!(size > 16 << 20);
+    assert!(
+        facts.fetched_bytes < 4 << 20,
+        "{} bytes fetched of a {size}-byte layer",
+        facts.fetched_bytes
+    );
+}
+
+/// Behind a registry that answers ranges with the whole blob, the same layer is streamed
+/// as any other (one range asked for, its answer not read), with the same facts.
+#[tokio::test]
+async fn a_registry_without_range_requests_has_chunked_layers_streamed() {
+    let reg = Registry::start(Options::default());
+    let (digest, size) = push_chunked(&reg).await;
+    let (proxy, dropped) = range_blind_proxy(&reg.addr).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("registries.yaml");
+    std::fs::write(
+        &file,
+        format!("registries:\n  - registry: \"{proxy}\"\n    insecure: true\n"),
+    )
+    .unwrap();
+    let inspector = Inspector::new(
+        RegistrySettings::load(&file).unwrap(),
+        RegistryOptions::default(),
+        CacheOptions::default(),
+        Arc::new(StaticKeyring(Arc::new(Keyring::default()))),
+        InspectorMetrics::default(),
+    );
+    let facts = inspector
+        .read_binaries(
+            &request(format!("{proxy}/chunked@{digest}")),
+            None,
+            BinaryLimits::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(facts.program.path, "/usr/bin/app");
+    assert_eq!(facts.program.architecture, host_arch());
+    assert_eq!(facts.interpreter.unwrap().path, "/usr/lib/real/ld.so");
+    println!(
+        "no ranges: {} bytes fetched of a {size}-byte layer",
+        facts.fetched_bytes
+    );
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "one range asked for");
+    // The layer streamed for its links and again for the program.
+    assert!(
+        facts.fetched_bytes > 2 * size as u64,
+        "{} bytes fetched of a {size}-byte layer",
+        facts.fetched_bytes
     );
 }

@@ -4,6 +4,8 @@
 // Test code: a failed unwrap is a failed test; each user takes part of a helper.
 #![allow(clippy::unwrap_used, dead_code)]
 
+#[cfg(feature = "registry")]
+pub mod chunked_layer;
 #[cfg(feature = "elf")]
 pub mod elf;
 #[cfg(feature = "fake-cri")]
@@ -16,6 +18,8 @@ pub mod kit;
 pub mod kubeconfig;
 #[cfg(feature = "memory")]
 pub mod memory;
+#[cfg(feature = "registry")]
+pub mod range_blind_proxy;
 #[cfg(feature = "rbac")]
 pub mod rbac;
 #[cfg(feature = "registry")]

@@ -496,6 +496,43 @@ pub async fn push_image_with_placed_layers(
     layers: &[Vec<u8>],
     placed: &[(String, u64)],
 ) -> Pushed {
+    let layers: Vec<(Vec<u8>, serde_json::Value)> = layers
+        .iter()
+        .map(|l| (l.clone(), serde_json::Value::Null))
+        .collect();
+    let placed: Vec<PlacedLayer> = placed
+        .iter()
+        .map(|(digest, size)| PlacedLayer {
+            digest: digest.clone(),
+            size: *size,
+            media_type: "application/vnd.oci.image.layer.v1.tar",
+            annotations: serde_json::Value::Null,
+        })
+        .collect();
+    push_image_with_annotated_layers(registry, repository, arch, run, &layers, &placed).await
+}
+
+/// A layer already in the registry's storage ([`Registry::place_blob`]), as its
+/// descriptor names it.
+pub struct PlacedLayer {
+    pub digest: String,
+    pub size: u64,
+    pub media_type: &'static str,
+    /// `null`: none.
+    pub annotations: serde_json::Value,
+}
+
+/// [`push_image_with_placed_layers`], each of `layers` with its descriptor's
+/// annotations (`null`: none), as a zstd:chunked layer's
+/// ([`crate::chunked_layer::chunked_layer`]).
+pub async fn push_image_with_annotated_layers(
+    registry: &Registry,
+    repository: &str,
+    arch: &str,
+    run: serde_json::Value,
+    layers: &[(Vec<u8>, serde_json::Value)],
+    placed: &[PlacedLayer],
+) -> Pushed {
     let (client, reference) = pusher(registry, repository, "latest").await;
     let config = serde_json::to_vec(&serde_json::json!({
         "architecture": arch, "os": "linux",
@@ -504,13 +541,13 @@ pub async fn push_image_with_placed_layers(
     }))
     .unwrap();
     let mut descriptors = Vec::new();
-    for blob in std::iter::once(&config).chain(layers) {
+    for blob in std::iter::once(&config).chain(layers.iter().map(|(l, _)| l)) {
         client
             .push_blob(&reference, blob.clone(), &sha256(blob))
             .await
             .unwrap();
     }
-    for layer in layers {
+    for (layer, annotations) in layers {
         let media_type = if layer.starts_with(&[0x1f, 0x8b]) {
             "application/vnd.oci.image.layer.v1.tar+gzip"
         } else if layer.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
@@ -518,10 +555,18 @@ pub async fn push_image_with_placed_layers(
         } else {
             "application/vnd.oci.image.layer.v1.tar"
         };
-        descriptors.push(serde_json::json!({"mediaType": media_type, "digest": sha256(layer), "size": layer.len()}));
+        let mut descriptor = serde_json::json!({"mediaType": media_type, "digest": sha256(layer), "size": layer.len()});
+        if !annotations.is_null() {
+            descriptor["annotations"] = annotations.clone();
+        }
+        descriptors.push(descriptor);
     }
-    for (digest, size) in placed {
-        descriptors.push(serde_json::json!({"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": digest, "size": size}));
+    for layer in placed {
+        let mut descriptor = serde_json::json!({"mediaType": layer.media_type, "digest": layer.digest, "size": layer.size});
+        if !layer.annotations.is_null() {
+            descriptor["annotations"] = layer.annotations.clone();
+        }
+        descriptors.push(descriptor);
     }
     let manifest = serde_json::to_vec(&serde_json::json!({
         "schemaVersion": 2,
