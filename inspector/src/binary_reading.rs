@@ -11,12 +11,9 @@
 //! caller gone) stops its streams. A layer read in part cannot be checked against its
 //! digest: the facts are what the registry served.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
-    time::Duration,
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
 use multiarch_policy::platform::Platform;
@@ -25,40 +22,19 @@ use serde::Serialize;
 use crate::{
     elf_facts::{self, ElfFacts},
     error::InspectError,
-    executable_lookup::{ImageCommand, LookupLimits},
+    executable_lookup::ImageCommand,
     image::ImageRef,
     keyring::{Credential, Keyring},
     layer_reads::{Layers, bad, lookup},
     manifest,
+    read_budget::{AbandonOnDrop, ReadState},
     registry::{Failure, RegistryClient, each_credential, malformed},
 };
 
+pub use crate::read_budget::BinaryLimits;
+
 /// `#!` lines followed from the config's program to a binary (the kernel allows 4).
 const MAX_SCRIPT_HOPS: usize = 4;
-
-/// What reading one image's binaries may cost.
-#[derive(Clone, Copy, Debug)]
-pub struct BinaryLimits {
-    /// Layer bytes fetched, as stored (compressed), over every pass.
-    pub fetched_bytes: u64,
-    /// Tar bytes unpacked from them: what a decompression bomb would inflate.
-    pub unpacked_bytes: u64,
-    /// The whole read.
-    pub deadline: Duration,
-    pub lookup: LookupLimits,
-}
-
-impl Default for BinaryLimits {
-    /// A 2 GB image is read whole about three times (links, program, loader).
-    fn default() -> Self {
-        BinaryLimits {
-            fetched_bytes: 8 << 30,
-            unpacked_bytes: 24 << 30,
-            deadline: Duration::from_secs(600),
-            lookup: LookupLimits::default(),
-        }
-    }
-}
 
 /// One executable file of the image, as its ELF header says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -125,25 +101,6 @@ impl BinaryFacts {
     pub fn mislabelled(&self) -> Option<&str> {
         (self.program.architecture != self.platform.architecture)
             .then_some(self.program.architecture.as_str())
-    }
-}
-
-/// Where one read stands: bytes fetched and unpacked, and whether it was abandoned.
-pub(crate) struct ReadState {
-    pub limits: BinaryLimits,
-    pub fetched: AtomicU64,
-    pub unpacked: AtomicU64,
-    pub abandoned: AtomicBool,
-    /// The registry's stream failed (not the image): a transient failure.
-    pub network_failed: AtomicBool,
-}
-
-/// Stops the read's streams when the read is dropped (deadline, caller gone).
-struct AbandonOnDrop(Arc<ReadState>);
-
-impl Drop for AbandonOnDrop {
-    fn drop(&mut self) {
-        self.0.abandoned.store(true, Ordering::SeqCst);
     }
 }
 

@@ -269,6 +269,16 @@ impl BoundedFetch {
         Ok(response)
     }
 
+    /// Where the registry serves one of `image`'s blobs.
+    fn blob_url(&self, image: &ImageRef, digest: &str) -> String {
+        format!(
+            "{}://{}/v2/{}/blobs/{digest}",
+            self.scheme,
+            image.registry(),
+            image.repository()
+        )
+    }
+
     /// A blob (the image config) of at most `limit` bytes, checked against its digest;
     /// `Err(bytes)` when it is larger (never read further than that). Registries often
     /// redirect blobs to storage elsewhere; reqwest drops the credentials on such a hop.
@@ -279,12 +289,7 @@ impl BoundedFetch {
         digest: &str,
         limit: usize,
     ) -> Result<Result<Vec<u8>, usize>, OciDistributionError> {
-        let url = format!(
-            "{}://{}/v2/{}/blobs/{digest}",
-            self.scheme,
-            image.registry(),
-            image.repository()
-        );
+        let url = self.blob_url(image, digest);
         let response = self
             .authorized_get(&url, "*/*", None, image.repository(), credential)
             .await?;
@@ -304,12 +309,7 @@ impl BoundedFetch {
         credential: Option<&Credential>,
         digest: &str,
     ) -> Result<reqwest::Response, OciDistributionError> {
-        let url = format!(
-            "{}://{}/v2/{}/blobs/{digest}",
-            self.scheme,
-            image.registry(),
-            image.repository()
-        );
+        let url = self.blob_url(image, digest);
         self.authorized_get(&url, "*/*", None, image.repository(), credential)
             .await
     }
@@ -324,12 +324,7 @@ impl BoundedFetch {
         digest: &str,
         range: std::ops::Range<u64>,
     ) -> Result<reqwest::Response, OciDistributionError> {
-        let url = format!(
-            "{}://{}/v2/{}/blobs/{digest}",
-            self.scheme,
-            image.registry(),
-            image.repository()
-        );
+        let url = self.blob_url(image, digest);
         // HTTP ranges name their last byte.
         let bytes = format!("bytes={}-{}", range.start, range.end.saturating_sub(1));
         self.authorized_get(&url, "*/*", Some(&bytes), image.repository(), credential)

@@ -393,7 +393,7 @@ pub enum InLayer {
 /// to its end.
 pub fn read_in_layer(tar: impl Read, path: &str, max_head: u64) -> Result<InLayer, LookupError> {
     let mut archive = tar::Archive::new(tar);
-    let mut locator = Locator::new(path);
+    let mut locator = PathLocator::new(path);
     for entry in archive.entries().map_err(tar_error)? {
         let entry = entry.map_err(tar_error)?;
         match locator.see(&LayerEntry::of_tar(&entry)?) {
@@ -480,16 +480,16 @@ pub enum Located {
 
 /// Looks for one path among a layer's entries, in their order: what the entry at the
 /// path is, and, when the layer has none, whether whiteouts or an opaque directory hide
-/// the layers below ([`Locator::end`]).
-pub struct Locator<'a> {
+/// the layers below ([`PathLocator::end`]).
+pub struct PathLocator<'a> {
     path: &'a str,
     opaque: bool,
     hidden_below: bool,
 }
 
-impl<'a> Locator<'a> {
+impl<'a> PathLocator<'a> {
     pub fn new(path: &'a str) -> Self {
-        Locator {
+        PathLocator {
             path,
             opaque: false,
             hidden_below: false,

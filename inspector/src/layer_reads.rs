@@ -19,18 +19,18 @@ use reqwest::{StatusCode, header};
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
 use crate::{
-    binary_reading::ReadState,
     bounded_fetch::BoundedFetch,
     chunked_toc::read_toc,
     elf_facts,
     error::InspectError,
     executable_lookup::{
-        ImageCommand, InLayer, Located, Locator, LookupError, MergedLinks, read_in_layer,
+        ImageCommand, InLayer, Located, LookupError, MergedLinks, PathLocator, read_in_layer,
     },
     image::ImageRef,
     keyring::Credential,
     layer_decoding,
     manifest::Layer,
+    read_budget::ReadState,
     registry::{Failure, RegistryClient},
 };
 
@@ -118,7 +118,7 @@ impl Layers<'_> {
             let looked_for = path.to_owned();
             let (located, end) = self
                 .unpack(table, &layer.digest, move |json| {
-                    let mut locator = Locator::new(&looked_for);
+                    let mut locator = PathLocator::new(&looked_for);
                     let mut found = None;
                     read_toc(json, |entry| {
                         Ok(match locator.see(&entry.entry) {

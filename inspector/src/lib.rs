@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod metrics;
 mod platform_manifest;
 pub mod reachability;
+mod read_budget;
 pub mod registry;
 pub mod secrets;
 pub mod settings;

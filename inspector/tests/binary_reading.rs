@@ -26,9 +26,14 @@ use multiarch_test_support::{
 use serde_json::json;
 
 fn inspector(reg: &Registry) -> Inspector {
+    inspector_with(&reg.settings_yaml())
+}
+
+/// An inspector with these registry settings (YAML).
+fn inspector_with(settings: &str) -> Inspector {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("registries.yaml");
-    std::fs::write(&file, reg.settings_yaml()).unwrap();
+    std::fs::write(&file, settings).unwrap();
     Inspector::new(
         RegistrySettings::load(&file).unwrap(),
         RegistryOptions::default(),
@@ -403,28 +408,16 @@ async fn a_registry_without_range_requests_has_chunked_layers_streamed() {
     let reg = Registry::start(Options::default());
     let (digest, size) = push_chunked(&reg).await;
     let (proxy, dropped) = range_blind_proxy(&reg.addr).await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("registries.yaml");
-    std::fs::write(
-        &file,
-        format!("registries:\n  - registry: \"{proxy}\"\n    insecure: true\n"),
+    let facts = inspector_with(&format!(
+        "registries:\n  - registry: \"{proxy}\"\n    insecure: true\n"
+    ))
+    .read_binaries(
+        &request(format!("{proxy}/chunked@{digest}")),
+        None,
+        BinaryLimits::default(),
     )
+    .await
     .unwrap();
-    let inspector = Inspector::new(
-        RegistrySettings::load(&file).unwrap(),
-        RegistryOptions::default(),
-        CacheOptions::default(),
-        Arc::new(StaticKeyring(Arc::new(Keyring::default()))),
-        InspectorMetrics::default(),
-    );
-    let facts = inspector
-        .read_binaries(
-            &request(format!("{proxy}/chunked@{digest}")),
-            None,
-            BinaryLimits::default(),
-        )
-        .await
-        .unwrap();
     assert_eq!(facts.program.path, "/usr/bin/app");
     assert_eq!(facts.program.architecture, host_arch());
     assert_eq!(facts.interpreter.unwrap().path, "/usr/lib/real/ld.so");
@@ -433,7 +426,7 @@ async fn a_registry_without_range_requests_has_chunked_layers_streamed() {
         facts.fetched_bytes
     );
     assert_eq!(dropped.load(Ordering::SeqCst), 1, "one range asked for");
-    // The layer streamed for its links and again for the program.
+    // The layer streamed for its links, then for the program and for its loader.
     assert!(
         facts.fetched_bytes > 2 * size as u64,
         "{} bytes fetched of a {size}-byte layer",
