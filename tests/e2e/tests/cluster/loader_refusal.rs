@@ -12,6 +12,7 @@ use anyhow::{Context, bail, ensure};
 use multiarch_e2e::{
     pods::{self, wait_event},
     tier::Tier,
+    wait::{self, Check},
 };
 use serde_json::json;
 
@@ -116,13 +117,21 @@ pub fn loader_refusals(tier: &Tier) -> anyhow::Result<()> {
     if message != expected {
         bail!("CPULevelTooLow says {message:?}, not {expected:?}");
     }
-    // The container really exited with the loader's status.
-    let status = pods::get(&tier.kubectl, NS_LOADER, POD)?;
-    let exit = status
-        .pointer("/status/containerStatuses/0/lastState/terminated/exitCode")
-        .or_else(|| status.pointer("/status/containerStatuses/0/state/terminated/exitCode"))
-        .and_then(serde_json::Value::as_i64);
-    ensure!(exit == Some(127), "the container's exit code is {exit:?}");
+    // The container really exited with the loader's status. The daemon saw the exit at
+    // once; the kubelet writes it into the pod's status at its next relist, which can
+    // come after the report.
+    let exit = wait::until("the container's exit in its pod's status", EVENT, || {
+        let status = pods::get(&tier.kubectl, NS_LOADER, POD)?;
+        let exit = status
+            .pointer("/status/containerStatuses/0/lastState/terminated/exitCode")
+            .or_else(|| status.pointer("/status/containerStatuses/0/state/terminated/exitCode"))
+            .and_then(serde_json::Value::as_i64);
+        Ok(match exit {
+            Some(code) => Check::Done(code),
+            None => Check::NotYet("no exit code yet".into()),
+        })
+    })?;
+    ensure!(exit == 127, "the container's exit code is {exit}");
     println!("e2e: {NS_LOADER}/{POD} on {node}: {message}");
     tier.delete_namespace(NS_LOADER)
 }
