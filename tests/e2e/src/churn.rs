@@ -1,20 +1,17 @@
 //! Pods created at a steady rate in batches (one `kubectl create` of a List each second)
-//! while a case removes or switches multiarch's route, and a watch that records every
-//! pod the API server deletes meanwhile: what proves that no pod bound to a node was
-//! deleted (force-killed) by a release.
+//! while a case removes or switches multiarch's route (a `pod_watch` records the pods the
+//! API server deletes meanwhile: what proves that no pod bound to a node was deleted,
+//! force-killed, by a release).
 
 use std::{
-    io::BufReader,
-    process::Child,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::{creator::Created, kubectl::Kubectl};
@@ -117,55 +114,5 @@ impl Churn {
     pub fn stop(self) -> Created {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().unwrap_or_default()
-    }
-}
-
-/// Every pod of a namespace the API server deletes while the watch runs, as it was
-/// when deleted.
-pub struct Deletions {
-    child: Child,
-    seen: Arc<Mutex<Vec<Value>>>,
-    reader: JoinHandle<()>,
-}
-
-impl Deletions {
-    pub fn watch(kubectl: &Kubectl, namespace: &str) -> anyhow::Result<Deletions> {
-        let mut child = kubectl.spawn(&[
-            "get",
-            "pods",
-            "-n",
-            namespace,
-            "--watch-only",
-            "--output-watch-events",
-            "-o",
-            "json",
-        ])?;
-        let stdout = child.stdout.take().context("the watch has no stdout")?;
-        let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let recording = seen.clone();
-        let reader = std::thread::spawn(move || {
-            let events =
-                serde_json::Deserializer::from_reader(BufReader::new(stdout)).into_iter::<Value>();
-            for event in events.map_while(Result::ok) {
-                if event["type"] == "DELETED"
-                    && let Ok(mut seen) = recording.lock()
-                {
-                    seen.push(event["object"].clone());
-                }
-            }
-        });
-        Ok(Deletions {
-            child,
-            seen,
-            reader,
-        })
-    }
-
-    /// Stops the watch (by its pid): the pods deleted while it ran.
-    pub fn stop(mut self) -> Vec<Value> {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = self.reader.join();
-        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }

@@ -123,7 +123,7 @@ impl Kubectl {
 
 /// Feeds `stdin`, reads both pipes while the process runs (a full pipe would stall it),
 /// and kills it past `deadline`.
-fn finish(mut child: Child, stdin: &str, deadline: Duration) -> anyhow::Result<Output> {
+pub fn finish(mut child: Child, stdin: &str, deadline: Duration) -> anyhow::Result<Output> {
     if let Some(mut pipe) = child.stdin.take() {
         pipe.write_all(stdin.as_bytes())?;
     }

@@ -157,14 +157,26 @@ impl Tier {
     /// A Node object without a kubelet (it runs nothing and turns NotReady), named and
     /// labelled as given (`kubernetes.io/os: linux` and its hostname added), with room
     /// for 4 CPUs, 8 GiB and 110 pods.
-    pub fn add_node_object(&self, name: &str, mut labels: Value) -> anyhow::Result<()> {
+    pub fn add_node_object(&self, name: &str, labels: Value) -> anyhow::Result<()> {
+        let capacity = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
+        self.add_node_object_with(name, labels, json!({}), capacity)
+    }
+
+    /// [`Tier::add_node_object`] with the Node's `spec` (taints) and its capacity.
+    pub fn add_node_object_with(
+        &self,
+        name: &str,
+        mut labels: Value,
+        spec: Value,
+        capacity: Value,
+    ) -> anyhow::Result<()> {
         labels["kubernetes.io/os"] = json!("linux");
         labels["kubernetes.io/hostname"] = json!(name);
         self.kubectl.apply(
-            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
-                .to_string(),
+            &json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": labels}, "spec": spec})
+            .to_string(),
         )?;
-        let capacity = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
         self.kubectl.run(&[
             "patch",
             "node",

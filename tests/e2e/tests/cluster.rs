@@ -2,7 +2,8 @@
 //! word for word), scheduler mode, exec format errors from real containers, component
 //! restarts under load, a mode switch each way under load, uninstall. Run by
 //! `scripts/e2e` once on a cluster without prometheus-operator's ServiceMonitor CRD, then
-//! (install, scheduler mode, mode switches, uninstall) with it. Without a cluster (`MULTIARCH_E2E_KUBECONFIG` unset) it says SKIPPED.
+//! (install, scheduler mode, Kubernetes' sig-scheduling specs, mode switches, uninstall)
+//! with it, on two nodes. Without a cluster (`MULTIARCH_E2E_KUBECONFIG` unset) it says SKIPPED.
 //!
 //! Every wait has a deadline and polls the cluster's state; nothing asserts how fast a
 //! component reacted, only that the state it must reach is reached.
@@ -15,9 +16,10 @@ use std::{
 
 use anyhow::{Context, bail, ensure};
 use multiarch_e2e::{
-    churn::{Churn, Deletions},
+    churn::Churn,
     creator::Creator,
     diagnostics,
+    pod_watch::{PodWatch, Scope},
     pods::{
         self, events, gates, required_architectures, running_and_ready, wait_all_running,
         wait_event,
@@ -80,10 +82,13 @@ mod loader_refusal;
 mod node_level;
 #[path = "cluster/prometheus.rs"]
 mod prometheus;
+#[path = "cluster/sig_scheduling.rs"]
+mod sig_scheduling;
 use hostile_tenant::{NS_HOSTILE, NS_VICTIM, hostile_tenant};
 use level_placement::{NS_LEVELS, remove_levels, x86_64_levels_placed};
 use loader_refusal::{NS_LOADER, loader_refusals};
 use node_level::x86_64_level_label;
+use sig_scheduling::{kube_scheduler_results, sig_scheduling_specs};
 
 type Case = fn(&Tier) -> anyhow::Result<()>;
 
@@ -135,13 +140,25 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
     // ServiceMonitors and PrometheusRule), the operator's mode switches (which add and
     // remove the scheduler's monitor) and the uninstall (which removes them). The cases
     // the CRD does not touch run once, in the first pass.
+    // Kubernetes' own sig-scheduling specs run in this pass, on the two nodes scripts/e2e
+    // gives it (the first pass's cases count on one real node).
     let cases: Vec<(&str, Case)> = if tier.service_monitors {
-        vec![
-            ("install", install),
+        let bless = std::env::var("MULTIARCH_E2E_SIG_SCHEDULING_BLESS").is_ok_and(|v| v == "1");
+        let mut cases: Vec<(&str, Case)> = Vec::new();
+        if bless {
+            cases.push((
+                "kube-scheduler's sig-scheduling results",
+                kube_scheduler_results,
+            ));
+        }
+        cases.extend([
+            ("install", install as Case),
             ("scheduler mode", scheduler_mode),
+            ("sig-scheduling specs", sig_scheduling_specs),
             ("mode switches under load", mode_switches),
             ("uninstall", uninstall),
-        ]
+        ]);
+        cases
     } else {
         vec![
             ("install", install),
@@ -165,7 +182,11 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
     let only = std::env::var("MULTIARCH_E2E_CASES").ok();
     let chosen = |name: &str| {
         only.as_deref().is_none_or(|only| {
-            name == "install" || name == "uninstall" || only.split(',').any(|c| c.trim() == name)
+            // The kept results are written when asked for, whatever else runs.
+            name == "install"
+                || name == "uninstall"
+                || name == "kube-scheduler's sig-scheduling results"
+                || only.split(',').any(|c| c.trim() == name)
         })
     };
     let (mut passed, mut failed) = (0, 0);
@@ -1297,23 +1318,12 @@ fn churn_node(tier: &Tier) -> anyhow::Result<()> {
         .into_iter()
         .next()
         .context("the cluster has no node")?;
-    tier.kubectl.apply(
-        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": CHURN_NODE, "labels": {
-            "kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": CHURN_NODE}},
-            "spec": {"taints": [{"key": "e2e/churn", "effect": "NoSchedule"}]}})
-        .to_string(),
-    )?;
-    let capacity = json!({"cpu": "64", "memory": "256Gi", "pods": "10000"});
-    tier.kubectl.run(&[
-        "patch",
-        "node",
+    tier.add_node_object_with(
         CHURN_NODE,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &json!({"status": {"capacity": capacity, "allocatable": capacity}}).to_string(),
-    ])?;
-    Ok(())
+        json!({"kubernetes.io/arch": arch}),
+        json!({"taints": [{"key": "e2e/churn", "effect": "NoSchedule"}]}),
+        json!({"cpu": "64", "memory": "256Gi", "pods": "10000"}),
+    )
 }
 
 /// Every churn pod ends bound to a node (none gated, none pending for a scheduler that
@@ -1360,7 +1370,7 @@ fn churn_settled(tier: &Tier, deleted: &[Value], what: &str) -> anyhow::Result<(
 fn releases_under_load(tier: &Tier) -> anyhow::Result<()> {
     tier.namespace(NS_CHURN, json!({}))?;
     churn_node(tier)?;
-    let deletions = Deletions::watch(&tier.kubectl, NS_CHURN)?;
+    let deletions = PodWatch::start(&tier.kubectl, Scope::Namespace(NS_CHURN), "DELETED")?;
     let churn = Churn::start(
         tier.kubectl.clone(),
         NS_CHURN,
@@ -1413,7 +1423,7 @@ fn releases_under_load(tier: &Tier) -> anyhow::Result<()> {
 /// ClusterPodPlacementConfig is deleted.
 struct UninstallChurn {
     churn: Churn,
-    deletions: Deletions,
+    deletions: PodWatch,
     reaper: Reaper,
 }
 
@@ -1462,7 +1472,7 @@ fn start_uninstall_churn(tier: &Tier) -> anyhow::Result<Option<UninstallChurn>> 
     {
         return Ok(None);
     }
-    let deletions = Deletions::watch(&tier.kubectl, NS_CHURN)?;
+    let deletions = PodWatch::start(&tier.kubectl, Scope::Namespace(NS_CHURN), "DELETED")?;
     let churn = Churn::start(
         tier.kubectl.clone(),
         NS_CHURN,
