@@ -99,9 +99,8 @@ impl Suite {
             .arg(format!("--ginkgo.skip={SKIP}"))
             .arg(format!("--ginkgo.json-report={}", report.display()))
             .arg("--ginkgo.no-color")
-            // A spec that fails is run once more, with either scheduler: on these small
-            // clusters a spec can race its own node update (the preemption specs patch
-            // an extended resource into the nodes, then create pods at once). The table
+            // A spec that fails is run once more, with either scheduler (a spec on a busy
+            // 2-core cluster can lose a race the scheduler is not part of); the table
             // says which specs needed the second run.
             .arg(format!("--ginkgo.flake-attempts={ATTEMPTS}"))
             .current_dir(&self.reports)

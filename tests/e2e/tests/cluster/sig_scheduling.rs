@@ -35,6 +35,20 @@ fn suite(tier: &Tier) -> Result<Suite, String> {
     })
 }
 
+/// The suite and its specs on two zones, or `None` (said SKIPPED) without a suite.
+fn prepared(tier: &Tier) -> anyhow::Result<Option<(Suite, Vec<String>)>> {
+    let suite = match suite(tier) {
+        Ok(suite) => suite,
+        Err(why) => {
+            println!("SKIPPED: e2e sig-scheduling: {why}");
+            return Ok(None);
+        }
+    };
+    two_zones(tier)?;
+    let specs = suite.specs()?;
+    Ok(Some((suite, specs)))
+}
+
 /// Two ready nodes in two zones: what the specs that skip on one node or zone need.
 fn two_zones(tier: &Tier) -> anyhow::Result<()> {
     let nodes = tier.kubectl.items(&["nodes"])?;
@@ -77,15 +91,9 @@ fn run_all(suite: &Suite, specs: &[String], who: &str) -> BTreeMap<String, SpecR
 /// Before the install: the specs with kube-scheduler placing every pod, written to the
 /// kept results (run when the spec list or the cluster's version changes).
 pub fn kube_scheduler_results(tier: &Tier) -> anyhow::Result<()> {
-    let suite = match suite(tier) {
-        Ok(suite) => suite,
-        Err(why) => {
-            println!("SKIPPED: e2e sig-scheduling: {why}");
-            return Ok(());
-        }
+    let Some((suite, specs)) = prepared(tier)? else {
+        return Ok(());
     };
-    two_zones(tier)?;
-    let specs = suite.specs()?;
     let results = run_all(&suite, &specs, "kube-scheduler");
     let version = tier.kubectl.json(&["version"])?;
     let header = format!(
@@ -114,15 +122,9 @@ pub fn kube_scheduler_results(tier: &Tier) -> anyhow::Result<()> {
 }
 
 pub fn sig_scheduling_specs(tier: &Tier) -> anyhow::Result<()> {
-    let suite = match suite(tier) {
-        Ok(suite) => suite,
-        Err(why) => {
-            println!("SKIPPED: e2e sig-scheduling: {why}");
-            return Ok(());
-        }
+    let Some((suite, specs)) = prepared(tier)? else {
+        return Ok(());
     };
-    two_zones(tier)?;
-    let specs = suite.specs()?;
     let kept_path = tier.repo.join(KEPT_RESULTS);
     let kept = sig_scheduling::parse_kept(
         &std::fs::read_to_string(&kept_path).with_context(|| format!("{}", kept_path.display()))?,
