@@ -33,6 +33,7 @@ pub use enoexec_event::{ENoExecEvent, ENoExecEventSpec, ENoExecEventStatus};
 pub use log_verbosity::LogVerbosity;
 pub use placement::{
     AdmissionAffinity, PlacementMode, PlacementSpec, ScorePluginName, ScorePluginWeight,
+    StorageCapacityScoring, UtilizationShapePoint,
 };
 pub use plugins::{
     BinaryInspection, ClusterPlugins, ExecFormatErrorMonitor, LocalPlugins, MisplacedPodCorrection,

@@ -57,6 +57,52 @@ pub struct PlacementSpec {
     /// specs are not changed beyond `schedulerName`.
     #[serde(default)]
     pub admission_affinity: AdmissionAffinity,
+
+    /// kube-scheduler's `StorageCapacityScoring` (alpha in 1.36, off by default): when
+    /// set, `VolumeBinding` scores the nodes a pod's unbound `WaitForFirstConsumer` claims
+    /// could use by how full their storage would be (the volumes it would bind, or the
+    /// CSIStorageCapacity it would provision from), through `shape`. Unset: no storage
+    /// score, as kube-scheduler 1.36 by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_capacity_scoring: Option<StorageCapacityScoring>,
+}
+
+/// How `VolumeBinding` scores storage utilization (kube-scheduler's `VolumeBindingArgs`
+/// `shape`, with the `StorageCapacityScoring` gate on).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageCapacityScoring {
+    /// Points of the score as a function of utilization (requested / capacity, in
+    /// percent), joined by straight lines; below the first point its score, above the
+    /// last the last one's. Empty: kube-scheduler's default, `{0, 10}` to `{100, 0}`,
+    /// which prefers the node whose storage would stay the emptiest. The points may come
+    /// in any order; each utilization at most once; up to 20 points.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    #[x_kube(validation = Rule::new(
+        "self.all(p, self.filter(q, q.utilization == p.utilization).size() == 1)"
+    ).message(
+        "each utilization may appear only once in shape: a shape is a function of utilization"
+    ))]
+    pub shape: Vec<UtilizationShapePoint>,
+}
+
+/// One point of a utilization score shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UtilizationShapePoint {
+    /// Utilization in percent, 0 to 100.
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message(
+        "utilization is out of range: use a percentage from 0 to 100"
+    ))]
+    pub utilization: i32,
+
+    /// The score at that utilization, 0 to 10 (kube-scheduler's custom score range,
+    /// scaled by 10 to a node score).
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 10").message(
+        "score is out of range: use a value from 0 to 10"
+    ))]
+    pub score: i32,
 }
 
 /// Whether the webhook writes the architecture constraint at admission.
@@ -75,6 +121,7 @@ impl Default for PlacementSpec {
             percentage_of_nodes_to_score: 0,
             scoring: Vec::new(),
             admission_affinity: AdmissionAffinity::default(),
+            storage_capacity_scoring: None,
         }
     }
 }
@@ -128,6 +175,9 @@ pub enum ScorePluginName {
     /// Prefers nodes that already have the pod's images, by size and spread (default
     /// weight 1).
     ImageLocality,
+    /// Prefers nodes by the storage utilization `storageCapacityScoring` describes; scores
+    /// nothing without it (default weight 1).
+    VolumeBinding,
 }
 
 impl ScorePluginName {
@@ -140,7 +190,8 @@ impl ScorePluginName {
             | ScorePluginName::InterPodAffinity => 2,
             ScorePluginName::NodeResourcesFit
             | ScorePluginName::NodeResourcesBalancedAllocation
-            | ScorePluginName::ImageLocality => 1,
+            | ScorePluginName::ImageLocality
+            | ScorePluginName::VolumeBinding => 1,
         }
     }
 }

@@ -10,14 +10,23 @@ use crate::{
     framework::{FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin},
     model::{cluster::ClusterState, pod::PodInfo},
     plugins::{
-        balanced_allocation::BalancedAllocation, image_architecture::ImageArchitecture,
-        image_locality::ImageLocality, inter_pod_affinity::InterPodAffinity,
-        node_affinity::NodeAffinity, node_declared_features::NodeDeclaredFeatures,
-        node_name::NodeName, node_ports::NodePorts, node_resources_fit::NodeResourcesFit,
-        node_unschedulable::NodeUnschedulable, node_volume_limits::NodeVolumeLimits,
-        pod_topology_spread::PodTopologySpread, taint_toleration::TaintToleration,
-        unsupported_features::UnsupportedFeatures, volume_binding::VolumeBinding,
-        volume_restrictions::VolumeRestrictions, volume_zone::VolumeZone,
+        balanced_allocation::BalancedAllocation,
+        image_architecture::ImageArchitecture,
+        image_locality::ImageLocality,
+        inter_pod_affinity::InterPodAffinity,
+        node_affinity::NodeAffinity,
+        node_declared_features::NodeDeclaredFeatures,
+        node_name::NodeName,
+        node_ports::NodePorts,
+        node_resources_fit::NodeResourcesFit,
+        node_unschedulable::NodeUnschedulable,
+        node_volume_limits::NodeVolumeLimits,
+        pod_topology_spread::PodTopologySpread,
+        taint_toleration::TaintToleration,
+        unsupported_features::UnsupportedFeatures,
+        volume_binding::{UtilizationScore, VolumeBinding},
+        volume_restrictions::VolumeRestrictions,
+        volume_zone::VolumeZone,
     },
 };
 
@@ -78,7 +87,9 @@ impl Profile {
         let fit = Arc::new(NodeResourcesFit);
         let restrictions = Arc::new(VolumeRestrictions);
         let limits = Arc::new(NodeVolumeLimits);
-        let binding = Arc::new(VolumeBinding);
+        let binding = Arc::new(VolumeBinding::with_capacity_scoring(
+            UtilizationScore::configured(placement.storage_capacity_scoring.as_ref()),
+        ));
         let zone = Arc::new(VolumeZone);
         let spread = Arc::new(PodTopologySpread);
         let pod_affinity = Arc::new(InterPodAffinity);
@@ -102,6 +113,7 @@ impl Profile {
                     balanced.clone(),
                 ),
                 (ScorePluginName::ImageLocality, Arc::new(ImageLocality)),
+                (ScorePluginName::VolumeBinding, binding.clone()),
             ],
         );
 
@@ -237,6 +249,7 @@ mod tests {
                 ("InterPodAffinity", 2),
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1),
+                ("VolumeBinding", 1),
             ]
         );
         assert_eq!(profile.percentage_of_nodes_to_score, 0);

@@ -4,6 +4,7 @@
 //! is there or the class can provision there (allowed topologies, storage capacity);
 //! the chosen node's plan (volumes to bind, claims to provision) is written before the
 //! binding. Unbound `Immediate` claims wait for the PersistentVolume controller.
+//! Scoring by storage utilization is `capacity_scoring`'s, when configured.
 
 use std::sync::Arc;
 
@@ -32,9 +33,25 @@ pub const NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 pub const PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 
-pub struct VolumeBinding;
+/// The plugin; it scores only with `storageCapacityScoring` configured.
+#[derive(Default)]
+pub struct VolumeBinding {
+    capacity_scoring: Option<UtilizationScore>,
+}
 
+impl VolumeBinding {
+    /// The plugin that also scores storage utilization by `scoring` (kube-scheduler's
+    /// `StorageCapacityScoring` gate and `VolumeBindingArgs.shape`).
+    pub fn with_capacity_scoring(scoring: Option<UtilizationScore>) -> Self {
+        VolumeBinding {
+            capacity_scoring: scoring,
+        }
+    }
+}
+
+mod capacity_scoring;
 mod claims;
+pub use capacity_scoring::UtilizationScore;
 use claims::{ClaimSet, ClaimsState, DelayedClaim};
 
 /// `persistentvolumeclaim "NAME" not found`, the API's NotFound message kube-scheduler

@@ -40,7 +40,7 @@ const ATTEMPTS: u64 = 2;
 pub const KEPT_RESULTS: &str = "tests/e2e/sig-scheduling/kube-scheduler.tsv";
 
 /// The suite as `scripts/e2e` built it.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Suite {
     /// The ginkgo test binary (`e2e-scheduling.test`).
     pub binary: PathBuf,
@@ -284,6 +284,15 @@ pub fn escape(name: &str) -> String {
     out
 }
 
+/// The Kubernetes version the kept results were recorded on: the `Kubernetes vX.Y.Z` of
+/// their header (`kube_scheduler_results` writes the server's `gitVersion` there).
+pub fn kept_version(text: &str) -> Option<String> {
+    text.lines()
+        .take_while(|line| line.starts_with('#'))
+        .find_map(|line| line.split_once("Kubernetes v"))
+        .map(|(_, rest)| format!("v{}", rest.split([',', ' ']).next().unwrap_or_default()))
+}
+
 /// The kept results: one line per spec, `STATE<TAB>RUNS<TAB>SECONDS<TAB>NAME`; `#` lines
 /// are comments.
 pub fn parse_kept(text: &str) -> anyhow::Result<BTreeMap<String, SpecResult>> {
@@ -465,6 +474,21 @@ mod tests {
         let text = format_kept("kube-scheduler 1.36.2\ntwo nodes", &results);
         assert!(text.starts_with("# kube-scheduler 1.36.2\n# two nodes\n"));
         assert_eq!(parse_kept(&text).unwrap(), results);
+    }
+
+    #[test]
+    fn the_kept_version_is_read_from_the_header() {
+        let header = "Kubernetes' [sig-scheduling] e2e specs\nplacing the pods: Kubernetes v1.36.2, two nodes";
+        let text = format_kept(header, &BTreeMap::new());
+        assert_eq!(kept_version(&text).as_deref(), Some("v1.36.2"));
+        let kept = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("sig-scheduling/kube-scheduler.tsv"),
+        )
+        .unwrap();
+        assert_eq!(kept_version(&kept).as_deref(), Some("v1.36.2"));
+        // Only the header counts; none there: no version.
+        assert_eq!(kept_version("passed\t1\t1\tKubernetes v9 spec\n"), None);
     }
 
     #[test]

@@ -33,11 +33,11 @@ fn run(pod: PodInfo, cluster: ClusterState) -> Result<Vec<(String, String)>, Sta
     let f = Fixture::new(pod).with_cluster(cluster);
     let ctx = f.ctx();
     let mut state = CycleState::new();
-    let pre = VolumeBinding.pre_filter(&ctx, &mut state);
+    let pre = VolumeBinding::default().pre_filter(&ctx, &mut state);
     if pre.code != Code::Success {
         return Err(pre);
     }
-    let eligible = VolumeBinding.eligible_nodes(&ctx, &state);
+    let eligible = VolumeBinding::default().eligible_nodes(&ctx, &state);
     Ok(f.cluster
         .nodes()
         .iter()
@@ -45,7 +45,7 @@ fn run(pod: PodInfo, cluster: ClusterState) -> Result<Vec<(String, String)>, Sta
         .map(|n| {
             (
                 n.name.clone(),
-                VolumeBinding.filter(&ctx, &state, n).message(),
+                VolumeBinding::default().filter(&ctx, &state, n).message(),
             )
         })
         .collect())
@@ -235,7 +235,11 @@ fn wait_for_first_consumer_binds_an_available_volume_on_its_node() {
     let f = Fixture::new(pod).with_cluster(c);
     let ctx = f.ctx();
     let mut state = CycleState::new();
-    assert!(VolumeBinding.pre_filter(&ctx, &mut state).is_success());
+    assert!(
+        VolumeBinding::default()
+            .pre_filter(&ctx, &mut state)
+            .is_success()
+    );
     let plan = binding_plan(&ctx, &state, f.cluster.node("n2").unwrap());
     assert_eq!(plan.bindings.len(), 1);
     assert_eq!(plan.bindings[0].volume, "pv-n2");
@@ -266,7 +270,11 @@ fn wait_for_first_consumer_provisions_where_the_class_allows() {
     let f = Fixture::new(pod).with_cluster(c);
     let ctx = f.ctx();
     let mut state = CycleState::new();
-    assert!(VolumeBinding.pre_filter(&ctx, &mut state).is_success());
+    assert!(
+        VolumeBinding::default()
+            .pre_filter(&ctx, &mut state)
+            .is_success()
+    );
     let plan = binding_plan(&ctx, &state, f.cluster.node("n1").unwrap());
     assert!(plan.bindings.is_empty());
     assert_eq!(plan.provisions.len(), 1);
@@ -396,7 +404,11 @@ fn two_claims_get_two_volumes_smallest_first() {
     let f = Fixture::new(pod).with_cluster(c);
     let ctx = f.ctx();
     let mut state = CycleState::new();
-    assert!(VolumeBinding.pre_filter(&ctx, &mut state).is_success());
+    assert!(
+        VolumeBinding::default()
+            .pre_filter(&ctx, &mut state)
+            .is_success()
+    );
     let plan = binding_plan(&ctx, &state, f.cluster.node("n1").unwrap());
     let pairs: Vec<(&str, &str)> = plan
         .bindings
@@ -412,7 +424,8 @@ fn queueing_hints_look_at_the_pods_own_claims() {
     c.storage_mut()
         .upsert_claim(ClaimBuilder::new("ns", "data", "local", "1Gi").info());
     let pod = pod_with_claim("data");
-    let hint = |change: ClusterChange<'_>| VolumeBinding.queueing_hint(&pod, &change, &c);
+    let hint =
+        |change: ClusterChange<'_>| VolumeBinding::default().queueing_hint(&pod, &change, &c);
     let mine = ClaimBuilder::new("ns", "data", "local", "1Gi").info();
     let other = ClaimBuilder::new("ns", "other", "local", "1Gi").info();
     let elsewhere = ClaimBuilder::new("other-ns", "data", "local", "1Gi").info();
@@ -509,17 +522,21 @@ fn candidate_nodes_of_a_local_claim_cover_every_node_that_fits() {
     let ctx = f.ctx();
     let mut state = CycleState::new();
     assert_eq!(
-        VolumeBinding.pre_filter(&ctx, &mut state).code,
+        VolumeBinding::default().pre_filter(&ctx, &mut state).code,
         Code::Success
     );
-    let candidates = VolumeBinding.candidate_nodes(&ctx, &state).unwrap();
+    let candidates = VolumeBinding::default()
+        .candidate_nodes(&ctx, &state)
+        .unwrap();
     let names: Vec<&str> = candidates
         .iter()
         .map(|&i| f.cluster.nodes()[i].name.as_str())
         .collect();
     assert_eq!(names, ["n2", "n3", "n5"]);
     for (i, node) in f.cluster.nodes().iter().enumerate() {
-        let fits = VolumeBinding.filter(&ctx, &state, node).is_success();
+        let fits = VolumeBinding::default()
+            .filter(&ctx, &state, node)
+            .is_success();
         assert_eq!(
             fits,
             ["n2", "n3"].contains(&node.name.as_str()),
@@ -537,10 +554,14 @@ fn candidate_nodes_of_a_local_claim_cover_every_node_that_fits() {
     let ctx = f.ctx();
     let mut state = CycleState::new();
     assert_eq!(
-        VolumeBinding.pre_filter(&ctx, &mut state).code,
+        VolumeBinding::default().pre_filter(&ctx, &mut state).code,
         Code::Success
     );
-    assert!(VolumeBinding.candidate_nodes(&ctx, &state).is_none());
+    assert!(
+        VolumeBinding::default()
+            .candidate_nodes(&ctx, &state)
+            .is_none()
+    );
 }
 
 proptest::proptest! {
@@ -612,7 +633,7 @@ proptest::proptest! {
         let f = Fixture::new(pod_with_claim("data")).with_cluster(c);
         let ctx = f.ctx();
         let mut state = CycleState::new();
-        proptest::prop_assert_eq!(VolumeBinding.pre_filter(&ctx, &mut state).code, Code::Success);
+        proptest::prop_assert_eq!(VolumeBinding::default().pre_filter(&ctx, &mut state).code, Code::Success);
         let summarized = state
             .read::<ClaimsState>()
             .is_some_and(|s| s.delayed.iter().all(|d| d.local.is_some()));
@@ -627,8 +648,8 @@ proptest::proptest! {
         read_state.write(reading);
         for node in f.cluster.nodes() {
             proptest::prop_assert!(f.cluster.position_of(node).is_some());
-            let shortcut = VolumeBinding.filter(&ctx, &state, node);
-            let read = VolumeBinding.filter(&ctx, &read_state, &node.clone());
+            let shortcut = VolumeBinding::default().filter(&ctx, &state, node);
+            let read = VolumeBinding::default().filter(&ctx, &read_state, &node.clone());
             proptest::prop_assert_eq!(&shortcut, &read, "{}", node.name);
         }
     }

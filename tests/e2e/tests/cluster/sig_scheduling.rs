@@ -88,6 +88,15 @@ fn run_all(suite: &Suite, specs: &[String], who: &str) -> BTreeMap<String, SpecR
     })
 }
 
+/// The API server's `gitVersion` (`v1.36.2`).
+fn server_version(tier: &Tier) -> anyhow::Result<String> {
+    let version = tier.kubectl.json(&["version"])?;
+    version["serverVersion"]["gitVersion"]
+        .as_str()
+        .map(str::to_owned)
+        .context("kubectl version: no serverVersion.gitVersion")
+}
+
 /// Before the install: the specs with kube-scheduler placing every pod, written to the
 /// kept results (run when the spec list or the cluster's version changes).
 pub fn kube_scheduler_results(tier: &Tier) -> anyhow::Result<()> {
@@ -95,7 +104,7 @@ pub fn kube_scheduler_results(tier: &Tier) -> anyhow::Result<()> {
         return Ok(());
     };
     let results = run_all(&suite, &specs, "kube-scheduler");
-    let version = tier.kubectl.json(&["version"])?;
+    let version = server_version(tier)?;
     let header = format!(
         "Kubernetes' [sig-scheduling] e2e specs (test/e2e/scheduling, built by the kit's\n\
          conformance/build) with kube-scheduler placing the pods: Kubernetes {}, two nodes in\n\
@@ -103,9 +112,7 @@ pub fn kube_scheduler_results(tier: &Tier) -> anyhow::Result<()> {
          scripts/e2e; the e2e tier runs the same specs with multiarch-scheduler and fails on\n\
          any spec passed here that does not pass there (a failed spec runs once more, with\n\
          either scheduler). STATE<TAB>RUNS<TAB>SECONDS<TAB>SPEC.",
-        version["serverVersion"]["gitVersion"]
-            .as_str()
-            .unwrap_or("?")
+        version
     );
     let path = tier.repo.join(KEPT_RESULTS);
     if let Some(dir) = path.parent() {
@@ -126,9 +133,17 @@ pub fn sig_scheduling_specs(tier: &Tier) -> anyhow::Result<()> {
         return Ok(());
     };
     let kept_path = tier.repo.join(KEPT_RESULTS);
-    let kept = sig_scheduling::parse_kept(
-        &std::fs::read_to_string(&kept_path).with_context(|| format!("{}", kept_path.display()))?,
-    )?;
+    let kept_text =
+        std::fs::read_to_string(&kept_path).with_context(|| format!("{}", kept_path.display()))?;
+    let kept = sig_scheduling::parse_kept(&kept_text)?;
+    let cluster = server_version(tier)?;
+    let recorded = sig_scheduling::kept_version(&kept_text);
+    ensure!(
+        recorded.as_deref() == Some(cluster.as_str()),
+        "{KEPT_RESULTS} was recorded on Kubernetes {} and this cluster runs {cluster}: \
+         run MULTIARCH_E2E_SIG_SCHEDULING_BLESS=1 scripts/e2e to keep kube-scheduler's results again",
+        recorded.as_deref().unwrap_or("(no version in its header)")
+    );
     let (new, gone) = sig_scheduling::list_changes(&specs, &kept);
     ensure!(
         new.is_empty() && gone.is_empty(),
