@@ -35,14 +35,17 @@ pub trait Binder {
     fn bind(&mut self, binding: Binding);
 }
 
-/// Records bindings; the caller confirms them (as a watch would).
+/// Counts bindings and lets them go; the caller confirms them (as a watch would). The
+/// bindings themselves are not kept: nothing reads them, and at 260,000 pods they were
+/// `simulate`'s largest record.
 #[derive(Debug, Default)]
 pub struct InMemoryBinder {
-    pub bindings: Vec<Binding>,
+    pub bound: u64,
 }
 
 impl Binder for InMemoryBinder {
     fn bind(&mut self, binding: Binding) {
-        self.bindings.push(binding);
+        drop(binding);
+        self.bound += 1;
     }
 }
