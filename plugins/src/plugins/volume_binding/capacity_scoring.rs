@@ -10,7 +10,7 @@ use multiarch_crd::{StorageCapacityScoring, UtilizationShapePoint};
 
 use super::{VolumeBinding, claims::ClaimsState, find_pod_volumes};
 use crate::{
-    framework::{CycleContext, CycleState, ScorePlugin, Status, score_each},
+    framework::{CycleContext, CycleState, ScorePlugin, Status},
     model::{
         node::NodeInfo,
         storage::{StorageCapacityInfo, StorageCatalog, VolumeBindingPlan},
@@ -218,24 +218,6 @@ impl ScorePlugin for VolumeBinding {
             return 0;
         };
         scorer.node(&class_storage(ctx.cluster.storage(), claims, node))
-    }
-
-    fn score_all(
-        &self,
-        ctx: &CycleContext<'_>,
-        state: &CycleState,
-        nodes: &[&NodeInfo],
-        out: &mut [i64],
-    ) {
-        let (Some(scorer), Some(claims)) = (&self.capacity_scoring, state.read::<ClaimsState>())
-        else {
-            out.fill(0);
-            return;
-        };
-        let storage = ctx.cluster.storage();
-        score_each(nodes, out, |node| {
-            scorer.node(&class_storage(storage, claims, node))
-        });
     }
 }
 
