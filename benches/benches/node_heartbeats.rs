@@ -50,6 +50,7 @@ fn main() {
                 node_updates_per_minute: 10,
                 no_queueing_hints: false,
                 quality_sample: 0,
+                keep_placements: false,
             },
         },
         Case {
@@ -58,6 +59,7 @@ fn main() {
                 node_updates_per_minute: 10,
                 no_queueing_hints: true,
                 quality_sample: 0,
+                keep_placements: false,
             },
         },
     ];
@@ -67,7 +69,7 @@ fn main() {
         let runs: Vec<RunResult> = (0..rounds)
             .map(|_| run_with(prepared.clone(), profiles(&prepared).0, SEED, case.options))
             .collect();
-        let bound = median(runs.iter().map(|r| r.bound() as f64).collect());
+        let bound = median(runs.iter().map(|r| r.bound as f64).collect());
         let pods_per_second = median(runs.iter().map(RunResult::pods_per_second).collect());
         let attempts = median(runs.iter().map(|r| r.attempts as f64).collect());
         let updates = median(runs.iter().map(|r| r.node_updates as f64).collect());

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use multiarch_scheduler::simulate::{
-    run::{Prepared, profiles, run},
+    RunOptions,
+    run::{Prepared, RunResult, profiles, run, run_with},
     scenario::Scenario,
     simulate,
 };
@@ -18,8 +19,7 @@ fn load(name: &str) -> Scenario {
 
 /// pod name → node name.
 fn placements(prepared: &Prepared, seed: u64) -> (HashMap<String, String>, Vec<(String, usize)>) {
-    let (profile, _) = profiles(prepared);
-    let result = run(prepared.clone(), profile, seed);
+    let result = run_keeping_placements(prepared, seed);
     let by_name = prepared
         .pods
         .iter()
@@ -31,6 +31,18 @@ fn placements(prepared: &Prepared, seed: u64) -> (HashMap<String, String>, Vec<(
         })
         .collect();
     (by_name, result.unschedulable.into_iter().collect())
+}
+
+/// The architecture-aware profile's run, its placements kept.
+fn run_keeping_placements(prepared: &Prepared, seed: u64) -> RunResult {
+    let (profile, _) = profiles(prepared);
+    let options = RunOptions {
+        keep_placements: true,
+        ..RunOptions::default()
+    };
+    let result = run_with(prepared.clone(), profile, seed, options);
+    assert_eq!(result.placements.len(), result.bound);
+    result
 }
 
 #[test]
@@ -95,7 +107,7 @@ fn the_blind_counterfactual_counts_what_would_break() {
     let (profile, _) = profiles(&prepared);
     let blind = run(prepared.clone(), blind_profile, 3);
     // Blind, the no-common-architecture and arm/v7 pods get placed too.
-    assert!(blind.bound() > 11, "{}", blind.bound());
+    assert!(blind.bound > 11, "{}", blind.bound);
     assert!(blind.incompatible > 0);
     let aware = run(prepared, profile, 3);
     assert_eq!(aware.incompatible, 0);
@@ -225,8 +237,7 @@ fn the_embedded_default_runs_and_reports() {
 #[test]
 fn volumes_pin_provision_and_priorities_preempt() {
     let prepared = Prepared::new(&load("volumes-and-priorities.yaml")).unwrap();
-    let (profile, _) = profiles(&prepared);
-    let result = run(prepared.clone(), profile, 9);
+    let result = run_keeping_placements(&prepared, 9);
     let node_of = |name: &str| {
         let pod = prepared.pods.iter().find(|p| p.name == name).unwrap();
         result.placements.get(&pod.uid).cloned()
@@ -247,12 +258,13 @@ fn volumes_pin_provision_and_priorities_preempt() {
     // the pod whose class says `preemptionPolicy: Never` waits.
     assert_eq!(node_of("settlement").as_deref(), Some("power"));
     assert_eq!((result.preemptions, result.victims), (1, 1));
-    assert_eq!(result.evicted.len(), 1);
-    let nightly = prepared
+    // The victim is a nightly job, gone from the placements (every other one stays).
+    let nightly_gone = prepared
         .pods
         .iter()
-        .filter(|p| p.name.starts_with("nightly"));
-    assert!(nightly.clone().any(|p| result.evicted.contains(&p.uid)));
+        .filter(|p| p.name.starts_with("nightly") && !result.placements.contains_key(&p.uid))
+        .count();
+    assert_eq!(nightly_gone, 1);
     assert_eq!(node_of("report"), None);
     let reasons: Vec<(&str, usize)> = result
         .unschedulable

@@ -253,6 +253,13 @@ impl ClusterState {
         self.placements.get(uid).map(|p| p.node.as_str())
     }
 
+    /// Every placed pod's UID and node (bound or assumed), in no particular order.
+    pub fn placements(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.placements
+            .iter()
+            .map(|(uid, p)| (uid.as_str(), p.node.as_str()))
+    }
+
     /// Makes room for `additional` more nodes at once (a start-up list of known length),
     /// instead of doubling the node table as they arrive: at 130,000 nodes a doubling
     /// holds 25 MB of old table beside the new one.

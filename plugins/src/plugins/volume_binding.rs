@@ -253,7 +253,7 @@ impl PreFilterPlugin for VolumeBinding {
             let volume = volume.as_ref()?;
             if let Some(names) = &volume.local_node_names {
                 eligible = Some(match eligible {
-                    None => names.clone(),
+                    None => names.to_vec(),
                     Some(have) => have.into_iter().filter(|n| names.contains(n)).collect(),
                 });
             }

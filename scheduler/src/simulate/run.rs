@@ -51,6 +51,10 @@ pub struct RunOptions {
     /// choices of a cycle scoring a share of them are (0: none). Its cost is taken out of
     /// the throughput and the cycle times.
     pub quality_sample: u64,
+    /// Returns every pod's node in [`RunResult::placements`] (tests read them). Off, the
+    /// run keeps no record of its own: at 130,000 nodes one was 40 MB beside the
+    /// scheduler's model, which knows every pod's node anyway.
+    pub keep_placements: bool,
 }
 
 /// A scenario turned into objects, ready to run. A run takes them over (the scheduler
@@ -108,8 +112,13 @@ impl Prepared {
 
 #[derive(Debug, Default)]
 pub struct RunResult {
-    /// pod UID → node name.
+    /// Pods bound at the end of the run (evicted ones are not).
+    pub bound: usize,
+    /// pod UID → node name, with [`RunOptions::keep_placements`] only.
     pub placements: HashMap<String, String>,
+    /// SHA-256 of every `pod=node` placement in pod order (first 16 hex digits): two runs
+    /// with the same digest placed every pod on the same node, whatever the timings.
+    pub placement_digest: String,
     pub bound_by_arch: BTreeMap<String, usize>,
     /// `FailedScheduling` message → pods still pending with it.
     pub unschedulable: BTreeMap<String, usize>,
@@ -118,8 +127,6 @@ pub struct RunResult {
     /// Scheduling attempts that evicted pods, and the pods they evicted.
     pub preemptions: usize,
     pub victims: usize,
-    /// Pods this run bound and later evicted.
-    pub evicted: Vec<String>,
     /// Claims bound to pre-created volumes, and provisioned.
     pub volumes_bound: usize,
     pub volumes_provisioned: usize,
@@ -141,49 +148,25 @@ pub struct RunResult {
 }
 
 impl RunResult {
-    pub fn bound(&self) -> usize {
-        self.placements.len()
-    }
-
     pub fn percentile(&self, p: f64) -> Duration {
         let mut sorted = self.cycle_times.clone();
         sorted.sort_unstable();
         quantile(&sorted, p).unwrap_or(Duration::ZERO)
     }
 
-    /// SHA-256 of every `pod=node` placement in pod order (first 16 hex digits): two runs
-    /// with the same digest placed every pod on the same node, whatever the timings.
-    pub fn placement_digest(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut placements: Vec<(&String, &String)> = self.placements.iter().collect();
-        placements.sort_unstable();
-        let mut hasher = Sha256::new();
-        for (pod, node) in placements {
-            hasher.update(pod.as_bytes());
-            hasher.update(b"=");
-            hasher.update(node.as_bytes());
-            hasher.update(b"\n");
-        }
-        hasher
-            .finalize()
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-
-    /// A result with room for `pods` placements: grown by doubling, the record's old
-    /// table beside its new one was a run's peak (13 MB at 130,000 pods).
+    /// A result with room for one cycle per pod: grown by doubling, the old vector was
+    /// kept beside the new one.
     fn for_pods(pods: usize) -> Self {
-        let mut result = RunResult::default();
-        result.placements.reserve(pods);
-        result
+        RunResult {
+            cycle_times: Vec::with_capacity(pods),
+            ..RunResult::default()
+        }
     }
 
     pub fn pods_per_second(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
         #[allow(clippy::cast_precision_loss)]
-        let bound = self.bound() as f64;
+        let bound = self.bound as f64;
         if secs > 0.0 { bound / secs } else { 0.0 }
     }
 }
@@ -306,9 +289,48 @@ pub fn run_with(
             multiarch_plugins::events::QueueingHint::QueueSkip => result.left_waiting += count,
         }
     }
-    count_incompatible_placements(&core, &images, &mut result);
+    record_placements(&core, &images, options, &mut result);
     result.quality = core.quality_audit().cloned();
     result
+}
+
+/// The run's placements, read from the scheduler's model at its end: it holds every one
+/// (evicted pods are gone from it), so the run keeps no record of its own.
+fn record_placements(
+    core: &SchedulerCore,
+    images: &CatalogImages,
+    options: RunOptions,
+    result: &mut RunResult,
+) {
+    let mut placements: Vec<(&str, &str)> = core.cluster.placements().collect();
+    placements.sort_unstable();
+    result.bound = placements.len();
+    result.placement_digest = placement_digest(&placements);
+    count_incompatible_placements(core, images, &placements, result);
+    if options.keep_placements {
+        result.placements = placements
+            .iter()
+            .map(|(pod, node)| ((*pod).to_owned(), (*node).to_owned()))
+            .collect();
+    }
+}
+
+/// SHA-256 of `pod=node` lines sorted by pod UID, its first 16 hex digits.
+fn placement_digest(sorted: &[(&str, &str)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (pod, node) in sorted {
+        hasher.update(pod.as_bytes());
+        hasher.update(b"=");
+        hasher.update(node.as_bytes());
+        hasher.update(b"\n");
+    }
+    hasher
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn handle(
@@ -339,7 +361,6 @@ fn handle(
             core.apply_pod(bound, now);
             last_failure.remove(&pod.uid);
             *result.bound_by_arch.entry(node_architecture).or_default() += 1;
-            result.placements.insert(pod.uid.clone(), node);
         }
         Outcome::Failed {
             pod,
@@ -349,22 +370,19 @@ fn handle(
         } => {
             if let Some(preemption) = preemption {
                 result.preemptions += 1;
-                result.victims += controllers::evict(core, &pod, &preemption, now);
                 // An evicted pod is gone from the cluster (its controller, if any,
-                // would create a new one).
+                // would create a new one): it no longer counts on its node's platform.
                 for victim in &preemption.victims {
-                    if let Some(node) = result.placements.remove(&victim.uid) {
-                        let arch = core
-                            .cluster
-                            .node(&node)
-                            .map(|n| n.platform.to_string())
-                            .unwrap_or_default();
-                        if let Some(count) = result.bound_by_arch.get_mut(&arch) {
-                            *count = count.saturating_sub(1);
-                        }
-                        result.evicted.push(victim.uid.clone());
+                    let arch = core
+                        .cluster
+                        .node_of(&victim.uid)
+                        .and_then(|node| core.cluster.node(node))
+                        .map(|n| n.platform.to_string());
+                    if let Some(count) = arch.and_then(|a| result.bound_by_arch.get_mut(&a)) {
+                        *count = count.saturating_sub(1);
                     }
                 }
+                result.victims += controllers::evict(core, &pod, &preemption, now);
             }
             last_failure.insert(pod.uid.clone(), message);
         }
@@ -378,10 +396,11 @@ fn handle(
 fn count_incompatible_placements(
     core: &SchedulerCore,
     images: &CatalogImages,
+    placements: &[(&str, &str)],
     result: &mut RunResult,
 ) {
     let (mut incompatible, mut below_level) = (0, 0);
-    for (uid, node) in &result.placements {
+    for &(uid, node) in placements {
         let (Some(pod), Some(node)) = (core.cluster.pod(uid), core.cluster.node(node)) else {
             continue;
         };

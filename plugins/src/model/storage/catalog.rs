@@ -154,7 +154,7 @@ impl StorageCatalog {
                     .unclaimed_pinned
                     .entry(volume.storage_class.clone())
                     .or_default();
-                for host in hosts {
+                for host in hosts.iter() {
                     let pinned = by_host.entry(self.hostnames.intern(host)).or_default();
                     match pinned.binary_search_by(|v| v.name.cmp(&volume.name)) {
                         Ok(at) => pinned[at] = volume.clone(),
@@ -196,7 +196,7 @@ impl StorageCatalog {
         match (&volume.claim_ref, &volume.pinned_hostnames) {
             (None, Some(hosts)) => {
                 if let Some(by_host) = self.unclaimed_pinned.get_mut(&volume.storage_class) {
-                    for host in hosts {
+                    for host in hosts.iter() {
                         let Some(host_key) = self.hostnames.find(host) else {
                             continue;
                         };

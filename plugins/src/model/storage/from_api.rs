@@ -1,5 +1,7 @@
 //! Reading storage objects from their API form, once per object version.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::{core::v1 as core, storage::v1 as storage};
 
 use super::{
@@ -35,12 +37,17 @@ impl PersistentVolumeInfo {
             .node_affinity
             .as_ref()
             .and_then(|a| a.required.as_ref());
+        let pinned_hostnames: Option<Arc<[String]>> =
+            node_affinity.and_then(pinned_hostnames).map(Arc::from);
         let local_node_names = spec
             .local
             .as_ref()
             .and(node_affinity)
-            .and_then(local_node_names);
-        let pinned_hostnames = node_affinity.and_then(pinned_hostnames);
+            .and_then(local_node_names)
+            .map(|names| match &pinned_hostnames {
+                Some(pinned) if **pinned == *names => pinned.clone(),
+                _ => Arc::from(names),
+            });
         let hostname_only_affinity = node_affinity.is_some_and(hostname_only);
         let migrated = migration::of_persistent_volume(&spec);
         let csi = match &spec.csi {
@@ -71,7 +78,9 @@ impl PersistentVolumeInfo {
                 name: r.name.clone().unwrap_or_default(),
                 uid: r.uid.clone().unwrap_or_default(),
             }),
-            node_affinity: node_affinity.map(NodeSelector::from),
+            node_affinity: node_affinity
+                .filter(|_| !hostname_only_affinity)
+                .map(NodeSelector::from),
             available: pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"),
             deleting: meta.deletion_timestamp.is_some(),
             in_tree_plugin: if spec.csi.is_none() {

@@ -12,7 +12,11 @@ pub mod migration;
 pub use catalog::{Provision, StaticBinding, StorageCatalog, VolumeBindingPlan};
 pub use host_volumes::{HostVolumes, SUMMARIZED_PER_HOST, VolumeDigest};
 
+use std::sync::Arc;
+
 use multiarch_policy::selectors::{LabelLookup, LabelSelector, Labels, NodeSelector};
+
+use crate::model::node::HOSTNAME_LABEL;
 
 /// `volume.kubernetes.io/selected-node`: the node a WaitForFirstConsumer claim is
 /// provisioned for.
@@ -100,6 +104,9 @@ pub struct PersistentVolumeInfo {
     pub labels: Labels,
     /// `spec.storageClassName` (or the beta annotation); empty: no class.
     pub storage_class: String,
+    /// The required node affinity; `None` also when `hostname_only_affinity`, whose
+    /// `pinned_hostnames` say all it does (130,000 local volumes kept 35 MB of selectors
+    /// that only repeated their hostnames).
     pub node_affinity: Option<NodeSelector>,
     /// A CSI volume, or an in-tree one with the CSI driver it migrates to.
     pub csi: Option<CsiVolume>,
@@ -108,11 +115,13 @@ pub struct PersistentVolumeInfo {
     pub in_tree_plugin: Option<&'static str>,
     /// Local volume: the node names its node affinity pins it to (kube-scheduler narrows
     /// the candidate nodes to these).
-    pub local_node_names: Option<Vec<String>>,
+    /// Shared with `pinned_hostnames` when the two are equal (a local volume's usual case).
+    pub local_node_names: Option<Arc<[String]>>,
     /// The `kubernetes.io/hostname` values outside which the node affinity cannot match
     /// (every term requires one of them): an index, so matching a claim on a node looks
     /// at that node's volumes only.
-    pub pinned_hostnames: Option<Vec<String>>,
+    /// Sorted, without duplicates.
+    pub pinned_hostnames: Option<Arc<[String]>>,
 }
 
 impl PersistentVolumeInfo {
@@ -128,6 +137,18 @@ impl PersistentVolumeInfo {
     /// `CheckNodeAffinity`: the volume's required node affinity against the node's labels
     /// (as kube, without the node's name: `matchFields` never match).
     pub fn fits_node(&self, node_labels: &(impl LabelLookup + ?Sized)) -> bool {
+        if self.hostname_only_affinity {
+            // Every term is `kubernetes.io/hostname In [...]`: a node matches some term
+            // exactly when its hostname is among the pinned ones.
+            return node_labels
+                .label_value(HOSTNAME_LABEL)
+                .zip(self.pinned_hostnames.as_deref())
+                .is_some_and(|(hostname, pinned)| {
+                    pinned
+                        .binary_search_by(|p| p.as_str().cmp(hostname))
+                        .is_ok()
+                });
+        }
         self.node_affinity
             .as_ref()
             .is_none_or(|selector| selector.matches(node_labels, ""))
