@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 /// One container's image.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ContainerImage {
     pub container: String,
     pub image: String,

@@ -18,7 +18,7 @@ pub mod pod_labels;
 pub mod positions;
 pub mod quantity;
 pub mod resources;
-pub mod shared_labels;
+pub mod shared;
 pub mod shared_names;
 pub mod spare_room;
 pub mod storage;

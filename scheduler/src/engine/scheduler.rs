@@ -184,7 +184,7 @@ impl SchedulerCore {
         // A pod someone else holds too keeps its own labels (copying it to share them
         // would cost more than it saves).
         if let Some(unshared) = Arc::get_mut(&mut pod) {
-            self.cluster.share_labels(unshared);
+            self.cluster.share_labels_and_images(unshared);
         }
         if pod.node_name.is_some() {
             self.queue.delete(&pod.uid);
@@ -549,7 +549,7 @@ fn looked_up(
 ) -> (Vec<ContainerImagePlatforms>, Vec<ContainerImage>) {
     let mut pending = Vec::new();
     let mut containers = Vec::with_capacity(pod.images.len());
-    for image in &pod.images {
+    for image in pod.images.iter() {
         let mut left_out = None;
         let platforms = match images.lookup(pod, image) {
             ImageLookup::Known {

@@ -10,7 +10,7 @@ use multiarch_crd::{ClusterPodPlacementConfigSpec, PodPlacementConfig};
 use multiarch_plugins::model::{
     node::{NodeBuilder, NodeInfo},
     pod::{PodBuilder, PodInfo},
-    shared_labels::SharedLabels,
+    shared::{SharedImages, SharedLabels},
     storage::builders::{ClaimBuilder, ClassBuilder, VolumeBuilder},
 };
 use multiarch_policy::platform::Platform;
@@ -310,9 +310,10 @@ impl Scenario {
         scheduler_name: &str,
     ) -> Result<Vec<(PodInfo, u32)>, ScenarioError> {
         let mut out = Vec::with_capacity(self.pods.iter().map(|g| g.count).sum());
-        // The pods of a group share one label set, as the scheduler's model would share
-        // them when the watch delivers them one by one.
+        // The pods of a group share one label set and one image list, as the scheduler's
+        // model would share them when the watch delivers them one by one.
         let mut label_sets = SharedLabels::default();
+        let mut image_lists = SharedImages::default();
         for group in &self.pods {
             let class = match &group.priority_class_name {
                 None => None,
@@ -345,6 +346,7 @@ impl Scenario {
                     detail: e.to_string(),
                 })?;
                 label_sets.share(&mut info.labels);
+                image_lists.share(&mut info.images);
                 out.push((info, group.wave));
             }
         }

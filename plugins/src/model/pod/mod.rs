@@ -44,8 +44,9 @@ pub struct PodInfo {
     pub affinity: PodAffinity,
     pub anti_affinity: PodAffinity,
     /// Containers and init containers, in spec order (ephemeral containers are added after
-    /// scheduling and never decide placement).
-    pub images: ThinVec<ContainerImage>,
+    /// scheduling and never decide placement). Shared: the pods of one workload hold one
+    /// allocation (see `SharedImages`).
+    pub images: Arc<[ContainerImage]>,
     /// The references of `image` volumes (`ImageLocality` counts them; they are never
     /// executed, so their architectures do not matter).
     pub image_volumes: ThinVec<String>,

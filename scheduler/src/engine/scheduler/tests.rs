@@ -513,10 +513,11 @@ mod volumes {
     }
 }
 
-/// Pods of one workload, pending or placed, hold one allocation of their labels
-/// (issue 53: 260,000 separate label maps were the largest item of a pod's memory).
+/// Pods of one workload, pending or placed, hold one allocation of their labels and one
+/// of their image list (issue 53: 260,000 separate label maps were the largest item of a
+/// pod's memory, and its images after them).
 #[test]
-fn pods_with_equal_labels_share_one_allocation_in_the_queue_and_the_model() {
+fn pods_with_equal_labels_and_images_share_one_allocation_in_the_queue_and_the_model() {
     let mut core = core();
     let now = Instant::now();
     let labelled = |name: &str| {
@@ -531,6 +532,7 @@ fn pods_with_equal_labels_share_one_allocation_in_the_queue_and_the_model() {
     let pending: Vec<Arc<PodInfo>> = core.queue.pending().cloned().collect();
     assert_eq!(pending.len(), 2);
     assert!(Arc::ptr_eq(&pending[0].labels, &pending[1].labels));
+    assert!(Arc::ptr_eq(&pending[0].images, &pending[1].images));
     let Some(Outcome::Scheduled { pod, node, .. }) = core.schedule_next(&catalog(), now) else {
         panic!("web is placed");
     };
@@ -541,4 +543,5 @@ fn pods_with_equal_labels_share_one_allocation_in_the_queue_and_the_model() {
     let placed = core.cluster.pod(&pod.uid).expect("in the model");
     let waiting = core.queue.pending().next().expect("the other one");
     assert!(Arc::ptr_eq(&placed.labels, &waiting.labels));
+    assert!(Arc::ptr_eq(&placed.images, &waiting.images));
 }
