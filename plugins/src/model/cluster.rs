@@ -85,6 +85,7 @@ pub struct ClusterState {
     /// The label sets of the pods and of the nodes (without their hostnames), one
     /// allocation per distinct set.
     label_sets: SharedLabels,
+    /// The pods' image lists, one allocation per distinct list.
     image_lists: SharedImages,
     /// The images the nodes report, each name once (see `NodeInfo::images`).
     images: ImageStates,

@@ -175,50 +175,9 @@ fn reads_the_recorded_volumes_and_claims() {
     assert!(!claim.fully_bound());
 }
 
-#[test]
-fn local_names_intersect_within_terms_and_unite_across() {
-    let mut pv = VolumeBuilder::new("v", "c", "1Gi").local_on("n1").obj();
-    let spec = pv.spec.as_mut().unwrap();
-    let terms = &mut spec
-        .node_affinity
-        .as_mut()
-        .unwrap()
-        .required
-        .as_mut()
-        .unwrap()
-        .node_selector_terms;
-    terms[0]
-        .match_expressions
-        .as_mut()
-        .unwrap()
-        .push(core::NodeSelectorRequirement {
-            key: "kubernetes.io/hostname".into(),
-            operator: "In".into(),
-            values: Some(vec!["n1".into(), "n9".into()]),
-        });
-    terms.push(core::NodeSelectorTerm {
-        match_expressions: Some(vec![core::NodeSelectorRequirement {
-            key: "kubernetes.io/hostname".into(),
-            operator: "In".into(),
-            values: Some(vec!["n2".into()]),
-        }]),
-        match_fields: None,
-    });
-    let info = PersistentVolumeInfo::from_api(&pv).unwrap();
-    assert_eq!(
-        info.local_node_names.as_deref(),
-        Some(&["n1".to_owned(), "n2".to_owned()][..])
-    );
-    // Not a local volume: no narrowing.
-    let zonal = VolumeBuilder::new("z", "c", "1Gi")
-        .affinity("kubernetes.io/hostname", &["n1"])
-        .info();
-    assert!(zonal.local_node_names.is_none());
-}
-
-#[test]
-fn a_hostname_only_affinity_is_kept_as_its_hostnames() {
-    // Two terms, each nothing but `kubernetes.io/hostname In`: (n1 and n1|n9) or n2.
+/// A local volume on n1 whose affinity has two terms, each nothing but
+/// `kubernetes.io/hostname In`: (n1 and n1|n9) or n2.
+fn local_volume_of_two_hostname_terms() -> core::PersistentVolume {
     let mut pv = VolumeBuilder::new("v", "c", "1Gi").local_on("n1").obj();
     let terms = terms_of(&mut pv);
     terms[0]
@@ -238,18 +197,34 @@ fn a_hostname_only_affinity_is_kept_as_its_hostnames() {
         }]),
         match_fields: None,
     });
+    pv
+}
+
+#[test]
+fn local_names_intersect_within_terms_and_unite_across() {
+    let info = PersistentVolumeInfo::from_api(&local_volume_of_two_hostname_terms()).unwrap();
+    assert_eq!(
+        info.local_node_names.as_deref(),
+        Some(&["n1".to_owned(), "n2".to_owned()][..])
+    );
+    // Not a local volume: no narrowing.
+    let zonal = VolumeBuilder::new("z", "c", "1Gi")
+        .affinity("kubernetes.io/hostname", &["n1"])
+        .info();
+    assert!(zonal.local_node_names.is_none());
+}
+
+#[test]
+fn a_hostname_only_affinity_is_kept_as_its_hostnames() {
+    let mut pv = local_volume_of_two_hostname_terms();
     let info = PersistentVolumeInfo::from_api(&pv).unwrap();
     assert!(info.hostname_only_affinity);
     assert!(info.node_affinity.is_none(), "the hostnames say it all");
     let (local, pinned) = (
-        info.local_node_names.unwrap(),
-        info.pinned_hostnames.unwrap(),
+        info.local_node_names.as_ref().unwrap(),
+        info.pinned_hostnames.as_ref().unwrap(),
     );
-    assert!(
-        Arc::ptr_eq(&local, &pinned),
-        "equal lists are one allocation"
-    );
-    let info = PersistentVolumeInfo::from_api(&pv).unwrap();
+    assert!(Arc::ptr_eq(local, pinned), "equal lists are one allocation");
     for (hostname, fits) in [("n1", true), ("n2", true), ("n9", false), ("n3", false)] {
         let node = labels(&[("kubernetes.io/hostname", hostname), ("zone", "a")]);
         assert_eq!(info.fits_node(&node), fits, "{hostname}");
