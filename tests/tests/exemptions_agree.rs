@@ -251,6 +251,10 @@ fn the_webhook_never_routes_what_the_scheduler_refuses() {
             == Code::UnschedulableAndUnresolvable;
         assert_eq!(routed, !refused, "{case}");
         assert_eq!(decision.gated, refused, "{case}: gated instead");
-        assert_eq!(decision.unsupported, named.unsupported.to_vec(), "{case}");
+        assert_eq!(
+            decision.unsupported,
+            named.extras().unsupported.to_vec(),
+            "{case}"
+        );
     }
 }

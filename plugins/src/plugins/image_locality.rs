@@ -74,7 +74,7 @@ impl ImageLocality {
             .images
             .iter()
             .map(|c| c.image.as_str())
-            .chain(ctx.pod.image_volumes.iter().map(String::as_str))
+            .chain(ctx.pod.extras().image_volumes.iter().map(String::as_str))
             .filter_map(|image| states.summary(&normalized(image)))
             .map(|summary| {
                 #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]

@@ -20,7 +20,7 @@ pub struct UnsupportedFeatures;
 /// what its spec says (read once), and the extended resources it requests that a
 /// DeviceClass maps now.
 fn unsupported(pod: &PodInfo, cluster: &ClusterState) -> Vec<Unsupported> {
-    let mut found = pod.unsupported.to_vec();
+    let mut found = pod.extras().unsupported.to_vec();
     let mapped = cluster.device_class_resources();
     let asks_mapped = !mapped.is_empty()
         && pod

@@ -24,7 +24,7 @@ impl Binding {
             uid: pod.uid.clone(),
             node: node.to_owned(),
             volumes,
-            nominated: pod.nominated_node.clone(),
+            nominated: pod.extras().nominated_node.clone(),
         }
     }
 }

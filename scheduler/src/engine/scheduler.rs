@@ -111,7 +111,7 @@ impl SchedulerCore {
     pub fn responsible_for(&self, pod: &PodInfo) -> bool {
         pod.scheduler_name == self.profile.scheduler_name
             && !exemption::assigned(pod.node_name.as_deref())
-            && pod.scheduling_gates.is_empty()
+            && pod.extras().scheduling_gates.is_empty()
             && !pod.deleting
     }
 
@@ -207,7 +207,7 @@ impl SchedulerCore {
             }
         } else if self.responsible_for(&pod) {
             if !self.cluster.is_assumed(&pod.uid) {
-                match &pod.nominated_node {
+                match &pod.extras().nominated_node {
                     Some(node) if self.nominated.node_of(&pod.uid) != Some(node.as_str()) => {
                         self.nominated.nominate(pod.clone(), node);
                     }
@@ -308,7 +308,7 @@ impl SchedulerCore {
             name: &pod.name,
             namespace: &pod.namespace,
             labels: &pod.labels,
-            annotations: &pod.annotations,
+            annotations: &pod.extras().annotations,
         });
         let (containers, pending) = looked_up(images, &pod);
         // A rule decides without the images: what they answered so far only tells

@@ -8,8 +8,8 @@ use multiarch_policy::pod_images::{container_images, pull_secret_names, service_
 use thin_vec::ThinVec;
 
 use super::{
-    HostPort, NamespaceScope, PodAffinity, PodAffinityTerm, PodInfo, SpreadConstraint, Toleration,
-    volumes,
+    HostPort, NamespaceScope, PodAffinity, PodAffinityTerm, PodExtras, PodInfo, SpreadConstraint,
+    Toleration, volumes,
 };
 use crate::model::{
     declared_features::FeatureSet,
@@ -75,39 +75,43 @@ impl PodInfo {
             affinity,
             anti_affinity,
             images: images.into(),
-            image_volumes: spec
-                .volumes
-                .iter()
-                .flatten()
-                .filter_map(|v| v.image.as_ref()?.reference.clone())
-                .collect(),
-            scheduling_gates: spec
-                .scheduling_gates
-                .iter()
-                .flatten()
-                .map(|g| g.name.clone())
-                .collect(),
+            extras: PodExtras {
+                // Unassigned pods only (see `PodExtras::annotations`).
+                annotations: if spec.node_name.is_none() {
+                    meta.annotations.clone().unwrap_or_default()
+                } else {
+                    Labels::new()
+                },
+                image_volumes: spec
+                    .volumes
+                    .iter()
+                    .flatten()
+                    .filter_map(|v| v.image.as_ref()?.reference.clone())
+                    .collect(),
+                scheduling_gates: spec
+                    .scheduling_gates
+                    .iter()
+                    .flatten()
+                    .map(|g| g.name.clone())
+                    .collect(),
+                nominated_node: status
+                    .and_then(|s| s.nominated_node_name.clone())
+                    .filter(|n| !n.is_empty()),
+                // What the spec alone says; the names the DeviceClasses map are checked
+                // when the pod is scheduled (`UnsupportedFeatures`): they change.
+                unsupported: routing::unsupported(spec, &DeviceClassResources::default()).into(),
+                image_pull_secrets: pull_secret_names(spec).into(),
+            }
+            .boxed(),
             deleting: meta.deletion_timestamp.is_some(),
             volumes,
             preemption_never: spec.preemption_policy.as_deref() == Some("Never"),
             needed_features: FeatureSet::needed_by(spec),
-            nominated_node: status
-                .and_then(|s| s.nominated_node_name.clone())
-                .filter(|n| !n.is_empty()),
             start_time: status
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0.as_second()),
-            // What the spec alone says; the names the DeviceClasses map are checked
-            // when the pod is scheduled (`UnsupportedFeatures`): they change.
-            unsupported: routing::unsupported(spec, &DeviceClassResources::default()).into(),
-            image_pull_secrets: pull_secret_names(spec).into(),
             service_account: service_account(spec),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
-            annotations: if spec.node_name.is_none() {
-                meta.annotations.clone().unwrap_or_default()
-            } else {
-                Labels::new()
-            },
             labels: std::sync::Arc::new(labels),
         })
     }

@@ -1,10 +1,12 @@
 //! What the scheduler needs to know about a pod, read once from the API object.
 
 mod builder;
+mod extras;
 mod from_api;
 pub mod volumes;
 
 pub use builder::PodBuilder;
+pub use extras::PodExtras;
 
 use std::sync::Arc;
 
@@ -24,9 +26,9 @@ pub struct PodInfo {
     pub name: String,
     /// Shared: the pods of one workload hold one allocation (see `SharedLabels`).
     pub labels: Arc<Labels>,
-    /// Unassigned pods only (`celArchitecturePlacement` rules may read them); an assigned
-    /// pod's are never needed, so the cluster model does not hold them.
-    pub annotations: Labels,
+    /// Annotations, image volumes, gates, nomination, unsupported features and pull
+    /// secrets: what few pods have, out of line (read them with [`PodInfo::extras`]).
+    pub extras: Option<Box<PodExtras>>,
     pub priority: i32,
     pub scheduler_name: String,
     pub node_name: Option<String>,
@@ -47,10 +49,6 @@ pub struct PodInfo {
     /// scheduling and never decide placement). Shared: the pods of one workload hold one
     /// allocation (see `SharedImages`).
     pub images: Arc<[ContainerImage]>,
-    /// The references of `image` volumes (`ImageLocality` counts them; they are never
-    /// executed, so their architectures do not matter).
-    pub image_volumes: ThinVec<String>,
-    pub scheduling_gates: ThinVec<String>,
     pub deleting: bool,
     /// Claims, unshareable disks and attachable in-tree volumes (the volume plugins).
     pub volumes: ThinVec<volumes::PodVolume>,
@@ -58,17 +56,11 @@ pub struct PodInfo {
     pub preemption_never: bool,
     /// What the pod needs its node to declare (`NodeDeclaredFeatures`).
     pub needed_features: crate::model::declared_features::FeatureSet,
-    /// `status.nominatedNodeName`: where a preemption made room for the pod.
-    pub nominated_node: Option<String>,
     /// `status.startTime` in seconds since the epoch (preemption prefers victims that
     /// started last).
     pub start_time: Option<i64>,
-    /// Features this scheduler does not place (see `routing`); the pod is refused with
-    /// their names rather than placed wrongly.
-    pub unsupported: ThinVec<multiarch_policy::routing::Unsupported>,
-    /// `imagePullSecrets` names and the service account: where the image inspector finds
-    /// the pod's pull credentials.
-    pub image_pull_secrets: ThinVec<String>,
+    /// The service account: with `imagePullSecrets`, where the image inspector finds the
+    /// pod's pull credentials (every pod of a real cluster has one, so it is kept here).
     pub service_account: Option<String>,
     pub resource_version: String,
 }
@@ -166,7 +158,7 @@ impl PodInfo {
     pub fn pull_credentials(&self) -> PullCredentials<'_> {
         PullCredentials {
             namespace: &self.namespace,
-            pull_secrets: &self.image_pull_secrets,
+            pull_secrets: &self.extras().image_pull_secrets,
             service_account: self.service_account.as_deref(),
         }
     }
@@ -194,7 +186,7 @@ impl PodInfo {
             namespace,
             name,
             labels,
-            annotations,
+            extras: _, // below, without the nomination
             priority,
             scheduler_name,
             node_name,
@@ -210,17 +202,12 @@ impl PodInfo {
             affinity,
             anti_affinity,
             images,
-            image_volumes,
-            scheduling_gates,
             deleting,
             volumes,
             preemption_never,
             needed_features,
             // Status and version: what the scheduler itself writes.
-            nominated_node: _,
             start_time: _,
-            unsupported,
-            image_pull_secrets,
             service_account,
             resource_version: _,
         } = self;
@@ -228,7 +215,7 @@ impl PodInfo {
             && *namespace == other.namespace
             && *name == other.name
             && *labels == other.labels
-            && *annotations == other.annotations
+            && same_extras_but_nomination(self.extras(), other.extras())
             && *priority == other.priority
             && *scheduler_name == other.scheduler_name
             && *node_name == other.node_name
@@ -244,16 +231,30 @@ impl PodInfo {
             && *affinity == other.affinity
             && *anti_affinity == other.anti_affinity
             && *images == other.images
-            && *image_volumes == other.image_volumes
             && *needed_features == other.needed_features
-            && *scheduling_gates == other.scheduling_gates
             && *deleting == other.deleting
             && *volumes == other.volumes
             && *preemption_never == other.preemption_never
-            && *unsupported == other.unsupported
-            && *image_pull_secrets == other.image_pull_secrets
             && *service_account == other.service_account
     }
+}
+
+/// The extras compared as `same_scheduling_inputs` does: the nomination is status, what
+/// the scheduler itself writes.
+fn same_extras_but_nomination(a: &PodExtras, b: &PodExtras) -> bool {
+    let PodExtras {
+        annotations,
+        image_volumes,
+        scheduling_gates,
+        nominated_node: _,
+        unsupported,
+        image_pull_secrets,
+    } = a;
+    *annotations == b.annotations
+        && *image_volumes == b.image_volumes
+        && *scheduling_gates == b.scheduling_gates
+        && *unsupported == b.unsupported
+        && *image_pull_secrets == b.image_pull_secrets
 }
 
 #[cfg(test)]

@@ -277,7 +277,7 @@ fn only_updates_of_what_scheduling_reads_retry_unschedulable_pods() {
     // The scheduler's own status patch: a new version, nothing new to schedule on.
     let mut status_only = (*pod("p", 0)).clone();
     status_only.resource_version = "2".into();
-    status_only.nominated_node = Some("n1".into());
+    status_only.extras_mut().nominated_node = Some("n1".into());
     q.add_or_update(Arc::new(status_only), t + Duration::from_secs(5));
     assert_eq!(q.counts().unschedulable, 1);
     // A new label may change what matches.
