@@ -17,25 +17,18 @@ use super::{
     image_states::{ImageStates, NodeImages},
     local_volume_nodes::{LocalVolumeNodes, LocalVolumes},
     node::NodeInfo,
+    placements::Placements,
     platform_index::PlatformIndex,
     pod::PodInfo,
     pod_indexes::PodIndexes,
     pod_labels::PodsByLabel,
-    shared::{SharedImages, SharedLabels},
+    shared::{SharedImages, SharedLabels, SharedStrings},
     shared_names::SharedNames,
     storage::StorageCatalog,
 };
 use crate::events::NodeChanges;
 use multiarch_policy::device_class_resources::DeviceClassResources;
 use multiarch_policy::selectors::Labels;
-
-/// Boxed strings, here and as the key: 16 bytes each rather than a `String`'s 24, in a
-/// table of every placed pod (at 260,000 pods its 524,288 slots were 30 MB).
-#[derive(Clone, Debug)]
-struct PodLocation {
-    node: Box<str>,
-    assumed: bool,
-}
 
 /// What [`ClusterState::upsert_node`] changed.
 #[derive(Clone, Debug)]
@@ -65,7 +58,7 @@ pub enum AssignedPodUpsert {
 pub struct ClusterState {
     nodes: Vec<NodeInfo>,
     index: HashMap<String, usize>,
-    placements: HashMap<Box<str>, PodLocation>,
+    placements: Placements,
     /// Pods bound to nodes not (or no longer) known; kept so that their resources count
     /// as soon as the node appears.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
@@ -87,6 +80,8 @@ pub struct ClusterState {
     label_sets: SharedLabels,
     /// The pods' image lists, one allocation per distinct list.
     image_lists: SharedImages,
+    /// The pods' namespaces and scheduler names, one allocation per name.
+    pod_strings: SharedStrings,
     /// The images the nodes report, each name once (see `NodeInfo::images`).
     images: ImageStates,
     /// The extended resource names the DeviceClasses map (`UnsupportedFeatures`).
@@ -207,12 +202,7 @@ impl ClusterState {
 
     /// The pod (bound or assumed) with this UID.
     pub fn pod(&self, uid: &str) -> Option<&Arc<PodInfo>> {
-        let location = self.placements.get(uid)?;
-        let pods = match self.index.get(&*location.node) {
-            Some(&i) => &self.nodes[i].pods,
-            None => self.orphans.get(&*location.node)?,
-        };
-        pods.iter().find(|p| p.uid == uid)
+        self.placements.get(uid)
     }
 
     /// Pods (bound or assumed) with any pod affinity or anti-affinity term.
@@ -245,21 +235,21 @@ impl ClusterState {
     }
 
     pub fn assumed_count(&self) -> usize {
-        self.placements.values().filter(|p| p.assumed).count()
+        self.placements.assumed_count()
     }
 
     pub fn is_assumed(&self, uid: &str) -> bool {
-        self.placements.get(uid).is_some_and(|p| p.assumed)
+        self.placements.is_assumed(uid)
     }
 
     /// The node a pod is placed on (bound or assumed).
     pub fn node_of(&self, uid: &str) -> Option<&str> {
-        self.placements.get(uid).map(|p| &*p.node)
+        self.placements.node_of(uid)
     }
 
     /// Every placed pod's UID and node (bound or assumed), in no particular order.
     pub fn placements(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.placements.iter().map(|(uid, p)| (&**uid, &*p.node))
+        self.placements.iter()
     }
 
     /// Makes room for `additional` more nodes at once (a start-up list of known length),
@@ -382,22 +372,25 @@ impl ClusterState {
         Some(own)
     }
 
-    /// Gives the pod the model's allocations of its label set and its image list (the
-    /// pods of a workload share them), before it is queued or placed.
-    pub fn share_labels_and_images(&mut self, pod: &mut PodInfo) {
+    /// Gives the pod the model's allocations of its label set, its image list (the pods
+    /// of a workload share them), its namespace and its scheduler name, before it is
+    /// queued or placed.
+    pub fn share_repeated_values(&mut self, pod: &mut PodInfo) {
         self.label_sets.share(&mut pod.labels);
         self.image_lists.share(&mut pod.images);
+        self.pod_strings.share(&mut pod.namespace);
+        self.pod_strings.share(&mut pod.scheduler_name);
     }
 
     /// Records a pod the API says is assigned to `pod.node_name`. Confirms an assumed pod;
     /// if it landed elsewhere than assumed, moves it.
     pub fn add_assigned_pod(&mut self, pod: Arc<PodInfo>) -> AssignedPodUpsert {
-        let Some(node) = pod.node_name.clone() else {
+        if pod.node_name.is_none() {
             return AssignedPodUpsert::Unchanged;
-        };
+        }
         let was_assumed = self.is_assumed(&pod.uid);
         let old = self.detach(&pod.uid);
-        self.attach(pod.clone(), &node, false);
+        self.attach(pod.clone(), false);
         match old {
             None => AssignedPodUpsert::Added,
             Some(_) if was_assumed => AssignedPodUpsert::Added,
@@ -433,7 +426,7 @@ impl ClusterState {
         placed.node_name = Some(node.to_owned());
         let placed = Arc::new(placed);
         self.detach(&placed.uid);
-        self.attach(placed.clone(), node, true);
+        self.attach(placed.clone(), true);
         placed
     }
 
@@ -446,18 +439,14 @@ impl ClusterState {
         }
     }
 
-    fn attach(&mut self, pod: Arc<PodInfo>, node: &str, assumed: bool) {
-        self.placements.insert(
-            pod.uid.as_str().into(),
-            PodLocation {
-                node: node.into(),
-                assumed,
-            },
-        );
+    /// Places `pod` on its `node_name`, which a placed pod has.
+    fn attach(&mut self, pod: Arc<PodInfo>, assumed: bool) {
+        self.placements.insert(pod.clone(), assumed);
         self.count_affinity(&pod, 1);
         self.storage.count_claims(&pod, 1);
-        match self.index.get(node) {
-            Some(&i) => {
+        let node = pod.node_name.as_deref().unwrap_or_default();
+        match self.index.get(node).copied() {
+            Some(i) => {
                 self.pod_indexes.count(&pod, i, &self.nodes[i], true);
                 self.nodes[i].add_pod(pod);
             }
@@ -477,19 +466,20 @@ impl ClusterState {
     }
 
     fn detach(&mut self, uid: &str) -> Option<Arc<PodInfo>> {
-        let placement = self.placements.remove(uid)?;
-        let pod = match self.index.get(&*placement.node) {
+        let placed = self.placements.remove(uid)?;
+        let node = placed.node_name.as_deref().unwrap_or_default();
+        let pod = match self.index.get(node) {
             Some(&i) => {
                 let pod = self.nodes[i].remove_pod(uid)?;
                 self.pod_indexes.count(&pod, i, &self.nodes[i], false);
                 Some(pod)
             }
             None => {
-                let list = self.orphans.get_mut(&*placement.node)?;
+                let list = self.orphans.get_mut(node)?;
                 let at = list.iter().position(|p| p.uid == uid)?;
                 let pod = list.swap_remove(at);
                 if list.is_empty() {
-                    self.orphans.remove(&*placement.node);
+                    self.orphans.remove(node);
                 }
                 Some(pod)
             }

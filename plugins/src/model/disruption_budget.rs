@@ -44,7 +44,7 @@ impl DisruptionBudget {
     /// Whether the budget covers the pod (a nil or empty selector covers none, as
     /// kube-scheduler's preemption reads it).
     pub fn covers(&self, pod: &PodInfo) -> bool {
-        pod.namespace == self.namespace
+        *pod.namespace == *self.namespace
             && !pod.labels.is_empty()
             && self
                 .selector

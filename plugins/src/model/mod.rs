@@ -11,6 +11,7 @@ pub mod image_states;
 pub mod local_volume_nodes;
 pub mod node;
 pub mod nominated;
+pub mod placements;
 pub mod platform_index;
 pub mod pod;
 pub mod pod_indexes;

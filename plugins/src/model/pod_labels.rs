@@ -47,7 +47,8 @@ impl LabelledPods {
     }
 }
 
-type ByNamespace = FxHashMap<String, LabelledPods>;
+/// Keyed by the pods' own (shared) namespace names.
+type ByNamespace = FxHashMap<Arc<str>, LabelledPods>;
 
 /// Where the placed pod lives: the cluster model keeps one allocation per placed pod, the
 /// same from placing to removing, so it names the pod without a copy of its UID.
@@ -88,12 +89,12 @@ impl PodsByLabel {
                 continue;
             };
             if let Some(namespaces) = values.get_mut(value) {
-                if let Some(group) = namespaces.get_mut(&pod.namespace)
+                if let Some(group) = namespaces.get_mut(&*pod.namespace)
                     && group.pods.remove(&address(pod)).is_some()
                 {
                     group.zone(zone, false);
                     if group.pods.is_empty() {
-                        namespaces.remove(&pod.namespace);
+                        namespaces.remove(&*pod.namespace);
                     }
                 }
                 if namespaces.is_empty() {
@@ -113,7 +114,7 @@ impl PodsByLabel {
                 .by_label
                 .get_mut(key)
                 .and_then(|values| values.get_mut(value))
-                .and_then(|namespaces| namespaces.get_mut(&pod.namespace))
+                .and_then(|namespaces| namespaces.get_mut(&*pod.namespace))
                 .and_then(|group| group.pods.get_mut(&address(pod)))
             {
                 *at = position;
@@ -187,8 +188,9 @@ impl PodsByLabel {
         for (key, values) in &self.by_label {
             for (value, namespaces) in values {
                 for (namespace, group) in namespaces {
-                    let at =
-                        |last: String| vec![key.clone(), value.clone(), namespace.clone(), last];
+                    let at = |last: String| {
+                        vec![key.clone(), value.clone(), namespace.to_string(), last]
+                    };
                     for (pod, position) in group.pods.values() {
                         pods.push([at(pod.uid.clone()), vec![position.to_string()]].concat());
                     }

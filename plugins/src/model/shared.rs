@@ -1,5 +1,5 @@
 //! One allocation per distinct value of what the model's pods and nodes repeat: label
-//! sets and image lists. The pods of a Deployment, a ReplicaSet or a Job carry the same
+//! sets, image lists and the pods' namespaces and scheduler names. The pods of a Deployment, a ReplicaSet or a Job carry the same
 //! labels and images, and the nodes of a pool the same labels once their hostnames are
 //! kept apart (`NodeInfo::pool_labels`). As separate values a label set costs a B-tree
 //! node (544 bytes for up to eleven labels) plus a heap string per key and value, and an
@@ -25,6 +25,9 @@ const MIN_PRUNE_LEN: usize = 1024;
 pub type SharedLabels = Shared<Labels>;
 /// The pods' containers' images.
 pub type SharedImages = Shared<[ContainerImage]>;
+/// The pods' namespaces and scheduler names (a few names for every pod of the cluster:
+/// each pod's own copies were two heap strings of every pod).
+pub type SharedStrings = Shared<str>;
 
 #[derive(Debug)]
 pub struct Shared<T: ?Sized> {
@@ -118,6 +121,20 @@ mod tests {
             "the empty set is shared too"
         );
         assert_eq!(table.len(), 3);
+    }
+
+    #[test]
+    fn equal_strings_share_one_allocation() {
+        let mut table = SharedStrings::default();
+        let mut a: Arc<str> = "team-a".into();
+        let mut b: Arc<str> = String::from("team-a").into();
+        let mut c: Arc<str> = "team-b".into();
+        for name in [&mut a, &mut b, &mut c] {
+            table.share(name);
+        }
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(table.len(), 2);
     }
 
     #[test]

@@ -274,7 +274,7 @@ impl Plugin for InterPodAffinity {
                 .chain(anti)
                 .any(|t| old.label(&t.topology_key) != new.label(&t.topology_key)),
             ClusterChange::NamespaceChanged(namespace) => {
-                *namespace == pod.namespace
+                *namespace == &*pod.namespace
                     || affinity.iter().chain(anti).any(|t| {
                         let NamespaceScope::Listed(_, selector) = &t.namespaces;
                         selector.as_ref().is_some_and(|s| !s.is_empty())

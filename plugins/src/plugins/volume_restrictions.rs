@@ -94,7 +94,7 @@ impl Plugin for VolumeRestrictions {
                         }))
             }
             ClusterChange::Storage(StorageChange::Claim(claim)) => {
-                claim.namespace == pod.namespace && pod.claim_names().any(|n| n == claim.name)
+                *claim.namespace == *pod.namespace && pod.claim_names().any(|n| n == claim.name)
             }
             _ => false,
         };

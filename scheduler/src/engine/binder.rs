@@ -19,7 +19,7 @@ pub struct Binding {
 impl Binding {
     pub fn of(pod: &PodInfo, node: &str, volumes: VolumeBindingPlan) -> Self {
         Binding {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             node: node.to_owned(),

@@ -109,7 +109,7 @@ impl SchedulerCore {
     /// Whether this scheduler places the pod (kube-scheduler's `responsibleForPod`, plus
     /// the conditions under which a pod may be scheduled at all).
     pub fn responsible_for(&self, pod: &PodInfo) -> bool {
-        pod.scheduler_name == self.profile.scheduler_name
+        *pod.scheduler_name == *self.profile.scheduler_name
             && !exemption::assigned(pod.node_name.as_deref())
             && pod.extras().scheduling_gates.is_empty()
             && !pod.deleting
@@ -184,7 +184,7 @@ impl SchedulerCore {
         // A pod someone else holds too keeps its own labels (copying it to share them
         // would cost more than it saves).
         if let Some(unshared) = Arc::get_mut(&mut pod) {
-            self.cluster.share_labels_and_images(unshared);
+            self.cluster.share_repeated_values(unshared);
         }
         if pod.node_name.is_some() {
             self.queue.delete(&pod.uid);

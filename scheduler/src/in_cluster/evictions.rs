@@ -96,7 +96,7 @@ impl Evictions {
         };
         let preemptor_uid = preemptor.uid.clone();
         let preemptor_key = preemptor.key();
-        let preemptor_pod = (preemptor.namespace.clone(), preemptor.name.clone());
+        let preemptor_pod = (preemptor.namespace.to_string(), preemptor.name.clone());
         let fenced = self.fenced.clone();
         tokio::spawn(async move {
             let work = this.preempt(&preemptor_uid, &preemptor_key, &preemptor_pod, &preemption);

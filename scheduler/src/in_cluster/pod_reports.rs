@@ -56,7 +56,7 @@ impl PodReport {
         condition: Option<&'static str>,
     ) -> Self {
         PodReport {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             event: Some(ReportEvent {
@@ -75,7 +75,7 @@ impl PodReport {
         node: Option<String>,
     ) -> Self {
         PodReport {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: pod.name.clone(),
             uid: pod.uid.clone(),
             event: None,

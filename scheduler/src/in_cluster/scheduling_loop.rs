@@ -297,7 +297,7 @@ impl Loop {
                     self.unreadable_bound_pod(*pod, &error, now);
                     return;
                 }
-                let ours = pod.scheduler_name == self.options.scheduler_name;
+                let ours = *pod.scheduler_name == *self.options.scheduler_name;
                 let message = format!("pod has an unreadable resource request: {error}");
                 if ours
                     && pod.node_name.is_none()

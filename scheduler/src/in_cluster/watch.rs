@@ -169,11 +169,12 @@ fn start_cluster_watches(client: &kube::Client, inbox: &InboxSender, tasks: &Tas
                 let spec = pod.spec.as_ref();
                 let identity = PodInfo {
                     uid: pod.uid().unwrap_or_default(),
-                    namespace: pod.namespace().unwrap_or_default(),
+                    namespace: pod.namespace().unwrap_or_default().into(),
                     name: pod.name_any(),
                     scheduler_name: spec
-                        .and_then(|s| s.scheduler_name.clone())
-                        .unwrap_or_default(),
+                        .and_then(|s| s.scheduler_name.as_deref())
+                        .unwrap_or_default()
+                        .into(),
                     node_name: spec.and_then(|s| s.node_name.clone()),
                     deleting: pod.metadata.deletion_timestamp.is_some(),
                     ..PodInfo::default()

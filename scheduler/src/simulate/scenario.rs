@@ -10,7 +10,7 @@ use multiarch_crd::{ClusterPodPlacementConfigSpec, PodPlacementConfig};
 use multiarch_plugins::model::{
     node::{NodeBuilder, NodeInfo},
     pod::{PodBuilder, PodInfo},
-    shared::{SharedImages, SharedLabels},
+    shared::{SharedImages, SharedLabels, SharedStrings},
     storage::builders::{ClaimBuilder, ClassBuilder, VolumeBuilder},
 };
 use multiarch_policy::platform::Platform;
@@ -310,10 +310,12 @@ impl Scenario {
         scheduler_name: &str,
     ) -> Result<Vec<(PodInfo, u32)>, ScenarioError> {
         let mut out = Vec::with_capacity(self.pods.iter().map(|g| g.count).sum());
-        // The pods of a group share one label set and one image list, as the scheduler's
-        // model would share them when the watch delivers them one by one.
+        // The pods of a group share one label set, one image list and their namespace and
+        // scheduler name, as the scheduler's model would share them when the watch
+        // delivers them one by one.
         let mut label_sets = SharedLabels::default();
         let mut image_lists = SharedImages::default();
+        let mut strings = SharedStrings::default();
         for group in &self.pods {
             let class = match &group.priority_class_name {
                 None => None,
@@ -347,6 +349,8 @@ impl Scenario {
                 })?;
                 label_sets.share(&mut info.labels);
                 image_lists.share(&mut info.images);
+                strings.share(&mut info.namespace);
+                strings.share(&mut info.scheduler_name);
                 out.push((info, group.wave));
             }
         }
@@ -531,6 +535,12 @@ pods:
         assert_eq!(pods[0].requests.milli_cpu, 150);
         assert_eq!(pods[0].controller_uid.as_deref(), Some("web-rs"));
         assert_eq!(pods[0].tolerations.len(), 1);
-        assert_eq!(pods[0].scheduler_name, "multiarch-scheduler");
+        assert_eq!(&*pods[0].scheduler_name, "multiarch-scheduler");
+        // A group's pods share their namespace and scheduler name, as the model would.
+        assert!(Arc::ptr_eq(&pods[0].namespace, &pods[2].namespace));
+        assert!(Arc::ptr_eq(
+            &pods[0].scheduler_name,
+            &pods[2].scheduler_name
+        ));
     }
 }

@@ -50,13 +50,14 @@ impl PodInfo {
 
         Ok(PodInfo {
             uid: meta.uid.clone().unwrap_or_default(),
-            namespace: namespace.clone(),
+            namespace: namespace.as_str().into(),
             name,
             priority: spec.priority.unwrap_or(0),
             scheduler_name: spec
                 .scheduler_name
-                .clone()
-                .unwrap_or_else(|| KUBE_SCHEDULER_NAME.to_owned()),
+                .as_deref()
+                .unwrap_or(KUBE_SCHEDULER_NAME)
+                .into(),
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             controller_uid,
             requests,

@@ -22,7 +22,7 @@ use multiarch_policy::{
 #[derive(Clone, Debug, Default)]
 pub struct PodInfo {
     pub uid: String,
-    pub namespace: String,
+    pub namespace: Arc<str>,
     pub name: String,
     /// Shared: the pods of one workload hold one allocation (see `SharedLabels`).
     pub labels: Arc<Labels>,
@@ -30,7 +30,7 @@ pub struct PodInfo {
     /// secrets: what few pods have, out of line (read them with [`PodInfo::extras`]).
     pub extras: Option<Box<PodExtras>>,
     pub priority: i32,
-    pub scheduler_name: String,
+    pub scheduler_name: Arc<str>,
     pub node_name: Option<String>,
     /// UID of the controller owner (ReplicaSet, StatefulSet...), the group the default
     /// spread constraints apply to.

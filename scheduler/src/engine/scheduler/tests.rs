@@ -513,11 +513,18 @@ mod volumes {
     }
 }
 
-/// Pods of one workload, pending or placed, hold one allocation of their labels and one
-/// of their image list (issue 53: 260,000 separate label maps were the largest item of a
-/// pod's memory, and its images after them).
+/// Pods of one workload, pending or placed, hold one allocation of their labels, one of
+/// their image list and one of their namespace and scheduler name (issue 53: 260,000
+/// separate label maps were the largest item of a pod's memory, and its images after
+/// them).
 #[test]
 fn pods_with_equal_labels_and_images_share_one_allocation_in_the_queue_and_the_model() {
+    let shared = |a: &PodInfo, b: &PodInfo| {
+        Arc::ptr_eq(&a.labels, &b.labels)
+            && Arc::ptr_eq(&a.images, &b.images)
+            && Arc::ptr_eq(&a.namespace, &b.namespace)
+            && Arc::ptr_eq(&a.scheduler_name, &b.scheduler_name)
+    };
     let mut core = core();
     let now = Instant::now();
     let labelled = |name: &str| {
@@ -531,8 +538,7 @@ fn pods_with_equal_labels_and_images_share_one_allocation_in_the_queue_and_the_m
     core.apply_pod(labelled("web-1"), now);
     let pending: Vec<Arc<PodInfo>> = core.queue.pending().cloned().collect();
     assert_eq!(pending.len(), 2);
-    assert!(Arc::ptr_eq(&pending[0].labels, &pending[1].labels));
-    assert!(Arc::ptr_eq(&pending[0].images, &pending[1].images));
+    assert!(shared(&pending[0], &pending[1]));
     let Some(Outcome::Scheduled { pod, node, .. }) = core.schedule_next(&catalog(), now) else {
         panic!("web is placed");
     };
@@ -542,6 +548,5 @@ fn pods_with_equal_labels_and_images_share_one_allocation_in_the_queue_and_the_m
     core.apply_pod(bound, now);
     let placed = core.cluster.pod(&pod.uid).expect("in the model");
     let waiting = core.queue.pending().next().expect("the other one");
-    assert!(Arc::ptr_eq(&placed.labels, &waiting.labels));
-    assert!(Arc::ptr_eq(&placed.images, &waiting.images));
+    assert!(shared(placed, waiting));
 }
