@@ -296,8 +296,8 @@ impl ClusterState {
                 self.platforms.insert(i, fresh.platform_bit);
             }
             if self.nodes[i].hostname != fresh.hostname {
-                self.hostnames.remove(i, self.nodes[i].hostname.as_deref());
-                self.hostnames.insert(i, fresh.hostname.as_deref());
+                self.hostnames.remove(i, self.nodes[i].hostname.as_ref());
+                self.hostnames.insert(i, fresh.hostname.as_ref());
             }
             if !self.nodes[i].same_labels(&fresh) || self.nodes[i].zone != fresh.zone {
                 // The pods count in the node's domains: move them.
@@ -332,7 +332,7 @@ impl ClusterState {
         self.index.insert(name, self.nodes.len());
         self.platforms.insert(self.nodes.len(), node.platform_bit);
         self.hostnames
-            .insert(self.nodes.len(), node.hostname.as_deref());
+            .insert(self.nodes.len(), node.hostname.as_ref());
         self.nodes.push(node);
         NodeUpsert::Added
     }
@@ -352,12 +352,12 @@ impl ClusterState {
             }
         }
         self.platforms.remove(i, node.platform_bit);
-        self.hostnames.remove(i, node.hostname.as_deref());
+        self.hostnames.remove(i, node.hostname.as_ref());
         self.images.remove_node(node.images.ids());
         if i < last {
             self.platforms.moved(last, i, self.nodes[i].platform_bit);
             self.hostnames
-                .moved(last, i, self.nodes[i].hostname.as_deref());
+                .moved(last, i, self.nodes[i].hostname.as_ref());
         }
         if i < self.nodes.len() {
             self.index.insert(self.nodes[i].name.clone(), i);

@@ -39,6 +39,11 @@ impl Hostname {
         &self.name
     }
 
+    /// The name's allocation, for an index that keys by it without a copy.
+    pub fn shared_name(&self) -> &Arc<str> {
+        &self.name
+    }
+
     /// Whether both hold the same allocation of the name.
     pub fn shares_name_with(&self, other: &Hostname) -> bool {
         Arc::ptr_eq(&self.name, &other.name)

@@ -3,9 +3,9 @@
 //! the cost of that change; the positions changed are logged, so lists built from the
 //! index follow at the cost of the changes too.
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::Arc};
 
-use super::positions::Positions;
+use super::{hostname::Hostname, positions::Positions};
 
 /// Positions changed that [`HostnameIndex::changes_since`] keeps.
 const MAX_LOGGED: usize = 4096;
@@ -14,7 +14,8 @@ const MAX_LOGGED: usize = 4096;
 /// not indexed).
 #[derive(Clone, Debug, Default)]
 pub struct HostnameIndex {
-    by_host: Positions<String>,
+    /// Keyed by the nodes' own allocations of their hostnames.
+    by_host: Positions<Arc<str>>,
     /// Counts the changes, so lists built from the index know when they are stale.
     generation: u64,
     /// The positions whose hostname changed, the last `generation` one last.
@@ -22,24 +23,24 @@ pub struct HostnameIndex {
 }
 
 impl HostnameIndex {
-    pub fn insert(&mut self, position: usize, hostname: Option<&str>) {
+    pub fn insert(&mut self, position: usize, hostname: Option<&Hostname>) {
         if let Some(host) = hostname {
-            self.by_host.insert(host.to_owned(), position);
+            self.by_host.insert(host.shared_name().clone(), position);
             self.changed(position);
         }
     }
 
-    pub fn remove(&mut self, position: usize, hostname: Option<&str>) {
+    pub fn remove(&mut self, position: usize, hostname: Option<&Hostname>) {
         if let Some(host) = hostname {
-            self.by_host.remove(host, position);
+            self.by_host.remove(host.as_str(), position);
             self.changed(position);
         }
     }
 
     /// The node at `from` now sits at `to` (the list's `swap_remove`).
-    pub fn moved(&mut self, from: usize, to: usize, hostname: Option<&str>) {
+    pub fn moved(&mut self, from: usize, to: usize, hostname: Option<&Hostname>) {
         if let Some(host) = hostname {
-            self.by_host.moved(host.to_owned(), from, to);
+            self.by_host.moved(host.shared_name().clone(), from, to);
             self.changed(from);
             self.changed(to);
         }
@@ -78,11 +79,16 @@ mod tests {
     #[test]
     fn changes_are_listed_until_the_log_no_longer_holds_them() {
         let mut index = HostnameIndex::default();
-        index.insert(0, Some("h0"));
+        let (h0, h1, h2) = (
+            Hostname::new("h0"),
+            Hostname::new("h1"),
+            Hostname::new("h2"),
+        );
+        index.insert(0, Some(&h0));
         index.insert(1, None);
-        index.insert(1, Some("h1"));
+        index.insert(1, Some(&h1));
         let seen = index.generation();
-        index.moved(1, 0, Some("h1"));
+        index.moved(1, 0, Some(&h1));
         index.remove(7, None);
         assert_eq!(
             index.changes_since(seen).unwrap().collect::<Vec<_>>(),
@@ -91,7 +97,7 @@ mod tests {
         assert_eq!(index.changes_since(index.generation()).unwrap().count(), 0);
         assert_eq!(index.nodes("h1"), [0]);
         for position in 0..MAX_LOGGED {
-            index.insert(position, Some("h2"));
+            index.insert(position, Some(&h2));
         }
         assert!(index.changes_since(seen).is_none(), "fell behind the log");
         assert_eq!(
