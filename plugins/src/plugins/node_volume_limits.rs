@@ -146,7 +146,7 @@ impl Plugin for NodeVolumeLimits {
             ) => true,
             ClusterChange::AssignedPodDeleted(deleted) => counts_for_limits(deleted),
             ClusterChange::Storage(StorageChange::Claim(claim)) => {
-                *claim.namespace == *pod.namespace && pod.claim_names().any(|n| n == claim.name)
+                pod.mounts_claim(&claim.namespace, &claim.name)
             }
             _ => false,
         };

@@ -151,7 +151,7 @@ impl Plugin for VolumeBinding {
             ClusterChange::NodeAdded(_) => true,
             ClusterChange::NodeUpdated { changes, .. } => changes.contains(NodeChanges::LABELS),
             ClusterChange::Storage(StorageChange::Claim(claim)) => {
-                *claim.namespace == *pod.namespace && pod.claim_names().any(|n| n == claim.name)
+                pod.mounts_claim(&claim.namespace, &claim.name)
             }
             ClusterChange::Storage(StorageChange::PersistentVolume(volume)) => {
                 claims.iter().any(|c| {

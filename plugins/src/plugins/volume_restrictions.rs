@@ -94,7 +94,7 @@ impl Plugin for VolumeRestrictions {
                         }))
             }
             ClusterChange::Storage(StorageChange::Claim(claim)) => {
-                *claim.namespace == *pod.namespace && pod.claim_names().any(|n| n == claim.name)
+                pod.mounts_claim(&claim.namespace, &claim.name)
             }
             _ => false,
         };

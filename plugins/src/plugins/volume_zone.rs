@@ -133,7 +133,7 @@ impl Plugin for VolumeZone {
                 .iter()
                 .any(|key| old.label(key) != new.label(key)),
             ClusterChange::Storage(StorageChange::Claim(claim)) => {
-                *claim.namespace == *pod.namespace && pod.claim_names().any(|n| n == claim.name)
+                pod.mounts_claim(&claim.namespace, &claim.name)
             }
             ClusterChange::Storage(StorageChange::PersistentVolume(volume)) => TOPOLOGY_LABELS
                 .iter()

@@ -178,6 +178,12 @@ impl PodInfo {
             .filter_map(|v| v.claim.as_ref().map(|c| c.name.as_str()))
     }
 
+    /// Whether the pod mounts the claim `name` in `namespace` (the volume plugins' hint
+    /// that a claim's change concerns it).
+    pub fn mounts_claim(&self, namespace: &str, name: &str) -> bool {
+        *self.namespace == *namespace && self.claim_names().any(|n| n == name)
+    }
+
     /// Whether two versions of a pod differ in anything scheduling reads (a status-only
     /// update, such as the scheduler's own condition patch, does not).
     pub fn same_scheduling_inputs(&self, other: &PodInfo) -> bool {
