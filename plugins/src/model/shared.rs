@@ -123,18 +123,29 @@ mod tests {
         assert_eq!(table.len(), 3);
     }
 
-    #[test]
-    fn equal_strings_share_one_allocation() {
-        let mut table = SharedStrings::default();
-        let mut a: Arc<str> = "team-a".into();
-        let mut b: Arc<str> = String::from("team-a").into();
-        let mut c: Arc<str> = "team-b".into();
-        for name in [&mut a, &mut b, &mut c] {
-            table.share(name);
+    /// Shares `a`, `b` (equal to `a`) and `other` in a new table: the equal two end in
+    /// one allocation, `other` in its own.
+    fn assert_equal_values_shared<T: ?Sized + Hash + Eq>(
+        mut a: Arc<T>,
+        mut b: Arc<T>,
+        mut other: Arc<T>,
+    ) {
+        let mut table = Shared::default();
+        for value in [&mut a, &mut b, &mut other] {
+            table.share(value);
         }
         assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &c));
+        assert!(!Arc::ptr_eq(&a, &other));
         assert_eq!(table.len(), 2);
+    }
+
+    #[test]
+    fn equal_strings_share_one_allocation() {
+        assert_equal_values_shared::<str>(
+            "team-a".into(),
+            String::from("team-a").into(),
+            "team-b".into(),
+        );
     }
 
     #[test]
@@ -144,20 +155,13 @@ mod tests {
             image: image.to_owned(),
             pull_always: false,
         };
-        let mut table = SharedImages::default();
-        let mut a: Arc<[ContainerImage]> =
-            vec![image("app", "nginx:1"), image("log", "fluent:2")].into();
-        let mut b: Arc<[ContainerImage]> =
-            vec![image("app", "nginx:1"), image("log", "fluent:2")].into();
-        // The same images in another order are another list (containers start in order).
-        let mut c: Arc<[ContainerImage]> =
-            vec![image("log", "fluent:2"), image("app", "nginx:1")].into();
-        for images in [&mut a, &mut b, &mut c] {
-            table.share(images);
-        }
-        assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &c));
-        assert_eq!(table.len(), 2);
+        assert_equal_values_shared::<[ContainerImage]>(
+            vec![image("app", "nginx:1"), image("log", "fluent:2")].into(),
+            vec![image("app", "nginx:1"), image("log", "fluent:2")].into(),
+            // The same images in another order are another list (containers start in
+            // order).
+            vec![image("log", "fluent:2"), image("app", "nginx:1")].into(),
+        );
     }
 
     /// Sets nothing holds are forgotten once the table has doubled: it stays within twice
