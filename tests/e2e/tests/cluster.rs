@@ -154,8 +154,10 @@ fn run_pass(tier: &Tier) -> (usize, usize) {
         cases.extend([
             ("install", install as Case),
             ("scheduler mode", scheduler_mode),
-            ("sig-scheduling specs", sig_scheduling_specs),
+            // Before the specs: scripts/test runs its own tests beside those (they
+            // mostly wait), never beside this timing-sensitive case.
             ("mode switches under load", mode_switches),
+            ("sig-scheduling specs", sig_scheduling_specs),
             ("uninstall", uninstall),
         ]);
         cases

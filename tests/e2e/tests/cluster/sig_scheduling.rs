@@ -97,6 +97,16 @@ fn server_version(tier: &Tier) -> anyhow::Result<String> {
         .context("kubectl version: no serverVersion.gitVersion")
 }
 
+/// Says the specs start, in the file `MULTIARCH_E2E_SPECS_STARTED` names (`scripts/e2e`
+/// sets it): `scripts/test` runs its own tests while the specs mostly wait on the cluster.
+fn specs_started() -> anyhow::Result<()> {
+    match std::env::var_os("MULTIARCH_E2E_SPECS_STARTED") {
+        Some(path) if !path.is_empty() => std::fs::write(&path, b"")
+            .with_context(|| format!("{}", std::path::Path::new(&path).display())),
+        _ => Ok(()),
+    }
+}
+
 /// Before the install: the specs with kube-scheduler placing every pod, written to the
 /// kept results (run when the spec list or the cluster's version changes).
 pub fn kube_scheduler_results(tier: &Tier) -> anyhow::Result<()> {
@@ -151,6 +161,7 @@ pub fn sig_scheduling_specs(tier: &Tier) -> anyhow::Result<()> {
          run MULTIARCH_E2E_SIG_SCHEDULING_BLESS=1 scripts/e2e to keep kube-scheduler's results again"
     );
     let watch = PodWatch::start(&tier.kubectl, Scope::AllNamespaces, "ADDED")?;
+    specs_started()?;
     let ours = run_all(&suite, &specs, "multiarch-scheduler");
     let created = watch.stop();
     let (table, regressions) = sig_scheduling::compare(&kept, &ours);
