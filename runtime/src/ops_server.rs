@@ -27,7 +27,7 @@ pub const OPS_LIMITS: ServerLimits = ServerLimits {
     max_connections_per_peer: 64,
     handshake_timeout: std::time::Duration::from_secs(10),
     header_timeout: std::time::Duration::from_secs(10),
-    idle_timeout: std::time::Duration::from_secs(90),
+    idle_timeout: std::time::Duration::from_secs(120),
     request_timeout: std::time::Duration::from_secs(10),
     shutdown_delay: std::time::Duration::ZERO,
     drain_timeout: std::time::Duration::from_secs(5),

@@ -12,9 +12,15 @@ pub struct ServerLimits {
     pub max_connections_per_peer: usize,
     /// From accept to a finished TLS handshake.
     pub handshake_timeout: Duration,
-    /// From connection (or the previous response) to a complete request head.
+    /// From a request head's first byte (a connection's first request: from accept) to
+    /// the complete head. Between requests a kept-alive connection waits on the idle
+    /// timeout instead.
     pub header_timeout: Duration,
     /// A connection with no request in flight for this long is closed (gracefully).
+    /// Longer than the clients' own (Go's `IdleConnTimeout`, 90 s, in kube-apiserver's
+    /// webhook client), so that the client, not the server, gives a kept-alive
+    /// connection up: a server closing it first races the client's next request on it
+    /// ("broken pipe").
     pub idle_timeout: Duration,
     /// From a request's head to its response, body included: a slow body gets 408.
     pub request_timeout: Duration,
@@ -33,7 +39,7 @@ impl Default for ServerLimits {
             max_connections_per_peer: 256,
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(90),
+            idle_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(30),
             shutdown_delay: Duration::ZERO,
             drain_timeout: Duration::from_secs(10),

@@ -1,6 +1,8 @@
 //! The served ports' connection loop: an idle HTTP/2 connection is closed at the idle
-//! timeout, and shutdown drops no request: the port goes on serving through the delay
-//! (not ready), then finishes what it was asked before it returns.
+//! timeout, a request head is timed from its first byte (a kept-alive connection waits
+//! for its next request past the header timeout), and shutdown drops no request: the
+//! port goes on serving through the delay (not ready), then finishes what it was asked
+//! before it returns.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -65,6 +67,131 @@ async fn an_idle_http2_connection_is_closed_at_the_idle_timeout() {
             .windows(4)
             .any(|w| w[3] == 0x07 && w[0] == 0 && w[1] == 0),
         "{received:?}"
+    );
+}
+
+/// Reads from `stream` until what was received satisfies `done`, or the stream ends.
+async fn read_until(
+    stream: &mut tokio::net::TcpStream,
+    done: impl Fn(&[u8]) -> bool,
+) -> std::io::Result<Vec<u8>> {
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 1024];
+    while !done(&received) {
+        let n = stream.read(&mut buffer).await?;
+        if n == 0 {
+            break;
+        }
+        received.extend_from_slice(&buffer[..n]);
+    }
+    Ok(received)
+}
+
+/// Whether the stream is closed (or reset) by the server within a minute: generous, so
+/// that a server that never closes it fails the test rather than hangs it.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream) -> bool {
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut rest))
+        .await
+        .is_ok()
+}
+
+const READYZ: &[u8] = b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/// A server whose header timeout is short and idle timeout an hour: what closes a
+/// connection in these tests is the header deadline or nothing.
+async fn start_with_short_header_timeout() -> (SocketAddr, CancellationToken) {
+    let app = Router::new().route("/readyz", get(|| async { "ready" }));
+    let (addr, shutdown, _server) = start(
+        app,
+        ServerLimits {
+            header_timeout: Duration::from_millis(100),
+            idle_timeout: Duration::from_secs(3600),
+            ..ServerLimits::default()
+        },
+    )
+    .await;
+    (addr, shutdown)
+}
+
+/// kube-apiserver keeps its webhook connections open 90 s between requests: a kept-alive
+/// HTTP/1 connection idle past the header timeout still answers its next request (hyper's
+/// own header timer closed it 10 s after its last response).
+#[tokio::test]
+async fn a_kept_alive_http1_connection_outlives_the_header_timeout() {
+    let (addr, _shutdown) = start_with_short_header_timeout().await;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(READYZ).await.unwrap();
+    let first = read_until(&mut stream, |r| r.ends_with(b"ready"))
+        .await
+        .unwrap();
+    assert!(first.starts_with(b"HTTP/1.1 200"), "{first:?}");
+    // Idle for several header timeouts (a slower machine only waits longer).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stream.write_all(READYZ).await.unwrap();
+    let second = read_until(&mut stream, |r| r.ends_with(b"ready")).await;
+    let second = String::from_utf8_lossy(&second.unwrap_or_default()).into_owned();
+    assert!(
+        second.starts_with("HTTP/1.1 200"),
+        "the kept-alive connection was closed while idle: {second:?}"
+    );
+}
+
+/// The next head on a kept-alive connection is timed from its first byte: one that
+/// never completes is cut at the header timeout, not the idle timeout.
+#[tokio::test]
+async fn a_head_left_unfinished_on_a_kept_alive_connection_is_cut_at_the_header_timeout() {
+    let (addr, _shutdown) = start_with_short_header_timeout().await;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(READYZ).await.unwrap();
+    let first = read_until(&mut stream, |r| r.ends_with(b"ready"))
+        .await
+        .unwrap();
+    assert!(first.starts_with(b"HTTP/1.1 200"), "{first:?}");
+    stream
+        .write_all(b"GET /readyz HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    assert!(
+        closed_by_server(&mut stream).await,
+        "an unfinished head held the connection"
+    );
+}
+
+/// A first head sent past the bytes that tell HTTP/1 from HTTP/2, then left unfinished,
+/// is cut at the header timeout too.
+#[tokio::test]
+async fn a_first_head_left_unfinished_is_cut_at_the_header_timeout() {
+    let (addr, _shutdown) = start_with_short_header_timeout().await;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nUser-Agent: slow")
+        .await
+        .unwrap();
+    assert!(
+        closed_by_server(&mut stream).await,
+        "an unfinished head held the connection"
+    );
+}
+
+/// Nothing of the head deadline applies to HTTP/2 after its preface: an HTTP/2
+/// connection idle past the header timeout still answers a PING.
+#[tokio::test]
+async fn an_http2_connection_is_not_cut_at_the_header_timeout() {
+    let (addr, _shutdown) = start_with_short_header_timeout().await;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(H2_OPENING).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // PING (type 6) with an 8-byte payload; the answer is a PING with the ACK flag (1).
+    let ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00multiarc";
+    stream.write_all(ping).await.unwrap();
+    let ack = [0u8, 0, 8, 6, 1, 0, 0, 0, 0];
+    let received = read_until(&mut stream, |r| r.windows(9).any(|w| w == ack))
+        .await
+        .unwrap_or_default();
+    assert!(
+        received.windows(9).any(|w| w == ack),
+        "no PING answered: {received:?}"
     );
 }
 
