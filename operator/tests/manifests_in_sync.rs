@@ -234,3 +234,34 @@ fn the_enoexec_daemon_has_capabilities_not_privileges() {
         "{args:?}"
     );
 }
+
+/// A component slow under load is not restarted: every container's liveness probe waits
+/// 5 s for an answer and restarts only after a minute of failures in a row, and its
+/// readiness probe waits 5 s too (the default, 1 s, restarted the webhook under a
+/// tenant's flood on a 2-core node).
+#[test]
+fn every_probe_tolerates_a_slow_answer() {
+    let mut containers = 0;
+    for (folder, files) in manifests::folders().unwrap() {
+        for (file, documents) in files {
+            for document in documents {
+                let pod = &document["spec"]["template"]["spec"];
+                for container in pod["containers"].as_array().into_iter().flatten() {
+                    let at = format!("{folder}/{file}: {}", container["name"]);
+                    let liveness = &container["livenessProbe"];
+                    let readiness = &container["readinessProbe"];
+                    assert!(liveness.is_object(), "{at} has no liveness probe");
+                    assert!(readiness.is_object(), "{at} has no readiness probe");
+                    assert_eq!(liveness["timeoutSeconds"], 5, "{at}");
+                    assert_eq!(readiness["timeoutSeconds"], 5, "{at}");
+                    let failing_for = liveness["failureThreshold"].as_u64().unwrap()
+                        * liveness["periodSeconds"].as_u64().unwrap();
+                    assert!(failing_for >= 60, "{at}: restarted after {failing_for} s");
+                    containers += 1;
+                }
+            }
+        }
+    }
+    // operator, scheduler, inspector, webhook, gate controller, eBPF daemon and handler.
+    assert!(containers >= 7, "only {containers} containers");
+}

@@ -7,7 +7,10 @@ use super::{
     ENOEXEC_DAEMON, ENOEXEC_HANDLER, Settings,
     inspector::inspector_client_controller,
     labels, lease_rules, rbac_pair, service_account,
-    workload::{OPS_PORT, all_interfaces, network_policy, open_port, role_args, service},
+    workload::{
+        OPS_PORT, all_interfaces, liveness_probe, network_policy, open_port, readiness_probe,
+        role_args, service,
+    },
 };
 
 /// The host's `/run` inside the daemon: containerd's and CRI-O's sockets are under it, and
@@ -187,8 +190,8 @@ fn enoexec_daemon_set(settings: &Settings) -> Result<Value, FlagsError> {
                             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                         ],
                         "ports": [{"name": "metrics", "containerPort": OPS_PORT}],
-                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "initialDelaySeconds": 5, "periodSeconds": 10},
-                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
+                        "livenessProbe": liveness_probe("metrics"),
+                        "readinessProbe": readiness_probe("metrics"),
                         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
                         "securityContext": {
                             // Root for the runtime socket; capabilities instead of privileged:
