@@ -113,7 +113,7 @@ fn review(image: &str) -> Vec<u8> {
 async fn admit(state: &WebhookState, image: &str) -> Value {
     let body = review(image);
     let config = state.config.read().unwrap().clone();
-    let (response, _) = answer(state, &config, &body).await.unwrap();
+    let (response, _) = answer(state, &config, body.clone().into()).await.unwrap();
     let request: Value = serde_json::from_slice(&body).unwrap();
     let mut pod = request["request"]["object"].clone();
     let patch = response["response"]["patch"].as_str().unwrap();

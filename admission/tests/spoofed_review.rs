@@ -104,7 +104,7 @@ fn spoofed() -> Vec<u8> {
 
 async fn review(state: &WebhookState) -> Value {
     let config = state.config.read().unwrap().clone();
-    answer(state, &config, &spoofed()).await.unwrap().0
+    answer(state, &config, spoofed().into()).await.unwrap().0
 }
 
 #[tokio::test]

@@ -291,7 +291,7 @@ async fn admission_writes_no_constraint_for_an_unpack_pod() {
         .unwrap();
         async move {
             let config = state.config.read().unwrap().clone();
-            let (response, _) = answer(state, &config, &body).await.unwrap();
+            let (response, _) = answer(state, &config, body.into()).await.unwrap();
             let patch = response["response"]["patch"].as_str().unwrap_or_default();
             String::from_utf8(
                 base64::engine::general_purpose::STANDARD

@@ -54,10 +54,13 @@ pub struct WebhookState {
 pub async fn answer(
     state: &WebhookState,
     config: &WebhookConfig,
-    body: &[u8],
+    body: Bytes,
 ) -> Result<(Value, Option<Decision>), ReviewError> {
-    let request = parse(body)?;
-    let (request, decided) = decide_off_the_workers(request, config).await?;
+    let (request, decided) = if body.len() > INLINE_PARSE_BYTES {
+        parse_and_decide_off_the_workers(body, config).await?
+    } else {
+        decide_off_the_workers(parse(&body)?, config).await?
+    };
     let (Some(mut decision), Some((pod, namespace))) = (decided, &request.pod) else {
         return Ok((respond(&request.uid, &[])?, None));
     };
@@ -91,6 +94,37 @@ pub async fn answer(
             .inc();
     }
     Ok((respond(&request.uid, &decision.patch)?, Some(decision)))
+}
+
+/// Reviews larger than this are parsed one at a time on a blocking thread: a pod's
+/// review is a few KiB, and a tenant's 4 MiB ones, parsed on the workers, held every
+/// worker tens of milliseconds each while the API server's reviews and the kubelet's
+/// probes waited behind them.
+const INLINE_PARSE_BYTES: usize = 64 * 1024;
+
+/// One large review parsed at a time, in the whole process: a flood of them takes one
+/// core at most, not every worker nor a blocking thread each. Those waiting hold only
+/// their bodies (bounded in bytes by `RequestBodies`) and are cut at the request timeout.
+static LARGE_REVIEW_LANE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+async fn parse_and_decide_off_the_workers(
+    body: Bytes,
+    config: &WebhookConfig,
+) -> Result<(Request, Option<Decision>), ReviewError> {
+    let lane = LARGE_REVIEW_LANE
+        .acquire()
+        .await
+        .map_err(|e| ReviewError::Decode(format!("internal: {e}")))?;
+    let config = config.clone();
+    tokio::task::spawn_blocking(move || {
+        // Held until the parse ends, even when the request was cut at its timeout meanwhile.
+        let _lane = lane;
+        let request = parse(&body)?;
+        let decided = request.decide(&config);
+        Ok((request, decided))
+    })
+    .await
+    .map_err(|e| ReviewError::Decode(format!("internal: parsing failed: {e}")))?
 }
 
 /// The decision, on a blocking thread when a namespace admin's architecture rules may
@@ -226,7 +260,7 @@ async fn mutate(
     if let Some(mode) = mode {
         config.mode = mode;
     }
-    let answer = answer(&state, &config, &body).await;
+    let answer = answer(&state, &config, body).await;
     let elapsed = started.elapsed().as_secs_f64();
     state.metrics.seconds.observe(elapsed);
     state.metrics.mto_seconds.observe(elapsed);
@@ -310,13 +344,59 @@ mod tests {
 
     use super::*;
 
+    fn recorded_review(n: usize) -> Vec<u8> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "../tests/fixtures/admission/admissionreview-request-{n}.json"
+        ));
+        std::fs::read(path).unwrap()
+    }
+
+    /// While a large review holds the lane, another waits for it and a small one is
+    /// answered meanwhile; once the lane is free the large one is answered.
+    #[tokio::test]
+    async fn large_reviews_are_parsed_one_at_a_time_and_small_ones_meanwhile() {
+        let config =
+            WebhookConfig::new(PlacementMode::Scheduler, "multiarch-scheduler", "multiarch");
+        let mut registry = Registry::default();
+        let metrics = WebhookMetrics::default();
+        metrics.register(&mut registry);
+        let state = WebhookState {
+            config: Arc::new(RwLock::new(config.clone())),
+            metrics,
+            registry: Arc::new(registry),
+            lookup: None,
+            reviews_need_client_certificate: false,
+        };
+        let small = recorded_review(0);
+        let mut large: Value = serde_json::from_slice(&small).unwrap();
+        large["request"]["object"]["metadata"]["annotations"]["padding"] =
+            Value::String("x".repeat(2 * INLINE_PARSE_BYTES));
+        let large = serde_json::to_vec(&large).unwrap();
+        assert!(small.len() <= INLINE_PARSE_BYTES && large.len() > INLINE_PARSE_BYTES);
+
+        let held = LARGE_REVIEW_LANE.acquire().await.unwrap();
+        let waiting = tokio::spawn({
+            let (state, config) = (state.clone(), config.clone());
+            async move { answer(&state, &config, Bytes::from(large)).await }
+        });
+        let (answered, _) = answer(&state, &config, Bytes::from(small)).await.unwrap();
+        assert!(answered["response"]["uid"].is_string(), "{answered}");
+        // Time enough to parse it ten times over (were it not waiting, it would be done;
+        // while the lane is held it cannot be, however slow the machine).
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !waiting.is_finished(),
+            "a large review was parsed while the lane was held"
+        );
+        drop(held);
+        let (answered, _) = waiting.await.unwrap().unwrap();
+        assert!(answered["response"]["uid"].is_string(), "{answered}");
+    }
+
     #[test]
     fn the_api_servers_pod_reviews_cost_a_small_review_and_many_pull_secrets_fit_a_share() {
         for n in 0..3 {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
-                "../tests/fixtures/admission/admissionreview-request-{n}.json"
-            ));
-            let body = std::fs::read(path).unwrap();
+            let body = recorded_review(n);
             let cost = Shape::of(&body, POD_REVIEW_PRICES)
                 .unwrap()
                 .parsed_bytes(body.len());
