@@ -114,18 +114,24 @@ async fn start_with_short_header_timeout() -> (SocketAddr, CancellationToken) {
     (addr, shutdown)
 }
 
-/// kube-apiserver keeps its webhook connections open 90 s between requests: a kept-alive
-/// HTTP/1 connection idle past the header timeout still answers its next request (hyper's
-/// own header timer closed it 10 s after its last response).
-#[tokio::test]
-async fn a_kept_alive_http1_connection_outlives_the_header_timeout() {
-    let (addr, _shutdown) = start_with_short_header_timeout().await;
+/// A connection to `addr` whose first request has been answered: kept alive, idle.
+async fn answered_connection(addr: SocketAddr) -> tokio::net::TcpStream {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(READYZ).await.unwrap();
     let first = read_until(&mut stream, |r| r.ends_with(b"ready"))
         .await
         .unwrap();
     assert!(first.starts_with(b"HTTP/1.1 200"), "{first:?}");
+    stream
+}
+
+/// kube-apiserver keeps its webhook connections open 90 s between requests: a kept-alive
+/// HTTP/1 connection idle past the header timeout still answers its next request (hyper's
+/// own header timer closed it 10 s after its last response).
+#[tokio::test]
+async fn a_kept_alive_http1_connection_outlives_the_header_timeout() {
+    let (addr, _shutdown) = start_with_short_header_timeout().await;
+    let mut stream = answered_connection(addr).await;
     // Idle for several header timeouts (a slower machine only waits longer).
     tokio::time::sleep(Duration::from_millis(500)).await;
     stream.write_all(READYZ).await.unwrap();
@@ -142,12 +148,7 @@ async fn a_kept_alive_http1_connection_outlives_the_header_timeout() {
 #[tokio::test]
 async fn a_head_left_unfinished_on_a_kept_alive_connection_is_cut_at_the_header_timeout() {
     let (addr, _shutdown) = start_with_short_header_timeout().await;
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(READYZ).await.unwrap();
-    let first = read_until(&mut stream, |r| r.ends_with(b"ready"))
-        .await
-        .unwrap();
-    assert!(first.starts_with(b"HTTP/1.1 200"), "{first:?}");
+    let mut stream = answered_connection(addr).await;
     stream
         .write_all(b"GET /readyz HTTP/1.1\r\nHo")
         .await
