@@ -1,8 +1,8 @@
-//! The served ports' connection loop: an idle HTTP/2 connection is closed at the idle
-//! timeout, a request head is timed from its first byte (a kept-alive connection waits
-//! for its next request past the header timeout), and shutdown drops no request: the
-//! port goes on serving through the delay (not ready), then finishes what it was asked
-//! before it returns.
+//! The served ports' connection loop: an idle connection (HTTP/1 or HTTP/2) is closed
+//! at the idle timeout, a request head is timed from its first byte (a kept-alive
+//! connection waits for its next request past the header timeout), and shutdown drops no
+//! request: the port goes on serving through the delay (not ready), then finishes what it
+//! was asked before it returns.
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
@@ -141,6 +141,35 @@ async fn a_kept_alive_http1_connection_outlives_the_header_timeout() {
         second.starts_with("HTTP/1.1 200"),
         "the kept-alive connection was closed while idle: {second:?}"
     );
+}
+
+/// A kept-alive HTTP/1 connection with no request is closed at the idle timeout, and
+/// gracefully: a clean end of stream after the last response, with no drain to wait for
+/// (the drain timeout is an hour, the header timeout too, so nothing else can close it).
+#[tokio::test]
+async fn an_idle_http1_connection_is_closed_gracefully_at_the_idle_timeout() {
+    let app = Router::new().route("/readyz", get(|| async { "ready" }));
+    let (addr, _shutdown, _server) = start(
+        app,
+        ServerLimits {
+            header_timeout: Duration::from_secs(3600),
+            idle_timeout: Duration::from_millis(200),
+            drain_timeout: Duration::from_secs(3600),
+            ..ServerLimits::default()
+        },
+    )
+    .await;
+    let mut stream = answered_connection(addr).await;
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut rest)).await;
+    let Ok(ended) = read else {
+        panic!("the idle connection was never closed");
+    };
+    assert!(
+        ended.is_ok(),
+        "closed abruptly (reset), not gracefully: {ended:?}"
+    );
+    assert!(rest.is_empty(), "sent after its last response: {rest:?}");
 }
 
 /// The next head on a kept-alive connection is timed from its first byte: one that
