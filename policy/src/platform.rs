@@ -240,6 +240,62 @@ fn os_arch_bit(platform: &Platform) -> Option<u8> {
     Some(os * 8 + arch)
 }
 
+/// A node's variant read once, so that a cycle's per-node variant check compares numbers,
+/// not names, and reads nothing of the node's [`Platform`] (a cache line no filter
+/// touches otherwise): none (the node runs every build of its architecture), a level of
+/// an architecture whose variants are levels (x86-64-v3: 3), or another variant, which
+/// only [`node_is_compatible`] decides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VariantLevel {
+    #[default]
+    Unnamed,
+    Level(u8),
+    Other,
+}
+
+impl VariantLevel {
+    pub fn of(node: &Platform) -> Self {
+        match node.variant.as_deref() {
+            None => VariantLevel::Unnamed,
+            Some(variant) if variants_are_levels(&node.architecture) => variant_level(variant)
+                .and_then(|level| u8::try_from(level).ok())
+                .map_or(VariantLevel::Other, VariantLevel::Level),
+            Some(_) => VariantLevel::Other,
+        }
+    }
+
+    /// Whether a node of this level runs one of the builds whose [`lowest_levels`] entry
+    /// for its bit is `lowest` (a build of its bit being among them); `None` when only
+    /// the names decide ([`VariantLevel::Other`]).
+    pub fn meets(self, lowest: u32) -> Option<bool> {
+        match self {
+            VariantLevel::Unnamed => Some(true),
+            VariantLevel::Level(level) => Some(u32::from(level) >= lowest),
+            VariantLevel::Other => None,
+        }
+    }
+}
+
+/// Per [`platform_bit`], the lowest level a node of that bit (whose [`VariantLevel`] is a
+/// level) needs to run one of `platforms`: 0 when a build of the bit names no variant,
+/// the least level its builds name otherwise; `u32::MAX` when none of them is a level (a
+/// node with a level runs none of them) or no build has the bit.
+pub fn lowest_levels(platforms: &[Platform]) -> [u32; 16] {
+    let mut lowest = [u32::MAX; 16];
+    for platform in platforms {
+        let Some(bit) = os_arch_bit(platform) else {
+            continue;
+        };
+        let level = match platform.variant.as_deref() {
+            None => 0,
+            Some(variant) => variant_level(variant).unwrap_or(u32::MAX),
+        };
+        let at = &mut lowest[usize::from(bit)];
+        *at = (*at).min(level);
+    }
+    lowest
+}
+
 /// The nodes that have a [`platform_bit`] which `platforms` run on, as a bit set, variants
 /// aside: a side that names no variant accepts any, so an `arm/v7` build counts as `arm`
 /// and only nodes that name a variant need the precise check; a platform with an unknown
@@ -260,6 +316,64 @@ pub fn describe(platforms: &[Platform]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The numeric check a cycle makes per node decides as the names do, for levels and
+    /// other variants, on nodes with and without one.
+    #[test]
+    fn variant_levels_decide_as_the_names_do() {
+        use super::*;
+        fn platform(name: &str) -> Platform {
+            let mut parts = name.split('/');
+            let arch = parts.next().unwrap_or_default();
+            Platform::new("linux", arch, parts.next())
+        }
+        let nodes = [
+            "amd64",
+            "amd64/v1",
+            "amd64/v2",
+            "amd64/v3",
+            "amd64/v4",
+            "amd64/v300",
+            "amd64/vx",
+            "arm/v5",
+            "arm/v7",
+            "arm64",
+            "arm64/v9",
+        ];
+        let builds: &[&[&str]] = &[
+            &["amd64"],
+            &["amd64/v3"],
+            &["amd64/v2", "amd64/v4"],
+            &["amd64/v3", "amd64"],
+            &["amd64/vx"],
+            &["amd64/vx", "amd64/v2"],
+            &["arm/v6", "amd64/v4"],
+            &["amd64/v3", "arm64"],
+            &["arm64/v9"],
+        ];
+        let mut decided_by_number = 0;
+        for builds in builds {
+            let builds: Vec<Platform> = builds.iter().map(|b| platform(b)).collect();
+            let (bits, lowest) = (platform_bits(&builds), lowest_levels(&builds));
+            for node in nodes {
+                let node = platform(node);
+                let Some(bit) = platform_bit(&node) else {
+                    panic!("{node} has no bit");
+                };
+                let by_number = VariantLevel::of(&node).meets(lowest[usize::from(bit)]);
+                decided_by_number += usize::from(by_number.is_some());
+                let decided = bits & (1 << bit) != 0
+                    && by_number.unwrap_or_else(|| node_is_compatible(&builds, &node));
+                assert_eq!(
+                    decided,
+                    node_is_compatible(&builds, &node),
+                    "{builds:?} on {node}"
+                );
+            }
+        }
+        // Most of the table is decided by number, not handed back to the names.
+        assert!(decided_by_number > builds.len() * 7, "{decided_by_number}");
+    }
+
     use super::*;
 
     fn set(list: &[(&str, &str, Option<&str>)]) -> Vec<Platform> {

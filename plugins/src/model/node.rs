@@ -16,7 +16,7 @@ use super::{
     resources::{NonZero, Resources},
 };
 use multiarch_policy::node_level::node_variant;
-use multiarch_policy::platform::{Platform, platform_bit};
+use multiarch_policy::platform::{Platform, VariantLevel, platform_bit};
 use multiarch_policy::selectors::{LabelLookup, Labels};
 
 /// The well-known label of a node's zone (topology spreading, cluster summaries).
@@ -42,7 +42,6 @@ pub struct Taint {
 pub struct NodeInfo {
     pub allocatable: Resources,
     pub requested: Resources,
-    pub non_zero_requested: NonZero,
     pub allowed_pods: i64,
     pub pods: Vec<Arc<PodInfo>>,
     /// Thin: an untainted node's empty list is one pointer to a shared header.
@@ -51,9 +50,14 @@ pub struct NodeInfo {
     pub platform_bit: Option<u8>,
     pub unschedulable: bool,
     pub ready: bool,
+    /// [`VariantLevel`] of `platform`, computed once: the filter's variant check (x86-64
+    /// levels) reads it, not `platform` (two lines further, a miss per node).
+    pub variant_level: VariantLevel,
     /// Read by the inter-pod affinity filter, `pods_with_affinity` by its scoring.
     pub pods_with_required_anti_affinity: u32,
     pub pods_with_affinity: u32,
+    /// Read by scoring only: it may straddle the second and third lines.
+    pub non_zero_requested: NonZero,
     /// Pods per controller UID, for the default spread constraints.
     pub controller_counts: ControllerCounts,
     /// The `topology.kubernetes.io/zone` label, read once. The cluster model gives the
@@ -134,6 +138,7 @@ impl NodeInfo {
             ready,
             declared_features,
             platform_bit: platform_bit(&platform),
+            variant_level: VariantLevel::of(&platform),
             platform,
             allocatable,
             allowed_pods,
@@ -180,6 +185,7 @@ impl NodeInfo {
         self.declared_features = fresh.declared_features;
         self.platform = fresh.platform;
         self.platform_bit = fresh.platform_bit;
+        self.variant_level = fresh.variant_level;
         self.allocatable = fresh.allocatable;
         self.allowed_pods = fresh.allowed_pods;
         self.images = fresh.images;
@@ -196,6 +202,7 @@ impl NodeInfo {
             declared_features: self.declared_features,
             platform: self.platform.clone(),
             platform_bit: self.platform_bit,
+            variant_level: self.variant_level,
             allocatable: self.allocatable.clone(),
             allowed_pods: self.allowed_pods,
             zone: self.zone.clone(),
@@ -386,6 +393,7 @@ mod tests {
             offset_of!(NodeInfo, taints) + size_of::<ThinVec<Taint>>(),
             offset_of!(NodeInfo, platform_bit) + 2,
             offset_of!(NodeInfo, unschedulable) + 1,
+            offset_of!(NodeInfo, variant_level) + size_of::<VariantLevel>(),
             offset_of!(NodeInfo, pods_with_required_anti_affinity) + 4,
         ] {
             assert!(end <= 128, "a filter field ends at {end}");

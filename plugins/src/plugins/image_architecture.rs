@@ -14,8 +14,8 @@ use crate::{
 };
 use multiarch_crd::UnknownNodeLevel;
 use multiarch_policy::platform::{
-    Platform, compatible_platforms, describe, node_is_compatible, platform_bit, platform_bits,
-    variant_level, variant_need, variants_are_levels,
+    Platform, compatible_platforms, describe, lowest_levels, node_is_compatible, platform_bit,
+    platform_bits, variant_level, variant_need, variants_are_levels,
 };
 
 pub const NAME: &str = "ImageArchitecture";
@@ -33,14 +33,32 @@ pub struct CompatiblePlatforms {
     /// Set when a `celArchitecturePlacement` rule decided the platforms: how it is named.
     pub decided_by: Option<String>,
     reason: Reason,
-    /// Per platform of `platforms` that names a variant (x86-64-v3, arm/v7): why a node
-    /// of its architecture whose own variant is too low fails, naming the image that
-    /// needs it. Empty in the common case, where the bit test alone decides.
-    variant_reasons: Vec<(Platform, Reason)>,
+    variants: VariantCheck,
     /// Set when an amd64 node whose level nothing says is taken as x86-64-v1
     /// (`unknownNodeLevel: Baseline`) and the images need a level above it: why such a
     /// node fails. Whether it is set decides; its text only says why.
     unknown_level_reason: Option<Reason>,
+}
+
+/// What decides a node that names a variant, when the pod's builds name some.
+#[derive(Clone, Debug, Default)]
+struct VariantCheck {
+    /// Per platform of `platforms` that names a variant (x86-64-v3, arm/v7): why a node
+    /// of its architecture whose own variant is too low fails, naming the image that
+    /// needs it. Empty in the common case, where the bit test alone decides.
+    reasons: Vec<(Platform, Reason)>,
+    /// [`lowest_levels`] of `platforms` when `reasons` is not empty: a node with a level
+    /// is checked by number, without reading its `platform`.
+    lowest_levels: [u32; 16],
+}
+
+impl VariantCheck {
+    fn of(platforms: &[Platform], images: &PodImagePlatforms) -> Self {
+        VariantCheck {
+            reasons: variant_reasons(platforms, images),
+            lowest_levels: lowest_levels(platforms),
+        }
+    }
 }
 
 impl CompatiblePlatforms {
@@ -57,9 +75,11 @@ impl CompatiblePlatforms {
         match (self.bits, node.platform_bit) {
             (Some(bits), Some(bit)) => {
                 bits & (1 << bit) != 0
-                    && (self.variant_reasons.is_empty()
-                        || node.platform.variant.is_none()
-                        || node_is_compatible(&self.platforms, &node.platform))
+                    && (self.variants.reasons.is_empty()
+                        || node
+                            .variant_level
+                            .meets(self.variants.lowest_levels[usize::from(bit)])
+                            .unwrap_or_else(|| node_is_compatible(&self.platforms, &node.platform)))
             }
             _ => node_is_compatible(&self.platforms, &node.platform),
         }
@@ -80,7 +100,8 @@ impl CompatiblePlatforms {
         {
             return reason;
         }
-        self.variant_reasons
+        self.variants
+            .reasons
             .iter()
             .find(|(p, _)| p.os == node.platform.os && p.architecture == node.platform.architecture)
             .map_or(&self.reason, |(_, reason)| reason)
@@ -115,7 +136,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             platforms,
             fallback_used: false,
             decided_by: Some(decision.describe()),
-            variant_reasons: Vec::new(),
+            variants: VariantCheck::default(),
             unknown_level_reason: None,
         });
     }
@@ -137,7 +158,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
                 platforms,
                 fallback_used: true,
                 decided_by: None,
-                variant_reasons: Vec::new(),
+                variants: VariantCheck::default(),
                 unknown_level_reason: None,
             });
         }
@@ -157,7 +178,7 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             fallback_used: false,
             decided_by: None,
             reason: Reason::Static(""),
-            variant_reasons: Vec::new(),
+            variants: VariantCheck::default(),
             unknown_level_reason: None,
         });
     }
@@ -185,12 +206,12 @@ pub fn pod_compatibility(ctx: &CycleContext<'_>) -> Result<CompatiblePlatforms, 
             per_container.join("; ")
         )));
     }
-    let variant_reasons = variant_reasons(&platforms, ctx.images);
-    let unknown_level_reason = unknown_level_reason(ctx.unknown_node_level, &variant_reasons);
+    let variants = VariantCheck::of(&platforms, ctx.images);
+    let unknown_level_reason = unknown_level_reason(ctx.unknown_node_level, &variants.reasons);
     Ok(CompatiblePlatforms {
         bits: Some(platform_bits(&platforms)),
         reason: with_left_out(mismatch_reason(&platforms, false), ctx.images),
-        variant_reasons,
+        variants,
         unknown_level_reason,
         platforms,
         fallback_used: false,
