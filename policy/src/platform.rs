@@ -316,11 +316,12 @@ pub fn describe(platforms: &[Platform]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// The numeric check a cycle makes per node decides as the names do, for levels and
     /// other variants, on nodes with and without one.
     #[test]
     fn variant_levels_decide_as_the_names_do() {
-        use super::*;
         fn platform(name: &str) -> Platform {
             let mut parts = name.split('/');
             let arch = parts.next().unwrap_or_default();
@@ -373,8 +374,6 @@ mod tests {
         // Most of the table is decided by number, not handed back to the names.
         assert!(decided_by_number > builds.len() * 7, "{decided_by_number}");
     }
-
-    use super::*;
 
     fn set(list: &[(&str, &str, Option<&str>)]) -> Vec<Platform> {
         list.iter()

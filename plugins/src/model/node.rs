@@ -51,7 +51,7 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     pub ready: bool,
     /// [`VariantLevel`] of `platform`, computed once: the filter's variant check (x86-64
-    /// levels) reads it, not `platform` (two lines further, a miss per node).
+    /// levels) reads it, not `platform` (three lines further, a miss per node).
     pub variant_level: VariantLevel,
     /// Read by the inter-pod affinity filter, `pods_with_affinity` by its scoring.
     pub pods_with_required_anti_affinity: u32,

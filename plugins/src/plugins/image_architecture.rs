@@ -47,15 +47,19 @@ struct VariantCheck {
     /// of its architecture whose own variant is too low fails, naming the image that
     /// needs it. Empty in the common case, where the bit test alone decides.
     reasons: Vec<(Platform, Reason)>,
-    /// [`lowest_levels`] of `platforms` when `reasons` is not empty: a node with a level
-    /// is checked by number, without reading its `platform`.
+    /// [`lowest_levels`] of `platforms`, computed and read only when `reasons` is not
+    /// empty: a node with a level is checked by number, without reading its `platform`.
     lowest_levels: [u32; 16],
 }
 
 impl VariantCheck {
     fn of(platforms: &[Platform], images: &PodImagePlatforms) -> Self {
+        let reasons = variant_reasons(platforms, images);
+        if reasons.is_empty() {
+            return VariantCheck::default();
+        }
         VariantCheck {
-            reasons: variant_reasons(platforms, images),
+            reasons,
             lowest_levels: lowest_levels(platforms),
         }
     }
