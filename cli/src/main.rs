@@ -7,9 +7,14 @@ use clap::Parser;
 
 mod args;
 mod commands;
+mod huge_pages;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
+    if cli.command.walks_many_nodes() {
+        // Before any thread or allocation of the role's: the process is replaced.
+        huge_pages::execute_again_with_huge_pages();
+    }
     match commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

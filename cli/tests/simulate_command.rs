@@ -190,3 +190,44 @@ fn out_of_range_percentages_and_samples_are_refused() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// `simulate` executes itself again with glibc's huge-page tunable where the kernel gives
+/// huge pages only to memory that asks, and keeps tunables the user set (even empty).
+#[test]
+fn the_heap_asks_for_huge_pages_unless_told_otherwise() {
+    let run = |tunables: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_multiarch"));
+        command
+            .args(["simulate", "--nodes", "50", "--pods", "50", "-o", "json"])
+            .env_remove("GLIBC_TUNABLES")
+            .env_remove("MULTIARCH_HUGE_PAGES_ASKED");
+        if let Some(tunables) = tunables {
+            command.env("GLIBC_TUNABLES", tunables);
+        }
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if cfg!(target_os = "linux") {
+            assert!(report["hugePagesBytes"].is_u64(), "{report}");
+        }
+        report["glibcTunables"].clone()
+    };
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let asks = cfg!(all(target_os = "linux", target_env = "gnu")) && mode.contains("[madvise]");
+    let expected = if asks {
+        serde_json::json!("glibc.malloc.hugetlb=1")
+    } else {
+        serde_json::Value::Null
+    };
+    assert_eq!(run(None), expected, "transparent huge pages: {mode:?}");
+    assert_eq!(run(Some("")), serde_json::json!(""));
+    assert_eq!(
+        run(Some("glibc.malloc.arena_max=2")),
+        serde_json::json!("glibc.malloc.arena_max=2")
+    );
+}

@@ -84,6 +84,18 @@ pub enum Command {
     Crds(CrdsArgs),
 }
 
+impl Command {
+    /// Whether the command schedules, reading a few cache lines of each of many nodes a
+    /// cycle: its heap goes on huge pages (see `huge_pages`).
+    pub fn walks_many_nodes(&self) -> bool {
+        match self {
+            #[cfg(feature = "scheduler")]
+            Command::Simulate(_) | Command::Scheduler(_) => true,
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;

@@ -66,7 +66,9 @@ pub async fn run(args: &SchedulerArgs) -> anyhow::Result<()> {
         }
     });
 
-    info!(name = %args.scheduler_name, %identity, "scheduler started");
+    // The tunables tell whether the heap asked for huge pages (see `huge_pages`).
+    let glibc_tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    info!(name = %args.scheduler_name, %identity, %glibc_tunables, "scheduler started");
     role.serve_and_wait(args.metrics_addr).await
 }
 

@@ -65,6 +65,8 @@ pub fn simulate_with(
         cycle_p50_micros: result.percentile(0.50).as_secs_f64() * 1e6,
         cycle_p99_micros: result.percentile(0.99).as_secs_f64() * 1e6,
         peak_memory_bytes,
+        huge_pages_bytes: result.huge_pages_bytes,
+        glibc_tunables: std::env::var("GLIBC_TUNABLES").ok(),
         preemptions: result.preemptions,
         evicted: result.victims,
         volumes_bound: result.volumes_bound,

@@ -21,6 +21,11 @@ pub struct SimulationReport {
     pub cycle_p99_micros: f64,
     /// Peak resident memory of the process (VmHWM), when the platform reports it.
     pub peak_memory_bytes: Option<u64>,
+    /// Of the memory at the run's end, what was on transparent huge pages (Linux
+    /// `AnonHugePages`), and the glibc tunables the process started with (`scheduler` and
+    /// `simulate` ask for huge pages with them: docs/performance.md).
+    pub huge_pages_bytes: Option<u64>,
+    pub glibc_tunables: Option<String>,
     /// Scheduling attempts that evicted lower-priority pods, and the pods evicted.
     pub preemptions: usize,
     pub evicted: usize,
@@ -208,7 +213,12 @@ impl SimulationReport {
         match self.peak_memory_bytes {
             #[allow(clippy::cast_precision_loss)]
             Some(bytes) => {
-                let _ = writeln!(out, "Peak memory: {:.1} MB", bytes as f64 / 1_000_000.0);
+                let _ = writeln!(
+                    out,
+                    "Peak memory: {:.1} MB{}",
+                    bytes as f64 / 1_000_000.0,
+                    self.huge_pages_text()
+                );
             }
             None => {
                 let _ = writeln!(out, "Peak memory: not reported by this platform");
@@ -225,12 +235,37 @@ impl SimulationReport {
         out.push_str(&self.architecture_blind.text());
         out
     }
+
+    /// "; on transparent huge pages at the end: 412.0 MB (GLIBC_TUNABLES=...)", what is
+    /// known of it.
+    fn huge_pages_text(&self) -> String {
+        let mut text = String::new();
+        if let Some(bytes) = self.huge_pages_bytes {
+            #[allow(clippy::cast_precision_loss)]
+            let mb = bytes as f64 / 1_000_000.0;
+            let _ = write!(text, "; on transparent huge pages at the end: {mb:.1} MB");
+        }
+        if let Some(tunables) = &self.glibc_tunables {
+            let _ = write!(text, " (GLIBC_TUNABLES={tunables})");
+        }
+        text
+    }
 }
 
 /// The process's peak resident set (Linux `VmHWM`).
 pub fn peak_memory_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    proc_kib("/proc/self/status", "VmHWM:")
+}
+
+/// The process's memory on transparent huge pages now (Linux `AnonHugePages`).
+pub fn huge_pages_bytes() -> Option<u64> {
+    proc_kib("/proc/self/smaps_rollup", "AnonHugePages:")
+}
+
+/// The value of the `field` line of a `/proc` file that counts in kB, in bytes.
+fn proc_kib(path: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }

@@ -145,6 +145,9 @@ pub struct RunResult {
     pub below_level: usize,
     /// The placement-quality audit, when `quality_sample` asked for one.
     pub quality: Option<QualityAudit>,
+    /// The process's memory on transparent huge pages at the run's end, the model still
+    /// held (Linux `AnonHugePages`).
+    pub huge_pages_bytes: Option<u64>,
 }
 
 impl RunResult {
@@ -276,6 +279,19 @@ pub fn run_with(
         }
     }
     result.elapsed = began.elapsed().saturating_sub(audit_time(&core));
+    record_waiting(&core, &last_failure, &mut result);
+    record_placements(&core, &images, options, &mut result);
+    result.quality = core.quality_audit().cloned();
+    result.huge_pages_bytes = super::report::huge_pages_bytes();
+    result
+}
+
+/// The pods left pending, by their last failure, and what the queueing hints did.
+fn record_waiting(
+    core: &SchedulerCore,
+    last_failure: &HashMap<String, String>,
+    result: &mut RunResult,
+) {
     for pod in core.queue.pending() {
         let message = last_failure
             .get(&pod.uid)
@@ -289,9 +305,6 @@ pub fn run_with(
             multiarch_plugins::events::QueueingHint::QueueSkip => result.left_waiting += count,
         }
     }
-    record_placements(&core, &images, options, &mut result);
-    result.quality = core.quality_audit().cloned();
-    result
 }
 
 /// The run's placements, read from the scheduler's model at its end: it holds every one

@@ -550,6 +550,7 @@ fn scheduler_mode(tier: &Tier) -> anyhow::Result<()> {
     }
 
     declared_features(tier)?;
+    heap_on_huge_pages(tier)?;
 
     // An image no node can run stays Pending, and says why.
     let foreign = tier.foreign_architecture()?;
@@ -589,6 +590,27 @@ fn scheduler_mode(tier: &Tier) -> anyhow::Result<()> {
         "--wait=true",
         "--timeout=60s",
     ])?;
+    Ok(())
+}
+
+/// The scheduler executed itself again with glibc's huge-page tunable where the node's
+/// kernel gives huge pages only to memory that asks (the kit's node is this machine, so
+/// its mode is the node's), and left it alone elsewhere.
+fn heap_on_huge_pages(tier: &Tier) -> anyhow::Result<()> {
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let scheduler = lease_holder(tier, "multiarch-scheduler")?;
+    let logs = tier.kubectl.run(&["logs", "-n", "multiarch", &scheduler])?;
+    let started = logs
+        .lines()
+        .find(|l| l.contains("scheduler started"))
+        .context("the scheduler's log has no \"scheduler started\"")?;
+    let asked = started.contains("glibc.malloc.hugetlb=1");
+    ensure!(
+        asked == mode.contains("[madvise]"),
+        "transparent huge pages {:?}, the scheduler started with: {started}",
+        mode.trim()
+    );
     Ok(())
 }
 
