@@ -323,9 +323,7 @@ mod tests {
     #[test]
     fn variant_levels_decide_as_the_names_do() {
         fn platform(name: &str) -> Platform {
-            let mut parts = name.split('/');
-            let arch = parts.next().unwrap_or_default();
-            Platform::new("linux", arch, parts.next())
+            Platform::parse(&format!("linux/{name}")).unwrap_or_else(|| panic!("{name}"))
         }
         let nodes = [
             "amd64",
